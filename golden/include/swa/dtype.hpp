@@ -1,0 +1,36 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace swa {
+
+// Storage dtype of Q, K, V and the output. Accumulation is always wider (fp32 in the baseline and
+// the DUTs, fp64 in the golden).
+enum class DType : std::uint8_t { fp32, fp16, bf16 };
+
+inline constexpr DType kAllDTypes[] = {DType::fp32, DType::fp16, DType::bf16};
+
+std::string_view dtype_name(DType dtype);
+std::optional<DType> parse_dtype(std::string_view name);
+std::string dtype_choices();  // "fp32|fp16|bf16", for error messages
+
+std::size_t dtype_bytes(DType dtype);
+
+// Round-to-nearest-even from float to the dtype, returned as the (exactly representable) float.
+// fp16 overflows to ±inf at |x| >= 65520; NaN stays NaN.
+float round_to(DType dtype, float value);
+
+// Raw storage conversion: `dst` points to dtype_bytes(dtype) bytes.
+void store_as(DType dtype, float value, void* dst);
+float load_from(DType dtype, const void* src);
+
+// Unit roundoff u = 2^-p (fp32 2^-24, fp16 2^-11, bf16 2^-8).
+double unit_roundoff(DType dtype);
+
+// Distance in units in the last place between two values of the dtype (both must be finite and
+// representable in it); monotone integer ordering of the bit patterns, so +0 and -0 are 0 apart.
+std::int64_t ulp_distance(DType dtype, float a, float b);
+
+}  // namespace swa

@@ -1,0 +1,80 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "swa/dtype.hpp"
+#include "swa/window.hpp"
+
+namespace swa {
+
+enum class RunMode : std::uint8_t { prefill, chunked_prefill, decode };
+enum class CachePolicy : std::uint8_t { ring_modulo, ring_compact, linear };
+
+inline constexpr RunMode kAllRunModes[] = {RunMode::prefill, RunMode::chunked_prefill, RunMode::decode};
+inline constexpr CachePolicy kAllCachePolicies[] = {CachePolicy::ring_modulo, CachePolicy::ring_compact,
+                                                    CachePolicy::linear};
+
+std::string_view mode_name(RunMode mode);          // prefill | chunked_prefill | decode
+std::optional<RunMode> parse_mode(std::string_view name);
+std::string_view cache_name(CachePolicy cache);     // ring-modulo | ring-compact | linear
+std::optional<CachePolicy> parse_cache(std::string_view name);
+
+// Everything one attention call needs, shared by the golden, the CPU DUT and the CUDA DUT, in the
+// manner of FlashAttention's Flash_fwd_params: raw pointers, explicit strides, sizes and flags.
+//
+// Layout: ATB's packed variable-length batch. Q and the output are [nTokens, heads_q, head_size],
+// K and V are [nTokens, heads_kv, head_size], sequence b occupying rows
+// [seq_offsets[b], seq_offsets[b] + seq_lens[b]). Strides are in elements; the last dimension is
+// contiguous. A sequence's token t has absolute position t.
+//
+// Schedule: `mode` says how the tokens reach the kernel. prefill: all at once, no cache.
+// chunked_prefill: the prompt in chunks of `chunk` tokens through a KV cache. decode: the first
+// seq_lens[b] - decode_steps tokens as a prompt (in chunks of `chunk`, or whole when chunk == 0),
+// then decode_steps single-token steps, all through the cache.
+struct AttnParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;  // DUT output in `dtype`; the golden writes fp64 to its own buffer instead
+  DType dtype = DType::fp32;
+
+  std::int64_t q_row_stride = 0, q_head_stride = 0;
+  std::int64_t k_row_stride = 0, k_head_stride = 0;
+  std::int64_t v_row_stride = 0, v_head_stride = 0;
+  std::int64_t out_row_stride = 0, out_head_stride = 0;
+
+  int batch = 0;
+  const std::int32_t* seq_lens = nullptr;     // [batch]
+  const std::int64_t* seq_offsets = nullptr;  // [batch + 1]
+  int heads_q = 0;
+  int heads_kv = 0;
+  int head_size = 0;
+
+  WindowBand band = causal_band();
+  float scale = 0.f;  // softmax scale, usually 1/sqrt(head_size)
+
+  RunMode mode = RunMode::prefill;
+  CachePolicy cache = CachePolicy::ring_modulo;
+  int chunk = 0;
+  int decode_steps = 0;
+};
+
+float default_scale(int head_size);
+
+// GQA: query head h reads kv head h / (heads_q / heads_kv).
+SWA_HOST_DEVICE constexpr int kv_head_for(int q_head, int heads_q, int heads_kv) {
+  return q_head / (heads_q / heads_kv);
+}
+
+// Contiguous strides for the packed layout.
+void set_contiguous_strides(AttnParams& p);
+
+std::int64_t total_tokens(const AttnParams& p);
+// Tokens of sequence b that form its prompt (everything but the decode steps).
+std::int64_t prompt_len(const AttnParams& p, int b);
+
+// Throws std::invalid_argument naming the offending field and its allowed range.
+void validate(const AttnParams& p);
+
+}  // namespace swa

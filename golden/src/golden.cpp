@@ -1,0 +1,184 @@
+#include "swa/golden.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "row_softmax.hpp"
+#include "swa/kv_cache_model.hpp"
+
+namespace swa::golden {
+namespace {
+
+// Q, K, V read once into contiguous fp64 [nTokens, heads, head_size]; the conversion is exact.
+struct Fp64Inputs {
+  std::vector<double> q, k, v;
+};
+
+std::vector<double> load_tensor(const void* base, DType dtype, std::int64_t rows, int heads, int head_size,
+                                std::int64_t row_stride, std::int64_t head_stride) {
+  std::vector<double> t(static_cast<std::size_t>(rows) * heads * head_size);
+  const auto* bytes = static_cast<const unsigned char*>(base);
+  const std::size_t elem = dtype_bytes(dtype);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (int h = 0; h < heads; ++h)
+      for (int d = 0; d < head_size; ++d)
+        t[(static_cast<std::size_t>(r) * heads + h) * head_size + d] =
+            load_from(dtype, bytes + (r * row_stride + h * head_stride + d) * elem);
+  return t;
+}
+
+Fp64Inputs load_inputs(const AttnParams& p) {
+  const std::int64_t n = total_tokens(p);
+  return {load_tensor(p.q, p.dtype, n, p.heads_q, p.head_size, p.q_row_stride, p.q_head_stride),
+          load_tensor(p.k, p.dtype, n, p.heads_kv, p.head_size, p.k_row_stride, p.k_head_stride),
+          load_tensor(p.v, p.dtype, n, p.heads_kv, p.head_size, p.v_row_stride, p.v_head_stride)};
+}
+
+struct RowIndexing {
+  const AttnParams& p;
+  std::size_t q(std::int64_t row, int h) const {
+    return (static_cast<std::size_t>(row) * p.heads_q + h) * p.head_size;
+  }
+  std::size_t kv(std::int64_t row, int h) const {
+    return (static_cast<std::size_t>(row) * p.heads_kv + h) * p.head_size;
+  }
+  std::size_t lse(std::int64_t row, int h) const { return static_cast<std::size_t>(row) * p.heads_q + h; }
+};
+
+Output allocate_output(const AttnParams& p) {
+  const std::int64_t n = total_tokens(p);
+  Output o;
+  o.out.assign(static_cast<std::size_t>(n) * p.heads_q * p.head_size, 0.0);
+  o.lse.assign(static_cast<std::size_t>(n) * p.heads_q, 0.0);
+  return o;
+}
+
+// Scores of query `q_row` against keys [first, end) of sequence rows starting at `seq_row0`.
+void gather_dense_keys(const AttnParams& p, const Fp64Inputs& in, const double* q, std::int64_t seq_row0,
+                       std::int64_t first, std::int64_t end, int kv_head, detail::RowScratch& s) {
+  const RowIndexing ix{p};
+  const double scale = p.scale;
+  for (std::int64_t j = first; j < end; ++j) {
+    s.scores.push_back(scale * detail::dot_exact_products(q, &in.k[ix.kv(seq_row0 + j, kv_head)], p.head_size));
+    s.values.push_back(&in.v[ix.kv(seq_row0 + j, kv_head)]);
+  }
+}
+
+}  // namespace
+
+Output attention_dense(const AttnParams& p) {
+  validate(p);
+  const Fp64Inputs in = load_inputs(p);
+  Output o = allocate_output(p);
+  const RowIndexing ix{p};
+  const std::int64_t units = static_cast<std::int64_t>(p.batch) * p.heads_q;
+  // Rows are independent, so the result does not depend on the thread count.
+#pragma omp parallel
+  {
+    detail::RowScratch s;
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t unit = 0; unit < units; ++unit) {
+      const int b = static_cast<int>(unit / p.heads_q);
+      const int h = static_cast<int>(unit % p.heads_q);
+      const int kvh = kv_head_for(h, p.heads_q, p.heads_kv);
+      const std::int64_t row0 = p.seq_offsets[b];
+      const std::int64_t len = p.seq_lens[b];
+      for (std::int64_t i = 0; i < len; ++i) {
+        s.scores.clear();
+        s.values.clear();
+        gather_dense_keys(p, in, &in.q[ix.q(row0 + i, h)], row0, band_first_key(p.band, i),
+                          band_end_key(p.band, i, len), kvh, s);
+        const auto stats = detail::softmax_times_values(s, p.head_size, &o.out[ix.q(row0 + i, h)]);
+        o.lse[ix.lse(row0 + i, h)] = stats.lse;
+      }
+    }
+  }
+  return o;
+}
+
+namespace {
+
+// Query rows [s, e) of one sequence attend to the cache and to chunk rows [s, i].
+void attend_chunk(const AttnParams& p, const Fp64Inputs& in, const KvCacheModel& cache, std::int64_t row0,
+                  std::int64_t s, std::int64_t e, bool include_chunk_keys, Output& o, detail::RowScratch& scratch) {
+  const RowIndexing ix{p};
+  for (std::int64_t i = s; i < e; ++i)
+    for (int h = 0; h < p.heads_q; ++h) {
+      const int kvh = kv_head_for(h, p.heads_q, p.heads_kv);
+      const double* q = &in.q[ix.q(row0 + i, h)];
+      scratch.scores.clear();
+      scratch.values.clear();
+      for (std::int64_t slot = cache.first_slot_for(p.band, i); slot < cache.end_slot_for(p.band, i); ++slot) {
+        const std::int64_t pos = cache.position(slot);
+        if (pos < 0 || !band_visible(p.band, i, pos)) continue;
+        scratch.scores.push_back(p.scale * detail::dot_exact_products(q, cache.key(slot, kvh), p.head_size));
+        scratch.values.push_back(cache.value(slot, kvh));
+      }
+      if (include_chunk_keys)
+        gather_dense_keys(p, in, q, row0, std::max(s, band_first_key(p.band, i)), band_end_key(p.band, i, e), kvh,
+                          scratch);
+      const auto stats = detail::softmax_times_values(scratch, p.head_size, &o.out[ix.q(row0 + i, h)]);
+      o.lse[ix.lse(row0 + i, h)] = stats.lse;
+    }
+}
+
+}  // namespace
+
+Output attention_scheduled(const AttnParams& p) {
+  validate(p);
+  if (p.mode == RunMode::prefill) return attention_dense(p);
+  const Fp64Inputs in = load_inputs(p);
+  Output o = allocate_output(p);
+  const RowIndexing ix{p};
+  const std::int64_t window = p.band.left + 1;  // ring slots; validate() bounds it for rings
+#pragma omp parallel
+  {
+    detail::RowScratch scratch;
+#pragma omp for schedule(dynamic, 1)
+    for (int b = 0; b < p.batch; ++b) {
+      const std::int64_t row0 = p.seq_offsets[b];
+      const std::int64_t len = p.seq_lens[b];
+      const std::int64_t prompt = prompt_len(p, b);
+      KvCacheModel cache(p.cache, window, len, p.heads_kv, p.head_size);
+      const std::int64_t kv_row_stride = static_cast<std::int64_t>(p.heads_kv) * p.head_size;
+      const std::int64_t chunk = p.chunk > 0 ? p.chunk : prompt;
+      // Prefill chunks: attend to cache + chunk, then write the chunk.
+      for (std::int64_t s = 0; s < prompt; s += chunk) {
+        const std::int64_t e = std::min(prompt, s + chunk);
+        attend_chunk(p, in, cache, row0, s, e, /*include_chunk_keys=*/true, o, scratch);
+        cache.write(s, e - s, &in.k[ix.kv(row0 + s, 0)], &in.v[ix.kv(row0 + s, 0)], kv_row_stride);
+      }
+      // Decode steps: write the new token, then attend to the cache alone.
+      for (std::int64_t i = prompt; i < len; ++i) {
+        cache.write(i, 1, &in.k[ix.kv(row0 + i, 0)], &in.v[ix.kv(row0 + i, 0)], kv_row_stride);
+        attend_chunk(p, in, cache, row0, i, i + 1, /*include_chunk_keys=*/false, o, scratch);
+      }
+    }
+  }
+  return o;
+}
+
+Output run(const AttnParams& p) { return p.mode == RunMode::prefill ? attention_dense(p) : attention_scheduled(p); }
+
+RowTrace trace_row(const AttnParams& p, int sequence, int q_head, std::int64_t token) {
+  validate(p);
+  const Fp64Inputs in = load_inputs(p);
+  const RowIndexing ix{p};
+  const std::int64_t row0 = p.seq_offsets[sequence];
+  const std::int64_t len = p.seq_lens[sequence];
+  detail::RowScratch s;
+  RowTrace t;
+  const std::int64_t first = band_first_key(p.band, token), end = band_end_key(p.band, token, len);
+  gather_dense_keys(p, in, &in.q[ix.q(row0 + token, q_head)], row0, first, end,
+                    kv_head_for(q_head, p.heads_q, p.heads_kv), s);
+  for (std::int64_t j = first; j < end; ++j) t.key_positions.push_back(j);
+  t.scores = s.scores;
+  t.out.resize(p.head_size);
+  const auto stats = detail::softmax_times_values(s, p.head_size, t.out.data());
+  t.probabilities = s.scores;
+  t.row_max = stats.row_max;
+  t.lse = stats.lse;
+  return t;
+}
+
+}  // namespace swa::golden

@@ -1,0 +1,89 @@
+#include "swa/params.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace swa {
+
+std::string_view mode_name(RunMode mode) {
+  switch (mode) {
+    case RunMode::prefill: return "prefill";
+    case RunMode::chunked_prefill: return "chunked_prefill";
+    case RunMode::decode: return "decode";
+  }
+  return "?";
+}
+
+std::optional<RunMode> parse_mode(std::string_view name) {
+  for (RunMode m : kAllRunModes)
+    if (mode_name(m) == name) return m;
+  return std::nullopt;
+}
+
+std::string_view cache_name(CachePolicy cache) {
+  switch (cache) {
+    case CachePolicy::ring_modulo: return "ring-modulo";
+    case CachePolicy::ring_compact: return "ring-compact";
+    case CachePolicy::linear: return "linear";
+  }
+  return "?";
+}
+
+std::optional<CachePolicy> parse_cache(std::string_view name) {
+  for (CachePolicy c : kAllCachePolicies)
+    if (cache_name(c) == name) return c;
+  return std::nullopt;
+}
+
+float default_scale(int head_size) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_size))); }
+
+void set_contiguous_strides(AttnParams& p) {
+  p.q_head_stride = p.out_head_stride = p.head_size;
+  p.k_head_stride = p.v_head_stride = p.head_size;
+  p.q_row_stride = p.out_row_stride = static_cast<std::int64_t>(p.heads_q) * p.head_size;
+  p.k_row_stride = p.v_row_stride = static_cast<std::int64_t>(p.heads_kv) * p.head_size;
+}
+
+std::int64_t total_tokens(const AttnParams& p) { return p.batch > 0 ? p.seq_offsets[p.batch] : 0; }
+
+std::int64_t prompt_len(const AttnParams& p, int b) {
+  return p.mode == RunMode::decode ? p.seq_lens[b] - p.decode_steps : p.seq_lens[b];
+}
+
+namespace {
+void require(bool ok, const std::string& message) {
+  if (!ok) throw std::invalid_argument(message);
+}
+}  // namespace
+
+void validate(const AttnParams& p) {
+  require(p.q && p.k && p.v, "params: q, k and v must be set");
+  require(p.batch >= 1, "params.batch must be >= 1, got " + std::to_string(p.batch));
+  require(p.seq_lens && p.seq_offsets, "params: seq_lens and seq_offsets must be set");
+  require(p.heads_q >= 1 && p.heads_kv >= 1, "params.heads_q and heads_kv must be >= 1");
+  require(p.heads_q % p.heads_kv == 0, "params.heads_q (" + std::to_string(p.heads_q) +
+                                           ") must be a multiple of heads_kv (" + std::to_string(p.heads_kv) + ")");
+  require(p.head_size >= 1, "params.head_size must be >= 1, got " + std::to_string(p.head_size));
+  require(std::isfinite(p.scale) && p.scale > 0.f, "params.scale must be finite and > 0");
+  require(p.seq_offsets[0] == 0, "params.seq_offsets[0] must be 0");
+  for (int b = 0; b < p.batch; ++b) {
+    require(p.seq_lens[b] >= 1, "params.seq_lens[" + std::to_string(b) + "] must be >= 1");
+    require(p.seq_offsets[b + 1] == p.seq_offsets[b] + p.seq_lens[b],
+            "params.seq_offsets[" + std::to_string(b + 1) + "] must equal seq_offsets[b] + seq_lens[b]");
+  }
+  if (p.mode == RunMode::prefill) return;
+  require(p.band.right == 0, "params.band.right must be 0 (causal) when tokens go through a KV cache");
+  const bool ring = p.cache != CachePolicy::linear;
+  require(!ring || p.band.left >= 0, "params.band.left must be bounded (a window) for a ring cache");
+  require(p.chunk >= 0, "params.chunk must be >= 0");
+  if (p.mode == RunMode::chunked_prefill) require(p.chunk >= 1, "params.chunk must be >= 1 in chunked_prefill");
+  if (p.mode == RunMode::decode) {
+    require(p.decode_steps >= 1, "params.decode_steps must be >= 1 in decode mode");
+    for (int b = 0; b < p.batch; ++b)
+      require(p.seq_lens[b] > p.decode_steps, "params.seq_lens[" + std::to_string(b) +
+                                                  "] must exceed decode_steps (the prompt needs >= 1 token)");
+  }
+}
+
+}  // namespace swa

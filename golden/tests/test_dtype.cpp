@@ -1,0 +1,73 @@
+#define BOOST_TEST_MODULE golden_dtype
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <limits>
+
+#include "swa/dtype.hpp"
+
+using swa::DType;
+using swa::round_to;
+
+BOOST_AUTO_TEST_CASE(fp16_range_edges) {
+  BOOST_TEST(round_to(DType::fp16, 65504.f) == 65504.f);
+  BOOST_TEST(round_to(DType::fp16, 65519.f) == 65504.f);   // below the midpoint to 65536
+  BOOST_TEST(std::isinf(round_to(DType::fp16, 65520.f)));  // the midpoint rounds to even: inf
+  BOOST_TEST(round_to(DType::fp16, -65520.f) == -std::numeric_limits<float>::infinity());
+  BOOST_TEST(round_to(DType::fp16, -65536.f) == -std::numeric_limits<float>::infinity());  // ATB fp16 mask fill
+}
+
+BOOST_AUTO_TEST_CASE(fp16_round_to_nearest_even) {
+  BOOST_TEST(round_to(DType::fp16, 1.f + 0x1p-11f) == 1.f);                   // tie -> even
+  BOOST_TEST(round_to(DType::fp16, 1.f + 3 * 0x1p-11f) == 1.f + 0x1p-9f);     // tie -> even
+  BOOST_TEST(round_to(DType::fp16, 1.f + 0x1p-11f + 0x1p-20f) == 1.f + 0x1p-10f);  // above tie
+}
+
+BOOST_AUTO_TEST_CASE(fp16_subnormals) {
+  BOOST_TEST(round_to(DType::fp16, 0x1p-24f) == 0x1p-24f);       // smallest subnormal
+  BOOST_TEST(round_to(DType::fp16, 0x1p-25f) == 0.f);            // tie between 0 and 2^-24 -> 0
+  BOOST_TEST(round_to(DType::fp16, 3 * 0x1p-26f) == 0x1p-24f);
+  BOOST_TEST(round_to(DType::fp16, 0x1p-14f - 0x1p-24f) == 0x1p-14f - 0x1p-24f);  // largest subnormal
+}
+
+BOOST_AUTO_TEST_CASE(bf16_rounding_and_range) {
+  BOOST_TEST(round_to(DType::bf16, 1.f + 0x1p-8f) == 1.f);
+  BOOST_TEST(round_to(DType::bf16, 1.f + 3 * 0x1p-8f) == 1.f + 0x1p-6f);
+  BOOST_TEST(std::isinf(round_to(DType::bf16, std::numeric_limits<float>::max())));
+  BOOST_TEST(round_to(DType::bf16, 0x1p-133f) == 0x1p-133f);  // bf16 subnormal
+  BOOST_TEST(round_to(DType::bf16, 1e30f) != 1e30f);
+  BOOST_TEST(std::isfinite(round_to(DType::bf16, 1e30f)));
+}
+
+BOOST_AUTO_TEST_CASE(specials_survive_every_dtype) {
+  for (DType d : swa::kAllDTypes) {
+    BOOST_TEST(std::isnan(round_to(d, std::numeric_limits<float>::quiet_NaN())));
+    BOOST_TEST(round_to(d, std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
+    BOOST_TEST(round_to(d, -std::numeric_limits<float>::infinity()) == -std::numeric_limits<float>::infinity());
+    BOOST_TEST(std::signbit(round_to(d, -0.f)));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(store_load_round_trip) {
+  const float values[] = {0.f, -1.5f, 3.140625f, 65504.f, 0x1p-24f, -0x1p-14f};
+  for (DType d : swa::kAllDTypes)
+    for (float x : values) {
+      unsigned char buf[4];
+      swa::store_as(d, x, buf);
+      BOOST_TEST(swa::load_from(d, buf) == round_to(d, x));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(ulp_distance_counts_representable_steps) {
+  BOOST_TEST(swa::ulp_distance(DType::fp16, 1.f, 1.f + 0x1p-10f) == 1);
+  BOOST_TEST(swa::ulp_distance(DType::bf16, 1.f, 1.f + 0x1p-7f) == 1);
+  BOOST_TEST(swa::ulp_distance(DType::fp32, 1.f, std::nextafter(1.f, 2.f)) == 1);
+  BOOST_TEST(swa::ulp_distance(DType::fp16, 0.f, -0.f) == 0);
+  BOOST_TEST(swa::ulp_distance(DType::fp16, 0x1p-24f, -0x1p-24f) == 2);
+  BOOST_TEST(swa::ulp_distance(DType::fp16, 65504.f, 65472.f) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(names_parse_back) {
+  for (DType d : swa::kAllDTypes) BOOST_TEST((swa::parse_dtype(swa::dtype_name(d)) == d));
+  BOOST_TEST(!swa::parse_dtype("fp64").has_value());
+  BOOST_TEST(swa::unit_roundoff(DType::fp16) == 0x1p-11);
+}
