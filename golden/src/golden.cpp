@@ -66,31 +66,66 @@ void gather_dense_keys(const AttnParams& p, const Fp64Inputs& in, const double* 
 
 }  // namespace
 
+namespace {
+
+// One sequence's keys of one kv head, transposed to [head_size, len], so a query's scores against a
+// run of consecutive keys vectorise over the keys.
+struct TransposedKeys {
+  std::vector<double> kT;
+  std::int64_t len = 0;
+
+  void load(const AttnParams& p, const Fp64Inputs& in, int b, int kv_head) {
+    const RowIndexing ix{p};
+    len = p.seq_lens[b];
+    kT.resize(static_cast<std::size_t>(len) * p.head_size);
+    for (std::int64_t j = 0; j < len; ++j) {
+      const double* k = &in.k[ix.kv(p.seq_offsets[b] + j, kv_head)];
+      for (int d = 0; d < p.head_size; ++d) kT[d * len + j] = k[d];
+    }
+  }
+};
+
+// Query i of sequence b (head h) against keys [first, end) by the dense definition.
+detail::RowStats dense_row(const AttnParams& p, const Fp64Inputs& in, const TransposedKeys& keys, int b, int h,
+                           std::int64_t i, detail::RowScratch& s, double* out) {
+  const RowIndexing ix{p};
+  const std::int64_t row0 = p.seq_offsets[b];
+  const std::int64_t first = band_first_key(p.band, i), end = band_end_key(p.band, i, keys.len);
+  const int kvh = kv_head_for(h, p.heads_q, p.heads_kv);
+  s.scores.clear();
+  s.values.clear();
+  if (end > first)
+    detail::scores_from_transposed(&in.q[ix.q(row0 + i, h)], keys.kT.data(), keys.len, first, end - first,
+                                   p.head_size, p.scale, s.scores, s.score_err);
+  for (std::int64_t j = first; j < end; ++j) s.values.push_back(&in.v[ix.kv(row0 + j, kvh)]);
+  return detail::softmax_times_values(s, p.head_size, out);
+}
+
+}  // namespace
+
 Output attention_dense(const AttnParams& p) {
   validate(p);
   const Fp64Inputs in = load_inputs(p);
   Output o = allocate_output(p);
   const RowIndexing ix{p};
-  const std::int64_t units = static_cast<std::int64_t>(p.batch) * p.heads_q;
+  const int group = p.heads_q / p.heads_kv;
+  const std::int64_t units = static_cast<std::int64_t>(p.batch) * p.heads_kv;
   // Rows are independent, so the result does not depend on the thread count.
 #pragma omp parallel
   {
     detail::RowScratch s;
+    TransposedKeys keys;
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t unit = 0; unit < units; ++unit) {
-      const int b = static_cast<int>(unit / p.heads_q);
-      const int h = static_cast<int>(unit % p.heads_q);
-      const int kvh = kv_head_for(h, p.heads_q, p.heads_kv);
+      const int b = static_cast<int>(unit / p.heads_kv);
+      const int kvh = static_cast<int>(unit % p.heads_kv);
+      keys.load(p, in, b, kvh);
       const std::int64_t row0 = p.seq_offsets[b];
-      const std::int64_t len = p.seq_lens[b];
-      for (std::int64_t i = 0; i < len; ++i) {
-        s.scores.clear();
-        s.values.clear();
-        gather_dense_keys(p, in, &in.q[ix.q(row0 + i, h)], row0, band_first_key(p.band, i),
-                          band_end_key(p.band, i, len), kvh, s);
-        const auto stats = detail::softmax_times_values(s, p.head_size, &o.out[ix.q(row0 + i, h)]);
-        o.lse[ix.lse(row0 + i, h)] = stats.lse;
-      }
+      for (int h = kvh * group; h < (kvh + 1) * group; ++h)
+        for (std::int64_t i = 0; i < keys.len; ++i) {
+          const auto stats = dense_row(p, in, keys, b, h, i, s, &o.out[ix.q(row0 + i, h)]);
+          o.lse[ix.lse(row0 + i, h)] = stats.lse;
+        }
     }
   }
   return o;
@@ -163,18 +198,21 @@ Output run(const AttnParams& p) { return p.mode == RunMode::prefill ? attention_
 RowTrace trace_row(const AttnParams& p, int sequence, int q_head, std::int64_t token) {
   validate(p);
   const Fp64Inputs in = load_inputs(p);
-  const RowIndexing ix{p};
-  const std::int64_t row0 = p.seq_offsets[sequence];
-  const std::int64_t len = p.seq_lens[sequence];
+  TransposedKeys keys;
+  keys.load(p, in, sequence, kv_head_for(q_head, p.heads_q, p.heads_kv));
   detail::RowScratch s;
   RowTrace t;
-  const std::int64_t first = band_first_key(p.band, token), end = band_end_key(p.band, token, len);
-  gather_dense_keys(p, in, &in.q[ix.q(row0 + token, q_head)], row0, first, end,
-                    kv_head_for(q_head, p.heads_q, p.heads_kv), s);
-  for (std::int64_t j = first; j < end; ++j) t.key_positions.push_back(j);
-  t.scores = s.scores;
   t.out.resize(p.head_size);
-  const auto stats = detail::softmax_times_values(s, p.head_size, t.out.data());
+  const std::int64_t first = band_first_key(p.band, token), end = band_end_key(p.band, token, keys.len);
+  for (std::int64_t j = first; j < end; ++j) t.key_positions.push_back(j);
+  // dense_row leaves probabilities in s.scores; recompute the scores for the trace first.
+  detail::RowScratch scores_only;
+  if (end > first)
+    detail::scores_from_transposed(&in.q[RowIndexing{p}.q(p.seq_offsets[sequence] + token, q_head)], keys.kT.data(),
+                                   keys.len, first, end - first, p.head_size, p.scale, scores_only.scores,
+                                   scores_only.score_err);
+  t.scores = scores_only.scores;
+  const auto stats = dense_row(p, in, keys, sequence, q_head, token, s, t.out.data());
   t.probabilities = s.scores;
   t.row_max = stats.row_max;
   t.lse = stats.lse;

@@ -9,8 +9,16 @@ namespace swa::golden::detail {
 // q.k with every product exact (float-valued inputs) and a compensated sum.
 double dot_exact_products(const double* a, const double* b, int n);
 
+// scores[j] = scale * q . k_j for keys j in [first, first + count) of a transposed K block
+// (kT[d * key_stride + j]). Compensated across d for every key at once, so it vectorises over keys.
+// Appends to `scores`.
+void scores_from_transposed(const double* q, const double* kT, std::int64_t key_stride, std::int64_t first,
+                            std::int64_t count, int head_size, double scale, std::vector<double>& scores,
+                            std::vector<double>& err);
+
 struct RowScratch {
   std::vector<double> scores;
+  std::vector<double> score_err;
   std::vector<const double*> values;
   std::vector<double> acc_sum, acc_err;
 };

@@ -8,7 +8,7 @@ namespace swa::baseline {
 // Naive attention the way an unoptimised framework computes it in the run's dtype (FlashAttention's
 // attention_ref with upcast=False, PyTorch's math path). Rounding points, each to `p.dtype`:
 //   1. q' = round(q * scale)                    (fp32 multiply)
-//   2. s_j = round(sum_d q'_d k_jd)              (fp32 accumulation over d, in order)
+//   2. s_j = round(q'.k_j)   fp32, eight partial sums over d mod 8 combined pairwise (a SIMD GEMM's order)
 //   3. masked keys are dropped (-inf, exp = 0)
 //   4. p_j = round(exp(s_j - max) / sum)         (fp32 max, exp, sum over keys in position order)
 //   5. o_d = round(sum_j p_j v_jd)               (fp32 accumulation over keys, in position order)

@@ -1,0 +1,71 @@
+#pragma once
+// A thin RAII layer over the HDF5 C API: the only place that talks to libhdf5.
+#include <hdf5.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace swa::h5 {
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Owns one hid_t and closes it with the matching H5*close.
+class Handle {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Handle() = default;
+  Handle(hid_t id, Closer closer, const std::string& what);
+  Handle(Handle&& o) noexcept;
+  Handle& operator=(Handle&& o) noexcept;
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle();
+  hid_t id() const { return id_; }
+  void close();
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+  Closer closer_ = nullptr;
+};
+
+Handle create_file(const std::filesystem::path& path);  // truncates
+Handle open_file_readonly(const std::filesystem::path& path);
+Handle create_group(hid_t loc, const std::string& name);
+
+void write_dataset(hid_t loc, const std::string& name, std::span<const float> data, const std::vector<hsize_t>& dims);
+void write_dataset(hid_t loc, const std::string& name, std::span<const double> data, const std::vector<hsize_t>& dims);
+void write_dataset(hid_t loc, const std::string& name, std::span<const std::int32_t> data,
+                   const std::vector<hsize_t>& dims);
+
+void write_attr(hid_t obj, const std::string& name, const std::string& value);
+void write_attr(hid_t obj, const std::string& name, std::int64_t value);
+void write_attr(hid_t obj, const std::string& name, double value);
+
+std::vector<float> read_floats(hid_t loc, const std::string& name, std::vector<hsize_t>* dims = nullptr);
+std::string read_string_attr(hid_t obj, const std::string& name);
+std::int64_t read_int_attr(hid_t obj, const std::string& name);
+
+// Writes go to a temporary file beside `final_path`; commit() closes it and renames it into place,
+// so a reader never sees a half-written file. Without commit() the temporary is removed.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::filesystem::path final_path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  hid_t id() const { return file_.id(); }
+  void commit();
+
+ private:
+  std::filesystem::path final_path_, temp_path_;
+  Handle file_;
+  bool committed_ = false;
+};
+
+}  // namespace swa::h5

@@ -1,0 +1,36 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "swa/dtype.hpp"
+
+namespace swa::harness {
+
+// How Q, K and V are drawn. Values are drawn in double, rounded to float, then to the run's dtype.
+enum class InputDistribution : std::uint8_t {
+  normal,       // N(0, 1)
+  uniform,      // U(-1, 1)
+  large_logit,  // N(0, s^2) for Q and K, s chosen so raw scores q.k reach about fp16's range / 4
+  outlier,      // N(0, 1) + N(0, 100) * Bernoulli(0.001), as in the FlashAttention-3 paper (variance 100)
+  constant_rows,  // every K row of a head is the same vector: ties, exactly uniform probabilities
+};
+
+inline constexpr InputDistribution kAllInputDistributions[] = {
+    InputDistribution::normal, InputDistribution::uniform, InputDistribution::large_logit, InputDistribution::outlier,
+    InputDistribution::constant_rows};
+
+std::string_view distribution_name(InputDistribution d);  // normal|uniform|large-logit|outlier|constant-rows
+std::optional<InputDistribution> parse_distribution(std::string_view name);
+std::string distribution_choices();
+
+enum class TensorRole : std::uint32_t { q = 1, k = 2, v = 3 };
+
+// Element i of the tensor, for a tensor laid out as rows of `row_elems` elements (heads x dims).
+// Deterministic in (seed, role, i) alone.
+std::vector<float> generate_tensor(std::uint64_t seed, TensorRole role, InputDistribution dist, std::int64_t rows,
+                                   std::int64_t row_elems, int head_size, DType dtype);
+
+}  // namespace swa::harness

@@ -1,0 +1,51 @@
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "swa/harness/inputs.hpp"
+#include "swa/params.hpp"
+
+namespace swa::harness {
+
+// What a problem is made of, before any buffer exists.
+struct ProblemSpec {
+  std::vector<std::int32_t> seq_lens;  // total tokens per sequence (prompt + decode steps)
+  int heads_q = 1;
+  int heads_kv = 1;
+  int head_size = 64;
+  WindowBand band = causal_band();
+  float scale = 0.f;  // 0: 1/sqrt(head_size)
+  DType dtype = DType::fp32;
+  RunMode mode = RunMode::prefill;
+  CachePolicy cache = CachePolicy::ring_modulo;
+  int chunk = 0;
+  int decode_steps = 0;
+  std::uint64_t seed = 0;
+  InputDistribution inputs = InputDistribution::normal;
+};
+
+// Inputs generated from the spec's seed and the params pointing at them. Q, K and V are kept both
+// as floats (the dtype-rounded values, for files and reports) and in dtype storage (what kernels
+// read). Not copyable: params points into it.
+struct Problem {
+  ProblemSpec spec;
+  std::vector<std::int64_t> seq_offsets;
+  std::vector<float> q, k, v;
+  std::vector<unsigned char> q_storage, k_storage, v_storage;
+  AttnParams params;
+
+  Problem() = default;
+  Problem(const Problem&) = delete;
+  Problem& operator=(const Problem&) = delete;
+};
+
+// Throws std::invalid_argument when the spec is inconsistent (see swa::validate).
+void build_problem(const ProblemSpec& spec, Problem& out);
+
+// Bytes the golden, the baseline and one DUT hold at once for this spec (inputs in float and in
+// dtype storage, fp64 golden inputs and output, baseline and DUT outputs).
+std::int64_t estimate_memory_bytes(const ProblemSpec& spec);
+// Half the machine's physical memory: the default limit on estimate_memory_bytes.
+std::int64_t default_memory_limit_bytes();
+
+}  // namespace swa::harness

@@ -1,0 +1,13 @@
+#pragma once
+#include <string>
+#include <vector>
+
+namespace swa::cli {
+
+// Each returns the process exit code (see ExitCode) or throws UsageError.
+int cmd_mask(const std::vector<std::string>& args);
+int cmd_mask_check(const std::vector<std::string>& args);
+int cmd_golden(const std::vector<std::string>& args);
+int cmd_self_check(const std::vector<std::string>& args);
+
+}  // namespace swa::cli

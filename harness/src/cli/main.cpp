@@ -1,0 +1,55 @@
+// swa-harness: the command-line entry point. One subcommand per file.
+#include <exception>
+#include <iostream>
+#include <string_view>
+
+#include "commands.hpp"
+#include "options.hpp"
+
+namespace {
+
+struct Subcommand {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(const std::vector<std::string>&);
+};
+
+constexpr Subcommand kSubcommands[] = {
+    {"mask", "write an ATB mask tensor (swa-norm, swa-compress, causal, norm-compress) to HDF5", swa::cli::cmd_mask},
+    {"mask-check", "decode compressed masks as a tiled kernel would and compare with the window",
+     swa::cli::cmd_mask_check},
+    {"golden", "generate inputs, run the fp64 golden and the same-precision baseline, write HDF5",
+     swa::cli::cmd_golden},
+    {"self-check", "check the golden's cache, chunk and decode paths against the dense definition",
+     swa::cli::cmd_self_check},
+};
+
+void print_usage(std::ostream& out) {
+  out << "usage: swa-harness <command> [options]   (swa-harness <command> --help for its options)\n\ncommands:\n";
+  for (const auto& s : kSubcommands) out << "  " << s.name << std::string(12 - s.name.size(), ' ') << s.summary << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h") {
+    print_usage(argc < 2 ? std::cerr : std::cout);
+    return argc < 2 ? swa::cli::kBadInput : swa::cli::kOk;
+  }
+  const std::string_view name = argv[1];
+  for (const auto& s : kSubcommands) {
+    if (s.name != name) continue;
+    try {
+      return s.run(std::vector<std::string>(argv + 2, argv + argc));
+    } catch (const swa::cli::UsageError& e) {
+      std::cerr << "swa-harness " << name << ": error: " << e.what() << "\n(see swa-harness " << name << " --help)\n";
+      return swa::cli::kBadInput;
+    } catch (const std::exception& e) {
+      std::cerr << "swa-harness " << name << ": error: " << e.what() << "\n";
+      return swa::cli::kBadInput;
+    }
+  }
+  std::cerr << "swa-harness: unknown command '" << name << "'\n";
+  print_usage(std::cerr);
+  return swa::cli::kBadInput;
+}

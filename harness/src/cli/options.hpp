@@ -1,0 +1,39 @@
+#pragma once
+// Shared plumbing of the subcommands: option parsing, range checks, exit codes.
+#include <boost/program_options.hpp>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace swa::cli {
+
+namespace po = boost::program_options;
+
+enum ExitCode : int { kOk = 0, kCheckFailed = 1, kBadInput = 2 };
+
+// Bad input: the message names the option and what is allowed. Exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Parses `args` against `desc` (adding --help). Returns false when --help was printed.
+bool parse_options(const std::string& command, const std::vector<std::string>& args,
+                   po::options_description& desc, po::variables_map& vm);
+
+std::int64_t require_range(const std::string& option, std::int64_t value, std::int64_t lo, std::int64_t hi);
+std::vector<std::int64_t> parse_int_list(const std::string& option, const std::string& text, std::int64_t lo,
+                                         std::int64_t hi);
+
+// Parses a choice: `parsed` is the result of a parse_* function; names the option and the choices.
+template <class T>
+T require_choice(const std::string& option, const std::string& text, const std::optional<T>& parsed,
+                 const std::string& choices) {
+  if (!parsed) throw UsageError("option " + option + ": '" + text + "' is not one of " + choices);
+  return *parsed;
+}
+
+std::string human_bytes(std::int64_t bytes);
+
+}  // namespace swa::cli

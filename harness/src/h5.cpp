@@ -1,0 +1,173 @@
+#include "swa/harness/h5.hpp"
+
+#include <unistd.h>
+
+#include <system_error>
+
+namespace swa::h5 {
+namespace {
+
+// HDF5 prints its own error stack by default; errors here become exceptions with our message.
+struct SilenceHdf5 {
+  SilenceHdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+};
+const SilenceHdf5 silence_once;
+
+void check(herr_t status, const std::string& what) {
+  if (status < 0) throw Error("HDF5: " + what + " failed");
+}
+
+template <class T>
+hid_t native_type();
+template <>
+hid_t native_type<float>() { return H5T_NATIVE_FLOAT; }
+template <>
+hid_t native_type<double>() { return H5T_NATIVE_DOUBLE; }
+template <>
+hid_t native_type<std::int32_t>() { return H5T_NATIVE_INT32; }
+
+template <class T>
+void write_typed(hid_t loc, const std::string& name, std::span<const T> data, const std::vector<hsize_t>& dims) {
+  hsize_t count = 1;
+  for (hsize_t d : dims) count *= d;
+  if (count != data.size()) throw Error("HDF5: dataset " + name + " shape does not match its data");
+  Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose, "dataspace " + name);
+  Handle set(H5Dcreate2(loc, name.c_str(), native_type<T>(), space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+             H5Dclose, "create dataset " + name);
+  check(H5Dwrite(set.id(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), "write dataset " + name);
+}
+
+}  // namespace
+
+Handle::Handle(hid_t id, Closer closer, const std::string& what) : id_(id), closer_(closer) {
+  if (id < 0) throw Error("HDF5: " + what + " failed");
+}
+Handle::Handle(Handle&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = H5I_INVALID_HID; }
+Handle& Handle::operator=(Handle&& o) noexcept {
+  if (this != &o) {
+    close();
+    id_ = o.id_;
+    closer_ = o.closer_;
+    o.id_ = H5I_INVALID_HID;
+  }
+  return *this;
+}
+Handle::~Handle() { close(); }
+void Handle::close() {
+  if (id_ >= 0 && closer_) closer_(id_);
+  id_ = H5I_INVALID_HID;
+}
+
+Handle create_file(const std::filesystem::path& path) {
+  return Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
+                "create file " + path.string());
+}
+Handle open_file_readonly(const std::filesystem::path& path) {
+  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "open file " + path.string());
+}
+Handle create_group(hid_t loc, const std::string& name) {
+  return Handle(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                "create group " + name);
+}
+
+void write_dataset(hid_t loc, const std::string& name, std::span<const float> d, const std::vector<hsize_t>& dims) {
+  write_typed(loc, name, d, dims);
+}
+void write_dataset(hid_t loc, const std::string& name, std::span<const double> d, const std::vector<hsize_t>& dims) {
+  write_typed(loc, name, d, dims);
+}
+void write_dataset(hid_t loc, const std::string& name, std::span<const std::int32_t> d,
+                   const std::vector<hsize_t>& dims) {
+  write_typed(loc, name, d, dims);
+}
+
+void write_attr(hid_t obj, const std::string& name, const std::string& value) {
+  // Variable-length UTF-8, which h5py reads back as str.
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose, "string type");
+  check(H5Tset_size(type.id(), H5T_VARIABLE), "string size");
+  check(H5Tset_cset(type.id(), H5T_CSET_UTF8), "string charset");
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, "attribute space");
+  Handle attr(H5Acreate2(obj, name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+              "create attribute " + name);
+  const char* text = value.c_str();
+  check(H5Awrite(attr.id(), type.id(), &text), "write attribute " + name);
+}
+
+namespace {
+void write_numeric_attr(hid_t obj, const std::string& name, hid_t type, const void* value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, "attribute space");
+  Handle attr(H5Acreate2(obj, name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+              "create attribute " + name);
+  check(H5Awrite(attr.id(), type, value), "write attribute " + name);
+}
+}  // namespace
+
+void write_attr(hid_t obj, const std::string& name, std::int64_t value) {
+  write_numeric_attr(obj, name, H5T_NATIVE_INT64, &value);
+}
+
+void write_attr(hid_t obj, const std::string& name, double value) {
+  write_numeric_attr(obj, name, H5T_NATIVE_DOUBLE, &value);
+}
+
+std::vector<float> read_floats(hid_t loc, const std::string& name, std::vector<hsize_t>* dims) {
+  Handle set(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
+  Handle space(H5Dget_space(set.id()), H5Sclose, "dataspace of " + name);
+  const int rank = H5Sget_simple_extent_ndims(space.id());
+  std::vector<hsize_t> shape(static_cast<std::size_t>(rank));
+  H5Sget_simple_extent_dims(space.id(), shape.data(), nullptr);
+  hsize_t count = 1;
+  for (hsize_t d : shape) count *= d;
+  std::vector<float> out(count);
+  check(H5Dread(set.id(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), "read dataset " + name);
+  if (dims) *dims = shape;
+  return out;
+}
+
+std::string read_string_attr(hid_t obj, const std::string& name) {
+  Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + name);
+  Handle type(H5Aget_type(attr.id()), H5Tclose, "type of " + name);
+  if (H5Tis_variable_str(type.id()) > 0) {
+    char* text = nullptr;
+    check(H5Aread(attr.id(), type.id(), &text), "read attribute " + name);
+    std::string value = text ? text : "";
+    H5free_memory(text);
+    return value;
+  }
+  std::string value(H5Tget_size(type.id()), '\0');
+  check(H5Aread(attr.id(), type.id(), value.data()), "read attribute " + name);
+  while (!value.empty() && value.back() == '\0') value.pop_back();
+  return value;
+}
+
+std::int64_t read_int_attr(hid_t obj, const std::string& name) {
+  Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + name);
+  std::int64_t v = 0;
+  check(H5Aread(attr.id(), H5T_NATIVE_INT64, &v), "read attribute " + name);
+  return v;
+}
+
+AtomicFile::AtomicFile(std::filesystem::path final_path) : final_path_(std::move(final_path)) {
+  const std::filesystem::path dir = final_path_.has_parent_path() ? final_path_.parent_path() : ".";
+  if (!std::filesystem::is_directory(dir))
+    throw Error("cannot write " + final_path_.string() + ": directory " + dir.string() + " does not exist");
+  temp_path_ = final_path_;
+  temp_path_ += ".tmp." + std::to_string(::getpid());
+  file_ = create_file(temp_path_);
+}
+
+AtomicFile::~AtomicFile() {
+  if (committed_) return;
+  file_.close();
+  std::error_code ignored;
+  std::filesystem::remove(temp_path_, ignored);
+}
+
+void AtomicFile::commit() {
+  check(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL), "flush " + temp_path_.string());
+  file_.close();
+  std::filesystem::rename(temp_path_, final_path_);
+  committed_ = true;
+}
+
+}  // namespace swa::h5

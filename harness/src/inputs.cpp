@@ -1,0 +1,79 @@
+#include "swa/harness/inputs.hpp"
+
+#include <cmath>
+#include <numbers>
+
+#include "swa/harness/philox.hpp"
+
+namespace swa::harness {
+
+std::string_view distribution_name(InputDistribution d) {
+  switch (d) {
+    case InputDistribution::normal: return "normal";
+    case InputDistribution::uniform: return "uniform";
+    case InputDistribution::large_logit: return "large-logit";
+    case InputDistribution::outlier: return "outlier";
+    case InputDistribution::constant_rows: return "constant-rows";
+  }
+  return "?";
+}
+
+std::optional<InputDistribution> parse_distribution(std::string_view name) {
+  for (InputDistribution d : kAllInputDistributions)
+    if (distribution_name(d) == name) return d;
+  return std::nullopt;
+}
+
+std::string distribution_choices() { return "normal|uniform|large-logit|outlier|constant-rows"; }
+
+namespace {
+
+// Four independent uniforms for element `index` of stream `role`.
+PhiloxBlock draw(std::uint64_t seed, TensorRole role, std::uint64_t index) {
+  return philox4x32_10({static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32),
+                        static_cast<std::uint32_t>(role), 0u},
+                       {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+}
+
+double box_muller(std::uint32_t a, std::uint32_t b) {
+  return std::sqrt(-2.0 * std::log(philox_uniform(a))) * std::cos(2.0 * std::numbers::pi * philox_uniform(b));
+}
+
+double sample(std::uint64_t seed, TensorRole role, InputDistribution dist, std::uint64_t index, int head_size) {
+  const PhiloxBlock r = draw(seed, role, index);
+  switch (dist) {
+    case InputDistribution::normal:
+    case InputDistribution::constant_rows: return box_muller(r[0], r[1]);
+    case InputDistribution::uniform: return 2.0 * philox_uniform(r[0]) - 1.0;
+    case InputDistribution::large_logit: {
+      // q.k ~ N(0, s^4 D); 4 sigma of it at 65504 / 4.
+      const double sigma = role == TensorRole::v ? 1.0 : std::sqrt(65504.0 / 16.0 / std::sqrt(double(head_size)));
+      return sigma * box_muller(r[0], r[1]);
+    }
+    case InputDistribution::outlier: {
+      const double base = box_muller(r[0], r[1]);
+      const bool spike = philox_uniform(r[2]) < 0.001;
+      return spike ? base + 10.0 * box_muller(r[3], r[2] ^ 0x5bd1e995u) : base;
+    }
+  }
+  return 0.0;
+}
+
+}  // namespace
+
+std::vector<float> generate_tensor(std::uint64_t seed, TensorRole role, InputDistribution dist, std::int64_t rows,
+                                   std::int64_t row_elems, int head_size, DType dtype) {
+  std::vector<float> t(static_cast<std::size_t>(rows * row_elems));
+  // Each element is a pure function of its index, so any thread count gives the same tensor.
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t e = 0; e < row_elems; ++e) {
+      // constant-rows: every K row repeats row 0.
+      const std::int64_t source_row = dist == InputDistribution::constant_rows && role == TensorRole::k ? 0 : r;
+      const auto index = static_cast<std::uint64_t>(source_row * row_elems + e);
+      t[r * row_elems + e] = round_to(dtype, static_cast<float>(sample(seed, role, dist, index, head_size)));
+    }
+  return t;
+}
+
+}  // namespace swa::harness

@@ -1,0 +1,70 @@
+#include "swa/harness/problem.hpp"
+
+#include <unistd.h>
+
+namespace swa::harness {
+namespace {
+
+std::vector<unsigned char> to_storage(const std::vector<float>& values, DType dtype) {
+  std::vector<unsigned char> bytes(values.size() * dtype_bytes(dtype));
+  for (std::size_t i = 0; i < values.size(); ++i) store_as(dtype, values[i], &bytes[i * dtype_bytes(dtype)]);
+  return bytes;
+}
+
+}  // namespace
+
+void build_problem(const ProblemSpec& spec, Problem& pr) {
+  pr.spec = spec;
+  pr.seq_offsets.assign(spec.seq_lens.size() + 1, 0);
+  for (std::size_t b = 0; b < spec.seq_lens.size(); ++b)
+    pr.seq_offsets[b + 1] = pr.seq_offsets[b] + spec.seq_lens[b];
+  const std::int64_t n = pr.seq_offsets.back();
+  const std::int64_t q_row = static_cast<std::int64_t>(spec.heads_q) * spec.head_size;
+  const std::int64_t kv_row = static_cast<std::int64_t>(spec.heads_kv) * spec.head_size;
+  pr.q = generate_tensor(spec.seed, TensorRole::q, spec.inputs, n, q_row, spec.head_size, spec.dtype);
+  pr.k = generate_tensor(spec.seed, TensorRole::k, spec.inputs, n, kv_row, spec.head_size, spec.dtype);
+  pr.v = generate_tensor(spec.seed, TensorRole::v, spec.inputs, n, kv_row, spec.head_size, spec.dtype);
+  pr.q_storage = to_storage(pr.q, spec.dtype);
+  pr.k_storage = to_storage(pr.k, spec.dtype);
+  pr.v_storage = to_storage(pr.v, spec.dtype);
+
+  AttnParams& p = pr.params;
+  p = AttnParams{};
+  p.q = pr.q_storage.data();
+  p.k = pr.k_storage.data();
+  p.v = pr.v_storage.data();
+  p.dtype = spec.dtype;
+  p.batch = static_cast<int>(spec.seq_lens.size());
+  p.seq_lens = pr.spec.seq_lens.data();
+  p.seq_offsets = pr.seq_offsets.data();
+  p.heads_q = spec.heads_q;
+  p.heads_kv = spec.heads_kv;
+  p.head_size = spec.head_size;
+  p.band = spec.band;
+  p.scale = spec.scale > 0.f ? spec.scale : default_scale(spec.head_size);
+  p.mode = spec.mode;
+  p.cache = spec.cache;
+  p.chunk = spec.chunk;
+  p.decode_steps = spec.decode_steps;
+  set_contiguous_strides(p);
+  validate(p);
+}
+
+std::int64_t estimate_memory_bytes(const ProblemSpec& spec) {
+  std::int64_t n = 0;
+  for (auto len : spec.seq_lens) n += len;
+  const std::int64_t q_elems = n * spec.heads_q * spec.head_size;
+  const std::int64_t kv_elems = 2 * n * spec.heads_kv * spec.head_size;
+  const auto storage = static_cast<std::int64_t>(dtype_bytes(spec.dtype));
+  const std::int64_t inputs = (q_elems + kv_elems) * (4 + storage + 8);
+  const std::int64_t outputs = q_elems * (8 + 4 + 4 + storage);
+  return inputs + outputs;
+}
+
+std::int64_t default_memory_limit_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page / 2 : (std::int64_t{8} << 30);
+}
+
+}  // namespace swa::harness

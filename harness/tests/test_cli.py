@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""End-to-end checks of the swa-harness command line, independent of the C++ code: the ATB doc's
+own numpy mask samples, and attention recomputed in numpy from the inputs the golden file holds.
+
+usage: test_cli.py PATH/TO/swa-harness
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+
+HARNESS = None
+
+
+def run(*args):
+    return subprocess.run([HARNESS, *map(str, args)], capture_output=True, text=True, timeout=600)
+
+
+def doc_swa_norm_mask(maxseq, window_size, fill):
+    # Verbatim from the ATB SelfAttention doc (MASK_TYPE_SLIDING_WINDOW_NORM, python sample).
+    swa_mask = np.ones(shape=[maxseq, maxseq]) * fill
+    triu_mask = np.triu(swa_mask, 1)
+    tril_mask = np.tril(swa_mask, -window_size)
+    return triu_mask + tril_mask
+
+
+def doc_swa_compress_mask(window_size, head_size, fill):
+    # Verbatim from the ATB SelfAttention doc (MASK_TYPE_SLIDING_WINDOW_COMPRESS, python sample).
+    swa_mask = np.ones(shape=(1, 512, 512)) * fill
+    pp_n = 128 if head_size <= 128 else 64
+    if window_size <= pp_n * 3:
+        true_size = window_size
+    else:
+        if window_size % pp_n == 0:
+            true_size = pp_n * 3
+        else:
+            true_size = pp_n * 2 + window_size % pp_n
+    triu_mask = np.triu(swa_mask, 1)
+    tril_mask = np.tril(swa_mask, -true_size)
+    return (triu_mask + tril_mask)[0], true_size
+
+
+def numpy_attention(q, k, v, seq_lens, window, scale):
+    """Dense SWA in float64: query i sees key j iff i - window < j <= i."""
+    n, hq, d = q.shape
+    hkv = k.shape[1]
+    out = np.zeros((n, hq, d))
+    start = 0
+    for length in seq_lens:
+        qs, ks, vs = (t[start:start + length].astype(np.float64) for t in (q, k, v))
+        i = np.arange(length)[:, None]
+        j = np.arange(length)[None, :]
+        visible = (j <= i) & (i - window < j)
+        for h in range(hq):
+            g = h // (hq // hkv)
+            scores = scale * qs[:, h, :] @ ks[:, g, :].T
+            scores = np.where(visible, scores, -np.inf)
+            p = np.exp(scores - scores.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            out[start:start + length, h, :] = p @ vs[:, g, :]
+        start += length
+    return out
+
+
+class MaskCommand(unittest.TestCase):
+    def test_swa_norm_matches_the_doc_sample(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for dtype, fill in (("fp16", -65536.0), ("bf16", 1.0)):
+                for window, maxseq in ((3, 5), (1, 9), (7, 7), (40, 12)):
+                    path = os.path.join(tmp, "m.h5")
+                    r = run("mask", "--type", "swa-norm", "--window", window, "--max-seq", maxseq, "--dtype", dtype,
+                            "--out", path)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    with h5py.File(path) as f:
+                        np.testing.assert_array_equal(f["mask"][:], doc_swa_norm_mask(maxseq, window, fill))
+                        self.assertEqual(f["mask"].dtype, np.float32)
+                        self.assertEqual(f["mask"].attrs["type"], "swa-norm")
+                        if dtype == "fp16":
+                            self.assertTrue(np.isneginf(f["mask"].attrs["fill_value_cast"]))
+
+    def test_swa_compress_matches_the_doc_sample(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "c.h5")
+            for head_size in (64, 128, 160, 256):
+                for window in (3, 129, 384, 385, 512, 4096):
+                    r = run("mask", "--type", "swa-compress", "--window", window, "--head-size", head_size,
+                            "--dtype", "fp16", "--generator", "python", "--out", path)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    expected, true_size = doc_swa_compress_mask(window, head_size, -65536.0)
+                    with h5py.File(path) as f:
+                        np.testing.assert_array_equal(f["mask"][:], expected)
+                        self.assertEqual(f["mask"].attrs["effective_window"], true_size)
+
+
+class GoldenCommand(unittest.TestCase):
+    CASES = [
+        # (extra arguments, dtype)
+        (["--seq-lens", "5,17", "--heads", "8", "--kv-heads", "2", "--head-size", "64", "--window", "4"], "fp32"),
+        (["--seq-lens", "33,1,20", "--heads", "4", "--kv-heads", "1", "--head-size", "40", "--window", "7",
+          "--chunk", "9", "--cache", "ring-compact"], "bf16"),
+        (["--seq-lens", "12,30", "--heads", "4", "--kv-heads", "4", "--head-size", "72", "--window", "6",
+          "--decode-steps", "8", "--cache", "linear"], "fp16"),
+        (["--seq-lens", "12", "--heads", "2", "--kv-heads", "1", "--head-size", "16", "--window", "64",
+          "--decode-steps", "5", "--inputs", "outlier"], "bf16"),
+    ]
+
+    def test_golden_equals_numpy_attention_on_its_own_inputs(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for args, dtype in self.CASES:
+                path = os.path.join(tmp, "g.h5")
+                r = run("golden", *args, "--dtype", dtype, "--seed", "3", "--out", path)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                with h5py.File(path) as f:
+                    q, k, v, out = f["q"][:], f["k"][:], f["v"][:], f["out"][:]
+                    seq_lens = f["seq_lens"][:]
+                    window, scale = int(f.attrs["window"]), float(f.attrs["scale"])
+                    self.assertEqual(out.dtype, np.float64)
+                    self.assertEqual(out.shape[0], seq_lens.sum())
+                    ref = numpy_attention(q, k, v, seq_lens, window, scale)
+                    self.assertGreater(np.abs(ref).max(), 0.1)
+                    err = np.abs(out - ref).max() / np.abs(ref).max()
+                    self.assertLess(err, 1e-12, f"{args} {dtype}")
+                    if dtype == "fp16":
+                        np.testing.assert_array_equal(q.astype(np.float16).astype(np.float32), q)
+                    base = f["baseline"][:]
+                    rel = np.linalg.norm(base - out) / np.linalg.norm(out)
+                    self.assertLess(rel, {"fp32": 1e-5, "fp16": 3e-3, "bf16": 3e-2}[dtype])
+                    self.assertGreater(rel, 0.0)
+
+    def test_same_seed_same_file_contents(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            a, b = os.path.join(tmp, "a.h5"), os.path.join(tmp, "b.h5")
+            args = ["--seq-lens", "9", "--heads", "2", "--kv-heads", "1", "--head-size", "32", "--window", "3",
+                    "--dtype", "bf16", "--seed", "11"]
+            self.assertEqual(run("golden", *args, "--out", a).returncode, 0)
+            self.assertEqual(run("golden", *args, "--out", b).returncode, 0)
+            with h5py.File(a) as fa, h5py.File(b) as fb:
+                for name in ("q", "k", "v", "out", "baseline"):
+                    np.testing.assert_array_equal(fa[name][:], fb[name][:])
+
+
+class BadInput(unittest.TestCase):
+    GOOD = ["--seq-lens", "5", "--heads", "4", "--kv-heads", "2", "--head-size", "32", "--window", "3",
+            "--dtype", "fp16", "--seed", "1"]
+
+    def with_option(self, option, value):
+        args = list(self.GOOD)
+        if option in args:
+            args[args.index(option) + 1] = value
+        else:
+            args += [option, value]
+        return args
+
+    def expect_refusal(self, args, pattern):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "x.h5")
+            r = run(*args, "--out", out)
+            self.assertEqual(r.returncode, 2, f"{args}: {r.stdout} {r.stderr}")
+            self.assertRegex(r.stderr, pattern)
+            self.assertEqual(os.listdir(tmp), [], "nothing may be written on bad input")
+
+    def test_golden_refusals_name_the_option_and_range(self):
+        cases = [
+            (self.with_option("--kv-heads", "3"), r"--kv-heads \(3\) must divide --heads \(4\)"),
+            (self.with_option("--window", "0"), r"--window must be in \[1, "),
+            (self.with_option("--heads", "0"), r"--heads must be in \[1, 1024\], got 0"),
+            (self.with_option("--dtype", "fp64"), r"--dtype: 'fp64' is not one of fp32\|fp16\|bf16"),
+            (self.with_option("--cache", "ring"), r"--cache: 'ring' is not one of ring-modulo\|ring-compact\|linear"),
+            (self.with_option("--seq-lens", "5,x"), r"--seq-lens: 'x' is not an integer"),
+            (self.with_option("--seq-lens", "0"), r"--seq-lens must be in \[1, "),
+            (self.with_option("--inputs", "gauss"), r"--inputs: 'gauss' is not one of normal\|uniform"),
+            (self.with_option("--head-size", "abc"), r"head-size"),
+            (self.with_option("--bogus", "1"), r"unrecognised option '--bogus'"),
+            (self.with_option("--seq-lens", "16000000,16000000"), r"needs about .* over the limit of"),
+        ]
+        for args, pattern in cases:
+            with self.subTest(pattern=pattern):
+                self.expect_refusal(["golden", *args], pattern)
+        r = run("golden", *self.GOOD)
+        self.assertEqual(r.returncode, 2)
+        self.assertRegex(r.stderr, r"option '--out' is required")
+
+    def test_mask_refusals(self):
+        self.expect_refusal(["mask", "--type", "swa-norm", "--window", "3", "--dtype", "fp16"],
+                            r"--max-seq is required for --type swa-norm")
+        self.expect_refusal(["mask", "--type", "dense", "--window", "3"], r"--type: 'dense' is not one of")
+        self.expect_refusal(["mask", "--type", "swa-compress", "--window", "3", "--dtype", "fp32"],
+                            r"ATB masks are fp16\|bf16")
+        self.expect_refusal(["mask", "--type", "swa-compress", "--window", "3", "--generator", "cpp",
+                             "--head-size", "2048"], r"--head-size must be in \[1, 1024\]")
+
+    def test_unwritable_output_is_an_error_not_a_crash(self):
+        r = run("golden", *self.GOOD, "--out", "/nonexistent-dir/x.h5")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("directory /nonexistent-dir does not exist", r.stderr)
+
+    def test_unknown_command(self):
+        r = run("frobnicate")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown command 'frobnicate'", r.stderr)
+
+
+class Checks(unittest.TestCase):
+    def test_mask_check_exit_status_follows_the_chosen_pairing(self):
+        self.assertEqual(run("mask-check", "--windows", "3,512").returncode, 0)
+        r = run("mask-check", "--windows", "3,512", "--generator", "python", "--block-rule", "cpp")
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stdout, r"D=128 W=512 generator=python block-rule=cpp .*first at \(q=512, k=0")
+
+    def test_self_check_passes(self):
+        r = run("self-check")
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertRegex(r.stdout, r"self-check: \d+ passed, 0 failed")
+
+
+if __name__ == "__main__":
+    HARNESS = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)

@@ -1,0 +1,59 @@
+#define BOOST_TEST_MODULE harness_h5
+#include <boost/test/unit_test.hpp>
+#include <filesystem>
+
+#include "swa/harness/h5.hpp"
+
+namespace fs = std::filesystem;
+using namespace swa::h5;
+
+namespace {
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("swa_h5_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(committed_file_reads_back) {
+  const fs::path path = scratch("ok.h5");
+  {
+    AtomicFile f(path);
+    const std::vector<float> data = {1.f, -2.f, 3.5f, 4.f, 5.f, 6.f};
+    write_dataset(f.id(), "x", data, {2, 3});
+    write_attr(f.id(), "name", std::string("swa"));
+    write_attr(f.id(), "n", std::int64_t{42});
+    BOOST_TEST(!fs::exists(path));  // nothing at the final path before commit
+    f.commit();
+  }
+  BOOST_TEST(fs::exists(path));
+  Handle f = open_file_readonly(path);
+  std::vector<hsize_t> dims;
+  const auto x = read_floats(f.id(), "x", &dims);
+  BOOST_TEST((dims == std::vector<hsize_t>{2, 3}));
+  BOOST_TEST(x[2] == 3.5f);
+  BOOST_TEST(read_string_attr(f.id(), "name") == "swa");
+  BOOST_TEST(read_int_attr(f.id(), "n") == 42);
+}
+
+BOOST_AUTO_TEST_CASE(uncommitted_file_leaves_nothing_behind) {
+  const fs::path path = scratch("abandoned.h5");
+  try {
+    AtomicFile f(path);
+    write_dataset(f.id(), "x", std::vector<float>{1.f}, {1});
+    throw std::runtime_error("simulated failure mid-write");
+  } catch (const std::runtime_error&) {
+  }
+  BOOST_TEST(!fs::exists(path));
+  for (const auto& entry : fs::directory_iterator(path.parent_path()))
+    BOOST_TEST(entry.path().filename().string().find("abandoned.h5") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(errors_name_the_path) {
+  BOOST_CHECK_EXCEPTION(AtomicFile("/nonexistent-dir/x.h5"), Error, [](const Error& e) {
+    return std::string(e.what()).find("/nonexistent-dir") != std::string::npos;
+  });
+  const fs::path path = scratch("shape.h5");
+  AtomicFile f(path);
+  BOOST_CHECK_THROW(write_dataset(f.id(), "x", std::vector<float>{1.f, 2.f}, {3}), Error);
+}

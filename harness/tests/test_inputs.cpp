@@ -1,0 +1,94 @@
+#define BOOST_TEST_MODULE harness_inputs
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+
+#include "swa/harness/inputs.hpp"
+#include "swa/harness/philox.hpp"
+#include "swa/harness/problem.hpp"
+
+using namespace swa;
+using namespace swa::harness;
+
+// Random123's published known-answer vectors for philox4x32-10.
+BOOST_AUTO_TEST_CASE(philox_known_answers) {
+  BOOST_TEST((philox4x32_10({0, 0, 0, 0}, {0, 0}) == PhiloxBlock{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  BOOST_TEST((philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}) ==
+              PhiloxBlock{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
+  BOOST_TEST((philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}) ==
+              PhiloxBlock{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+}
+
+BOOST_AUTO_TEST_CASE(tensors_are_pure_functions_of_seed_role_and_index) {
+  const auto a = generate_tensor(5, TensorRole::q, InputDistribution::normal, 7, 12, 4, DType::fp32);
+  const auto b = generate_tensor(5, TensorRole::q, InputDistribution::normal, 7, 12, 4, DType::fp32);
+  const auto c = generate_tensor(6, TensorRole::q, InputDistribution::normal, 7, 12, 4, DType::fp32);
+  const auto d = generate_tensor(5, TensorRole::k, InputDistribution::normal, 7, 12, 4, DType::fp32);
+  BOOST_TEST(a == b);
+  BOOST_TEST(a != c);
+  BOOST_TEST(a != d);
+  // A longer tensor extends a shorter one: element i does not depend on the size.
+  const auto longer = generate_tensor(5, TensorRole::q, InputDistribution::normal, 9, 12, 4, DType::fp32);
+  BOOST_TEST(std::equal(a.begin(), a.end(), longer.begin()));
+}
+
+BOOST_AUTO_TEST_CASE(distributions_have_their_shape) {
+  const std::int64_t n = 200000;
+  auto moments = [&](InputDistribution dist, TensorRole role) {
+    const auto t = generate_tensor(11, role, dist, n, 1, 64, DType::fp32);
+    double mean = 0, sq = 0, peak = 0;
+    for (float x : t) {
+      mean += x;
+      sq += double(x) * x;
+      peak = std::max(peak, std::abs(double(x)));
+    }
+    mean /= n;
+    return std::array<double, 3>{mean, std::sqrt(sq / n - mean * mean), peak};
+  };
+  const auto normal = moments(InputDistribution::normal, TensorRole::q);
+  BOOST_TEST(std::abs(normal[0]) < 0.01);
+  BOOST_TEST(std::abs(normal[1] - 1.0) < 0.01);
+  const auto uniform = moments(InputDistribution::uniform, TensorRole::q);
+  BOOST_TEST(uniform[2] <= 1.0);
+  BOOST_TEST(std::abs(uniform[1] - 1.0 / std::sqrt(3.0)) < 0.01);
+  const auto outlier = moments(InputDistribution::outlier, TensorRole::q);
+  BOOST_TEST(outlier[2] > 15.0);  // spikes of N(0, 100) present
+  BOOST_TEST(std::abs(outlier[1] - std::sqrt(1.0 + 0.001 * 100.0)) < 0.05);
+  const auto large = moments(InputDistribution::large_logit, TensorRole::k);
+  BOOST_TEST(large[1] > 10.0);
+  BOOST_TEST(moments(InputDistribution::large_logit, TensorRole::v)[1] < 1.1);
+}
+
+BOOST_AUTO_TEST_CASE(constant_rows_repeat_the_first_key_row) {
+  const auto k = generate_tensor(3, TensorRole::k, InputDistribution::constant_rows, 5, 8, 4, DType::bf16);
+  for (int r = 1; r < 5; ++r)
+    for (int e = 0; e < 8; ++e) BOOST_TEST(k[r * 8 + e] == k[e]);
+  const auto q = generate_tensor(3, TensorRole::q, InputDistribution::constant_rows, 5, 8, 4, DType::bf16);
+  BOOST_TEST(q[8] != q[0]);
+}
+
+BOOST_AUTO_TEST_CASE(values_are_rounded_to_the_dtype_and_stored_bit_exactly) {
+  ProblemSpec spec;
+  spec.seq_lens = {3, 1};
+  spec.heads_q = 4;
+  spec.heads_kv = 2;
+  spec.head_size = 8;
+  spec.dtype = DType::fp16;
+  spec.seed = 9;
+  Problem pr;
+  build_problem(spec, pr);
+  for (std::size_t i = 0; i < pr.q.size(); ++i) {
+    BOOST_TEST_REQUIRE(round_to(DType::fp16, pr.q[i]) == pr.q[i]);
+    BOOST_TEST_REQUIRE(load_from(DType::fp16, &pr.q_storage[2 * i]) == pr.q[i]);
+  }
+  BOOST_TEST(pr.params.seq_offsets[2] == 4);
+  BOOST_TEST(pr.params.scale == 1.0f / std::sqrt(8.0f));
+}
+
+BOOST_AUTO_TEST_CASE(memory_estimate_grows_with_the_problem) {
+  ProblemSpec small;
+  small.seq_lens = {100};
+  ProblemSpec big = small;
+  big.seq_lens = {1000};
+  BOOST_TEST(estimate_memory_bytes(big) == 10 * estimate_memory_bytes(small));
+  BOOST_TEST(default_memory_limit_bytes() > 0);
+}
