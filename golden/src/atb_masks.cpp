@@ -1,6 +1,7 @@
 #include "swa/atb_masks.hpp"
 
 #include <stdexcept>
+#include "swa/enum_names.hpp"
 
 namespace swa {
 
@@ -14,19 +15,11 @@ std::string_view mask_type_name(MaskType t) {
   return "?";
 }
 
-std::optional<MaskType> parse_mask_type(std::string_view name) {
-  for (MaskType t : kAllMaskTypes)
-    if (mask_type_name(t) == name) return t;
-  return std::nullopt;
-}
+std::optional<MaskType> parse_mask_type(std::string_view name) { return parse_enum(name, kAllMaskTypes, mask_type_name); }
 
 std::string_view sample_name(AtbSample s) { return s == AtbSample::python ? "python" : "cpp"; }
 
-std::optional<AtbSample> parse_sample(std::string_view name) {
-  for (AtbSample s : kAllAtbSamples)
-    if (sample_name(s) == name) return s;
-  return std::nullopt;
-}
+std::optional<AtbSample> parse_sample(std::string_view name) { return parse_enum(name, kAllAtbSamples, sample_name); }
 
 float atb_mask_fill(DType dtype) {
   if (dtype == DType::fp16) return -65536.0f;

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 #include <cstdlib>
+#include "swa/enum_names.hpp"
 
 namespace swa {
 
@@ -16,13 +17,9 @@ std::string_view dtype_name(DType dtype) {
   return "?";
 }
 
-std::optional<DType> parse_dtype(std::string_view name) {
-  for (DType d : kAllDTypes)
-    if (dtype_name(d) == name) return d;
-  return std::nullopt;
-}
+std::optional<DType> parse_dtype(std::string_view name) { return parse_enum(name, kAllDTypes, dtype_name); }
 
-std::string dtype_choices() { return "fp32|fp16|bf16"; }
+std::string dtype_choices() { return enum_choices(kAllDTypes, dtype_name); }
 
 std::size_t dtype_bytes(DType dtype) { return dtype == DType::fp32 ? 4 : 2; }
 

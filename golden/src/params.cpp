@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include "swa/enum_names.hpp"
 
 namespace swa {
 
@@ -15,11 +16,7 @@ std::string_view mode_name(RunMode mode) {
   return "?";
 }
 
-std::optional<RunMode> parse_mode(std::string_view name) {
-  for (RunMode m : kAllRunModes)
-    if (mode_name(m) == name) return m;
-  return std::nullopt;
-}
+std::optional<RunMode> parse_mode(std::string_view name) { return parse_enum(name, kAllRunModes, mode_name); }
 
 std::string_view cache_name(CachePolicy cache) {
   switch (cache) {
@@ -30,11 +27,7 @@ std::string_view cache_name(CachePolicy cache) {
   return "?";
 }
 
-std::optional<CachePolicy> parse_cache(std::string_view name) {
-  for (CachePolicy c : kAllCachePolicies)
-    if (cache_name(c) == name) return c;
-  return std::nullopt;
-}
+std::optional<CachePolicy> parse_cache(std::string_view name) { return parse_enum(name, kAllCachePolicies, cache_name); }
 
 float default_scale(int head_size) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_size))); }
 

@@ -1,6 +1,7 @@
 #include "swa/window.hpp"
 
 #include <stdexcept>
+#include "swa/enum_names.hpp"
 
 namespace swa {
 
@@ -25,9 +26,7 @@ std::string_view convention_name(WindowConvention c) {
 }
 
 std::optional<WindowConvention> parse_convention(std::string_view name) {
-  for (WindowConvention c : kAllWindowConventions)
-    if (convention_name(c) == name) return c;
-  return std::nullopt;
+  return parse_enum(name, kAllWindowConventions, convention_name);
 }
 
 WindowBand band_from_window(std::int64_t window, WindowConvention convention) {

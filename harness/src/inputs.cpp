@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "swa/enum_names.hpp"
 #include "swa/harness/philox.hpp"
 
 namespace swa::harness {
@@ -19,12 +20,10 @@ std::string_view distribution_name(InputDistribution d) {
 }
 
 std::optional<InputDistribution> parse_distribution(std::string_view name) {
-  for (InputDistribution d : kAllInputDistributions)
-    if (distribution_name(d) == name) return d;
-  return std::nullopt;
+  return parse_enum(name, kAllInputDistributions, distribution_name);
 }
 
-std::string distribution_choices() { return "normal|uniform|large-logit|outlier|constant-rows"; }
+std::string distribution_choices() { return enum_choices(kAllInputDistributions, distribution_name); }
 
 namespace {
 
