@@ -1,0 +1,52 @@
+#pragma once
+// The one interface every device under test implements: the CPU and CUDA kernels, the mutants,
+// and external backends. A DUT reads the inputs and writes params.out in params.dtype; it reports
+// errors as values and never calls the golden.
+#include <memory>
+#include <string>
+
+#include "swa/dut/kv_cache.hpp"
+#include "swa/params.hpp"
+
+namespace swa::dut {
+
+struct Status {
+  bool ok = true;
+  std::string message;
+
+  static Status success() { return {}; }
+  static Status failure(std::string why) { return {false, std::move(why)}; }
+};
+
+struct Support {
+  bool run = true;
+  std::string skip_reason;  // why not, when run is false
+
+  static Support yes() { return {}; }
+  static Support skip(std::string why) { return {false, std::move(why)}; }
+};
+
+class Dut {
+ public:
+  virtual ~Dut() = default;
+  virtual std::string name() const = 0;
+
+  // Run it, or skip it with a reason (an unsupported case is a skip, not a failure).
+  virtual Support supports(const AttnParams& p) const = 0;
+
+  // Every row of every sequence at once (p.mode == prefill).
+  virtual Status prefill(const AttnParams& p) = 0;
+
+  // Rows [chunk_begin(b), chunk_end(b)) of each sequence's prompt: attend to `cache` plus the chunk,
+  // write the outputs, then write the chunk's K/V into `cache`. Sequences whose prompt is shorter
+  // than chunk_index * chunk have nothing to do.
+  virtual Status chunked_prefill(const AttnParams& p, KvCache& cache, int chunk_index) = 0;
+
+  // Row prompt_len(b) + step of each sequence: write its K/V into `cache`, then attend to the cache.
+  virtual Status decode_step(const AttnParams& p, KvCache& cache, int step) = 0;
+};
+
+// Drives p's schedule through the three entry points: the harness's only way to run a DUT.
+Status run_schedule(Dut& dut, const AttnParams& p);
+
+}  // namespace swa::dut

@@ -1,0 +1,52 @@
+#include "swa/dut/kv_cache.hpp"
+
+#include <algorithm>
+
+namespace swa::dut {
+
+std::int64_t KvCache::position_in(int b, std::int64_t slot) const {
+  const std::int64_t newest = tokens_written[b] - 1;
+  if (newest < 0) return -1;
+  if (policy == CachePolicy::linear) return slot <= newest ? slot : -1;
+  return ring_slot_position(geometry[b], slot, newest);
+}
+
+KvCache make_kv_cache(const AttnParams& p) {
+  KvCache c;
+  c.policy = p.cache;
+  c.dtype = p.dtype;
+  c.heads_kv = p.heads_kv;
+  c.head_size = p.head_size;
+  std::int64_t longest = 0;
+  for (int b = 0; b < p.batch; ++b) longest = std::max<std::int64_t>(longest, p.seq_lens[b]);
+  c.slots = p.cache == CachePolicy::linear ? longest : p.band.left + 1;
+  c.geometry.assign(p.batch, RingGeometry{c.slots, 0});
+  c.tokens_written.assign(p.batch, 0);
+  c.k.assign(static_cast<std::size_t>(p.batch) * c.slots * p.heads_kv * p.head_size * dtype_bytes(p.dtype), 0);
+  c.v.assign(c.k.size(), 0);
+  return c;
+}
+
+std::int64_t chunk_begin(const AttnParams& p, int b, int chunk_index) {
+  const std::int64_t prompt = prompt_len(p, b);
+  const std::int64_t chunk = p.chunk > 0 ? p.chunk : prompt;
+  return std::min(prompt, chunk_index * chunk);
+}
+
+std::int64_t chunk_end(const AttnParams& p, int b, int chunk_index) {
+  const std::int64_t prompt = prompt_len(p, b);
+  const std::int64_t chunk = p.chunk > 0 ? p.chunk : prompt;
+  return std::min(prompt, (chunk_index + 1) * chunk);
+}
+
+int chunk_count(const AttnParams& p) {
+  int count = 0;
+  for (int b = 0; b < p.batch; ++b) {
+    const std::int64_t prompt = prompt_len(p, b);
+    const std::int64_t chunk = p.chunk > 0 ? p.chunk : prompt;
+    count = std::max<int>(count, static_cast<int>((prompt + chunk - 1) / chunk));
+  }
+  return count;
+}
+
+}  // namespace swa::dut

@@ -1,0 +1,16 @@
+#include "swa/dut/dut.hpp"
+
+namespace swa::dut {
+
+Status run_schedule(Dut& dut, const AttnParams& p) {
+  if (p.mode == RunMode::prefill) return dut.prefill(p);
+  KvCache cache = make_kv_cache(p);
+  for (int c = 0, n = chunk_count(p); c < n; ++c)
+    if (Status s = dut.chunked_prefill(p, cache, c); !s.ok) return s;
+  if (p.mode == RunMode::decode)
+    for (int t = 0; t < p.decode_steps; ++t)
+      if (Status s = dut.decode_step(p, cache, t); !s.ok) return s;
+  return Status::success();
+}
+
+}  // namespace swa::dut

@@ -1,0 +1,176 @@
+#include "mutant_dut.hpp"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "swa/enum_names.hpp"
+
+namespace swa::dut {
+
+std::string_view fault_name(Fault f) {
+  switch (f) {
+    case Fault::none: return "none";
+    case Fault::window_plus_one: return "window_plus_one";
+    case Fault::window_minus_one: return "window_minus_one";
+    case Fault::ring_slot_off_by_one: return "ring_slot_off_by_one";
+    case Fault::stale_slot_after_wrap: return "stale_slot_after_wrap";
+    case Fault::gqa_modulo_mapping: return "gqa_modulo_mapping";
+    case Fault::fp16_pv_accumulation: return "fp16_pv_accumulation";
+    case Fault::no_max_subtraction: return "no_max_subtraction";
+  }
+  return "?";
+}
+
+std::optional<Fault> parse_fault(std::string_view name) { return parse_enum(name, kAllFaults, fault_name); }
+std::string fault_choices() { return enum_choices(kAllFaults, fault_name); }
+
+namespace {
+
+class MutantDut final : public Dut {
+ public:
+  explicit MutantDut(Fault fault) : fault_(fault) {}
+
+  std::string name() const override { return "mutant:" + std::string(fault_name(fault_)); }
+
+  Support supports(const AttnParams&) const override { return Support::yes(); }
+
+  Status prefill(const AttnParams& p) override {
+    for (int b = 0; b < p.batch; ++b)
+      for (std::int64_t i = 0; i < p.seq_lens[b]; ++i)
+        for (int h = 0; h < p.heads_q; ++h) {
+          keys_.clear();
+          for (std::int64_t j = 0; j < p.seq_lens[b]; ++j)
+            if (visible(p, i, j)) keys_.push_back({input_k(p, b, j, h), input_v(p, b, j, h)});
+          attend(p, b, i, h);
+        }
+    return Status::success();
+  }
+
+  Status chunked_prefill(const AttnParams& p, KvCache& cache, int chunk_index) override {
+    for (int b = 0; b < p.batch; ++b) {
+      const std::int64_t s = chunk_begin(p, b, chunk_index), e = chunk_end(p, b, chunk_index);
+      for (std::int64_t i = s; i < e; ++i)
+        for (int h = 0; h < p.heads_q; ++h) {
+          gather_cache(p, cache, b, i, h);
+          for (std::int64_t j = s; j <= i; ++j)
+            if (visible(p, i, j)) keys_.push_back({input_k(p, b, j, h), input_v(p, b, j, h)});
+          attend(p, b, i, h);
+        }
+      write_cache(p, cache, b, s, e);
+    }
+    return Status::success();
+  }
+
+  Status decode_step(const AttnParams& p, KvCache& cache, int step) override {
+    for (int b = 0; b < p.batch; ++b) {
+      const std::int64_t i = prompt_len(p, b) + step;
+      write_cache(p, cache, b, i, i + 1);
+      for (int h = 0; h < p.heads_q; ++h) {
+        gather_cache(p, cache, b, i, h);
+        attend(p, b, i, h);
+      }
+    }
+    return Status::success();
+  }
+
+ private:
+  struct Key {
+    const unsigned char* k;
+    const unsigned char* v;
+  };
+
+  bool visible(const AttnParams& p, std::int64_t i, std::int64_t j) const {
+    WindowBand band = p.band;
+    if (band.left >= 0 && fault_ == Fault::window_plus_one) band.left += 1;
+    if (band.left >= 0 && fault_ == Fault::window_minus_one) {
+      if (band.left == 0) return false;  // W = 1 becomes no key at all
+      band.left -= 1;
+    }
+    return band_visible(band, i, j);
+  }
+
+  int kv_head(const AttnParams& p, int h) const {
+    return fault_ == Fault::gqa_modulo_mapping ? h % p.heads_kv : kv_head_for(h, p.heads_q, p.heads_kv);
+  }
+
+  const unsigned char* at(const AttnParams& p, const void* base, std::int64_t row_stride, std::int64_t head_stride,
+                          std::int64_t row, int head) const {
+    return static_cast<const unsigned char*>(base) + (row * row_stride + head * head_stride) * dtype_bytes(p.dtype);
+  }
+  const unsigned char* input_k(const AttnParams& p, int b, std::int64_t j, int h) const {
+    return at(p, p.k, p.k_row_stride, p.k_head_stride, p.seq_offsets[b] + j, kv_head(p, h));
+  }
+  const unsigned char* input_v(const AttnParams& p, int b, std::int64_t j, int h) const {
+    return at(p, p.v, p.v_row_stride, p.v_head_stride, p.seq_offsets[b] + j, kv_head(p, h));
+  }
+
+  void gather_cache(const AttnParams& p, const KvCache& cache, int b, std::int64_t i, int h) {
+    keys_.clear();
+    for (std::int64_t slot = 0; slot < cache.slots; ++slot) {
+      const std::int64_t pos = cache.position_in(b, slot);
+      if (pos < 0 || !visible(p, i, pos)) continue;
+      const std::size_t off = cache.offset(b, slot, kv_head(p, h));
+      keys_.push_back({&cache.k[off], &cache.v[off]});
+    }
+  }
+
+  void write_cache(const AttnParams& p, KvCache& cache, int b, std::int64_t s, std::int64_t e) const {
+    if (cache.tokens_written[b] == 0 && cache.policy == CachePolicy::ring_compact)
+      cache.geometry[b].base = compact_ring_base(e - s, cache.slots);
+    const std::size_t bytes = static_cast<std::size_t>(p.head_size) * dtype_bytes(p.dtype);
+    for (std::int64_t pos = s; pos < e; ++pos) {
+      if (pos < cache.geometry[b].base) continue;
+      const bool ring = cache.policy != CachePolicy::linear;
+      std::int64_t slot = cache.slot_of(b, pos);
+      if (ring && fault_ == Fault::ring_slot_off_by_one) slot = (slot + 1) % cache.slots;
+      const bool wraps = ring && pos - cache.geometry[b].base >= cache.slots;
+      if (wraps && fault_ == Fault::stale_slot_after_wrap) continue;
+      for (int g = 0; g < p.heads_kv; ++g) {
+        const std::size_t off = cache.offset(b, slot, g);
+        std::copy_n(at(p, p.k, p.k_row_stride, p.k_head_stride, p.seq_offsets[b] + pos, g), bytes, &cache.k[off]);
+        std::copy_n(at(p, p.v, p.v_row_stride, p.v_head_stride, p.seq_offsets[b] + pos, g), bytes, &cache.v[off]);
+      }
+    }
+    cache.tokens_written[b] = e;
+  }
+
+  // Softmax(scale q.k) . v over keys_ in fp32, output rounded to the dtype.
+  void attend(const AttnParams& p, int b, std::int64_t i, int h) {
+    const int D = p.head_size;
+    const DType dt = p.dtype;
+    const unsigned char* q = at(p, p.q, p.q_row_stride, p.q_head_stride, p.seq_offsets[b] + i, h);
+    scores_.resize(keys_.size());
+    for (std::size_t n = 0; n < keys_.size(); ++n) {
+      float s = 0.f;
+      for (int d = 0; d < D; ++d) s += load_from(dt, q + d * dtype_bytes(dt)) * load_from(dt, keys_[n].k + d * dtype_bytes(dt));
+      scores_[n] = s * p.scale;
+    }
+    const float m = fault_ == Fault::no_max_subtraction || scores_.empty()
+                        ? 0.f
+                        : *std::max_element(scores_.begin(), scores_.end());
+    float sum = 0.f;
+    for (float& s : scores_) sum += (s = std::exp(s - m));
+    acc_.assign(D, 0.f);
+    for (std::size_t n = 0; n < keys_.size(); ++n)
+      for (int d = 0; d < D; ++d) {
+        const float x = scores_[n] * load_from(dt, keys_[n].v + d * dtype_bytes(dt));
+        acc_[d] = fault_ == Fault::fp16_pv_accumulation ? static_cast<float>(Eigen::half(acc_[d] + x)) : acc_[d] + x;
+      }
+    auto* out = static_cast<unsigned char*>(p.out) +
+                ((p.seq_offsets[b] + i) * p.out_row_stride + h * p.out_head_stride) * dtype_bytes(dt);
+    for (int d = 0; d < D; ++d)
+      store_as(dt, keys_.empty() ? 0.f : acc_[d] / sum, out + d * dtype_bytes(dt));
+  }
+
+  Fault fault_;
+  std::vector<Key> keys_;
+  std::vector<float> scores_, acc_;
+};
+
+}  // namespace
+
+std::unique_ptr<Dut> make_mutant(Fault fault) { return std::make_unique<MutantDut>(fault); }
+
+}  // namespace swa::dut
