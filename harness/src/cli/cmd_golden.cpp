@@ -67,7 +67,7 @@ int cmd_golden(const std::vector<std::string>& args) {
   const std::vector<float> base = baseline::attention(problem.params);
   harness::write_golden_file(out, problem, g, base);
   std::cout << "wrote " << out << ": " << problem.seq_offsets.back() << " tokens, mode " << mode_name(spec.mode)
-            << (spec.mode == RunMode::prefill ? "" : ", cache " + std::string(cache_name(spec.cache)))
+            << (spec.mode == RunMode::prefill ? std::string() : ", cache " + std::string(cache_name(spec.cache)))
             << ", golden " << std::chrono::duration<double>(t1 - t0).count() << " s\n";
   return kOk;
 }

@@ -9,5 +9,6 @@ int cmd_mask(const std::vector<std::string>& args);
 int cmd_mask_check(const std::vector<std::string>& args);
 int cmd_golden(const std::vector<std::string>& args);
 int cmd_self_check(const std::vector<std::string>& args);
+int cmd_list(const std::vector<std::string>& args);
 
 }  // namespace swa::cli

@@ -20,6 +20,7 @@ constexpr Subcommand kSubcommands[] = {
      swa::cli::cmd_mask_check},
     {"golden", "generate inputs, run the fp64 golden and the same-precision baseline, write HDF5",
      swa::cli::cmd_golden},
+    {"list", "print the expanded scenario IDs of a sweep file", swa::cli::cmd_list},
     {"self-check", "check the golden's cache, chunk and decode paths against the dense definition",
      swa::cli::cmd_self_check},
 };

@@ -7,10 +7,12 @@
 namespace swa::cli {
 
 bool parse_options(const std::string& command, const std::vector<std::string>& args, po::options_description& desc,
-                   po::variables_map& vm) {
+                   po::variables_map& vm, const po::positional_options_description* positional) {
   desc.add_options()("help,h", "show this help");
   try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    auto parser = po::command_line_parser(args).options(desc);
+    if (positional) parser.positional(*positional);
+    po::store(parser.run(), vm);
     if (vm.count("help")) {
       std::cout << "usage: swa-harness " << command << " [options]\n" << desc << "\n";
       return false;
@@ -43,6 +45,25 @@ std::vector<std::int64_t> parse_int_list(const std::string& option, const std::s
   }
   if (values.empty()) throw UsageError("option " + option + " needs at least one value");
   return values;
+}
+
+harness::Shard parse_shard(const std::string& text) {
+  if (text.empty()) return {};
+  const auto slash = text.find('/');
+  if (slash == std::string::npos) throw UsageError("option --shard: expected K/N, got '" + text + "'");
+  const auto k = parse_int_list("--shard", text.substr(0, slash), 0, 1 << 20);
+  const auto n = parse_int_list("--shard", text.substr(slash + 1), 1, 1 << 20);
+  if (k.size() != 1 || n.size() != 1 || k[0] >= n[0])
+    throw UsageError("option --shard: expected K/N with 0 <= K < N, got '" + text + "'");
+  return {static_cast<int>(k[0]), static_cast<int>(n[0])};
+}
+
+harness::SweepFile load_sweep_or_usage_error(const std::string& path, std::int64_t memory_limit_bytes) {
+  try {
+    return harness::load_sweep_file(path, {memory_limit_bytes});
+  } catch (const harness::SweepError& e) {
+    throw UsageError(e.what());
+  }
 }
 
 std::string human_bytes(std::int64_t bytes) {

@@ -1,6 +1,8 @@
 #pragma once
 // Shared plumbing of the subcommands: option parsing, range checks, exit codes.
 #include <boost/program_options.hpp>
+
+#include "swa/harness/sweep_file.hpp"
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -20,7 +22,8 @@ struct UsageError : std::runtime_error {
 
 // Parses `args` against `desc` (adding --help). Returns false when --help was printed.
 bool parse_options(const std::string& command, const std::vector<std::string>& args,
-                   po::options_description& desc, po::variables_map& vm);
+                   po::options_description& desc, po::variables_map& vm,
+                   const po::positional_options_description* positional = nullptr);
 
 std::int64_t require_range(const std::string& option, std::int64_t value, std::int64_t lo, std::int64_t hi);
 std::vector<std::int64_t> parse_int_list(const std::string& option, const std::string& text, std::int64_t lo,
@@ -35,5 +38,11 @@ T require_choice(const std::string& option, const std::string& text, const std::
 }
 
 std::string human_bytes(std::int64_t bytes);
+
+// "K/N" with 0 <= K < N; empty text is the whole run (0/1).
+harness::Shard parse_shard(const std::string& text);
+
+// Loads and validates a sweep file; its errors (file:line:col: key: message) become UsageError.
+harness::SweepFile load_sweep_or_usage_error(const std::string& path, std::int64_t memory_limit_bytes = 0);
 
 }  // namespace swa::cli

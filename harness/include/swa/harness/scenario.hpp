@@ -1,0 +1,54 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "swa/harness/inputs.hpp"
+#include "swa/harness/problem.hpp"
+#include "swa/params.hpp"
+
+namespace swa::harness {
+
+// How the DUT is handed the window: computed from the window size, or read from an ATB mask tensor.
+enum class MaskKind : std::uint8_t { none, swa_norm, swa_compress };
+inline constexpr MaskKind kAllMaskKinds[] = {MaskKind::none, MaskKind::swa_norm, MaskKind::swa_compress};
+std::string_view mask_kind_name(MaskKind m);  // none | swa-norm | swa-compress
+std::optional<MaskKind> parse_mask_kind(std::string_view name);
+
+// The verdict rule: pass iff no NaN/Inf and max|out - golden| <= rtol_factor * max|baseline - golden| + atol_floor.
+struct Tolerance {
+  double rtol_factor = 0;
+  double atol_floor = 0;
+};
+Tolerance default_tolerance(DType dtype);
+
+// One case, as a value. Its ID is a pure function of the parameters that change the numbers, readable
+// like llama.cpp's test-backend-ops names, free of regex metacharacters so `--filter ID` reruns it.
+struct Scenario {
+  RunMode mode = RunMode::prefill;
+  std::vector<std::int32_t> prompt_lens;  // per sequence; decode adds decode_steps tokens to each
+  int heads = 4;
+  int kv_heads = 4;
+  int head_size = 64;
+  std::int64_t window = 16;  // W keys including self; 0 = no window (causal)
+  int chunk = 0;
+  int decode_steps = 0;
+  CachePolicy cache = CachePolicy::ring_modulo;
+  MaskKind mask = MaskKind::none;
+  DType dtype = DType::fp32;
+  InputDistribution inputs = InputDistribution::normal;
+  std::uint64_t seed = 0;
+
+  // Not part of the ID: how it is judged and by whom.
+  std::string sweep;
+  Tolerance tolerance;
+  std::vector<std::string> duts;
+
+  std::string id() const;
+  ProblemSpec problem_spec() const;
+  std::int64_t tokens() const;
+};
+
+}  // namespace swa::harness

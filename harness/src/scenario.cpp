@@ -1,0 +1,69 @@
+#include "swa/harness/scenario.hpp"
+
+#include "swa/enum_names.hpp"
+#include "swa/harness/join.hpp"
+
+namespace swa::harness {
+
+std::string_view mask_kind_name(MaskKind m) {
+  switch (m) {
+    case MaskKind::none: return "none";
+    case MaskKind::swa_norm: return "swa-norm";
+    case MaskKind::swa_compress: return "swa-compress";
+  }
+  return "?";
+}
+
+std::optional<MaskKind> parse_mask_kind(std::string_view name) { return parse_enum(name, kAllMaskKinds, mask_kind_name); }
+
+Tolerance default_tolerance(DType dtype) {
+  // rtol_factor: FlashAttention's tests allow 2-3x the same-precision baseline's error, PyTorch 4-5x;
+  // fp32 gets 10x as in FlexAttention's tests, since an online softmax reorders every sum.
+  // atol_floor: about half an ulp at 1 in the dtype, the rounding-noise floor (FA3's fwd_atol).
+  switch (dtype) {
+    case DType::fp32: return {10.0, 1e-7};
+    case DType::fp16: return {3.0, 5e-4};
+    case DType::bf16: return {3.0, 4e-3};
+  }
+  return {};
+}
+
+std::string Scenario::id() const {
+  const std::string seqs = join(prompt_lens, "-");
+  std::string s = "mode=" + std::string(mode_name(mode)) + "/seqs=" + seqs + "/hq=" + std::to_string(heads) +
+                  "/hkv=" + std::to_string(kv_heads) + "/d=" + std::to_string(head_size) + "/w=" +
+                  std::to_string(window);
+  if (mode != RunMode::prefill) {
+    s += "/chunk=" + std::to_string(chunk);
+    if (mode == RunMode::decode) s += "/steps=" + std::to_string(decode_steps);
+    s += "/cache=" + std::string(cache_name(cache));
+  }
+  s += "/mask=" + std::string(mask_kind_name(mask)) + "/" + std::string(dtype_name(dtype)) + "/in=" +
+       std::string(distribution_name(inputs)) + "/seed=" + std::to_string(seed);
+  return s;
+}
+
+ProblemSpec Scenario::problem_spec() const {
+  ProblemSpec p;
+  for (auto len : prompt_lens) p.seq_lens.push_back(len + (mode == RunMode::decode ? decode_steps : 0));
+  p.heads_q = heads;
+  p.heads_kv = kv_heads;
+  p.head_size = head_size;
+  p.band = window > 0 ? band_from_window(window, WindowConvention::keys_including_self) : causal_band();
+  p.dtype = dtype;
+  p.mode = mode;
+  p.cache = cache;
+  p.chunk = chunk;
+  p.decode_steps = decode_steps;
+  p.seed = seed;
+  p.inputs = inputs;
+  return p;
+}
+
+std::int64_t Scenario::tokens() const {
+  std::int64_t n = 0;
+  for (auto len : prompt_lens) n += len + (mode == RunMode::decode ? decode_steps : 0);
+  return n;
+}
+
+}  // namespace swa::harness

@@ -1,0 +1,501 @@
+#include "swa/harness/sweep_file.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "swa/harness/join.hpp"
+#include "swa/harness/philox.hpp"
+
+namespace swa::harness {
+namespace {
+
+// ---- error reporting -------------------------------------------------------------------------
+struct Where {
+  const std::string* path;
+  std::string key;  // dotted path of the key, e.g. sweeps.ci.matrix.heads
+  YAML::Mark mark;
+};
+
+[[noreturn]] void fail(const Where& w, const std::string& message) {
+  std::ostringstream o;
+  o << *w.path;
+  if (!w.mark.is_null()) o << ":" << w.mark.line + 1 << ":" << w.mark.column + 1;
+  o << ": " << w.key << ": " << message;
+  throw SweepError(o.str());
+}
+
+Where child(const Where& w, const std::string& key, const YAML::Node& node) {
+  return {w.path, w.key + "." + key, node.Mark()};
+}
+
+void require_keys(const Where& w, const YAML::Node& map, const std::set<std::string>& allowed) {
+  if (!map.IsMap()) fail(w, "expected a mapping");
+  for (const auto& kv : map) {
+    const std::string key = kv.first.as<std::string>();
+    if (allowed.count(key)) continue;
+    const std::string list = join(allowed, ", ");
+    fail(child(w, key, kv.first), "unknown key '" + key + "' (allowed: " + list + ")");
+  }
+}
+
+std::int64_t as_int(const Where& w, const YAML::Node& n, std::int64_t lo, std::int64_t hi) {
+  std::int64_t v = 0;
+  if (!n.IsScalar() || !YAML::convert<std::int64_t>::decode(n, v))
+    fail(w, "expected an integer, got " + (n.IsScalar() ? "'" + n.Scalar() + "'" : std::string("a collection")));
+  if (v < lo || v > hi)
+    fail(w, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(v));
+  return v;
+}
+
+double as_double(const Where& w, const YAML::Node& n) {
+  double v = 0;
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !(v >= 0))
+    fail(w, "expected a non-negative number, got " + (n.IsScalar() ? "'" + n.Scalar() + "'" : std::string("a collection")));
+  return v;
+}
+
+std::string as_string(const Where& w, const YAML::Node& n) {
+  if (!n.IsScalar()) fail(w, "expected a string");
+  return n.Scalar();
+}
+
+template <class T>
+T as_choice(const Where& w, const YAML::Node& n, const std::optional<T>& parsed, const std::string& choices) {
+  if (!parsed) fail(w, "'" + as_string(w, n) + "' is not one of " + choices);
+  return *parsed;
+}
+
+// ---- one scenario under construction ---------------------------------------------------------
+struct BatchSpec {
+  std::vector<std::int32_t> lengths;  // explicit
+  std::int64_t size = 0, min = 0, max = 0;  // or drawn: size sequences, lengths uniform in [min, max]
+};
+
+struct Draft {
+  Scenario s;
+  BatchSpec batch;
+  bool kv_heads_set = false;
+  std::map<std::string, Where> where;  // source of each parameter, for later errors
+};
+
+BatchSpec parse_batch(const Where& w, const YAML::Node& n) {
+  BatchSpec b;
+  if (n.IsScalar()) {
+    b.lengths.push_back(static_cast<std::int32_t>(as_int(w, n, 1, 1 << 24)));
+  } else if (n.IsSequence()) {
+    if (n.size() == 0) fail(w, "a batch needs at least one sequence length");
+    for (const auto& len : n) b.lengths.push_back(static_cast<std::int32_t>(as_int(w, len, 1, 1 << 24)));
+  } else if (n.IsMap()) {
+    require_keys(w, n, {"size", "min", "max"});
+    if (!n["size"] || !n["min"] || !n["max"]) fail(w, "a drawn batch needs size, min and max");
+    b.size = as_int(child(w, "size", n["size"]), n["size"], 1, 4096);
+    b.min = as_int(child(w, "min", n["min"]), n["min"], 1, 1 << 24);
+    b.max = as_int(child(w, "max", n["max"]), n["max"], b.min, 1 << 24);
+  } else {
+    fail(w, "expected a sequence length, a list of them, or {size, min, max}");
+  }
+  return b;
+}
+
+using Apply = std::function<void(Draft&, const Where&, const YAML::Node&)>;
+
+const std::map<std::string, Apply>& parameters() {
+  static const std::map<std::string, Apply> table = {
+      {"mode", [](Draft& d, const Where& w, const YAML::Node& n) {
+         d.s.mode = as_choice(w, n, parse_mode(as_string(w, n)), "prefill|chunked_prefill|decode");
+       }},
+      {"batch", [](Draft& d, const Where& w, const YAML::Node& n) { d.batch = parse_batch(w, n); }},
+      {"heads", [](Draft& d, const Where& w, const YAML::Node& n) { d.s.heads = static_cast<int>(as_int(w, n, 1, 1024)); }},
+      {"kv_heads", [](Draft& d, const Where& w, const YAML::Node& n) {
+         d.s.kv_heads = static_cast<int>(as_int(w, n, 1, 1024));
+         d.kv_heads_set = true;
+       }},
+      {"head_size", [](Draft& d, const Where& w, const YAML::Node& n) {
+         d.s.head_size = static_cast<int>(as_int(w, n, 1, 1024));
+       }},
+      {"window", [](Draft& d, const Where& w, const YAML::Node& n) { d.s.window = as_int(w, n, 0, 1 << 24); }},
+      {"chunk", [](Draft& d, const Where& w, const YAML::Node& n) { d.s.chunk = static_cast<int>(as_int(w, n, 0, 1 << 24)); }},
+      {"decode_steps", [](Draft& d, const Where& w, const YAML::Node& n) {
+         d.s.decode_steps = static_cast<int>(as_int(w, n, 0, 1 << 20));
+       }},
+      {"cache", [](Draft& d, const Where& w, const YAML::Node& n) {
+         d.s.cache = as_choice(w, n, parse_cache(as_string(w, n)), "ring-modulo|ring-compact|linear");
+       }},
+      {"mask", [](Draft& d, const Where& w, const YAML::Node& n) {
+         d.s.mask = as_choice(w, n, parse_mask_kind(as_string(w, n)), "swa-norm|swa-compress|none");
+       }},
+      {"dtype", [](Draft& d, const Where& w, const YAML::Node& n) {
+         d.s.dtype = as_choice(w, n, parse_dtype(as_string(w, n)), dtype_choices());
+       }},
+      {"inputs", [](Draft& d, const Where& w, const YAML::Node& n) {
+         d.s.inputs = as_choice(w, n, parse_distribution(as_string(w, n)), distribution_choices());
+       }},
+      {"seed", [](Draft& d, const Where& w, const YAML::Node& n) {
+         d.s.seed = static_cast<std::uint64_t>(as_int(w, n, 0, INT64_MAX));
+       }},
+  };
+  return table;
+}
+
+std::set<std::string> parameter_keys() {
+  std::set<std::string> keys;
+  for (const auto& [k, _] : parameters()) keys.insert(k);
+  return keys;
+}
+
+void apply(Draft& d, const Where& w, const std::string& key, const YAML::Node& n) {
+  parameters().at(key)(d, w, n);
+  d.where.insert_or_assign(key, w);
+}
+
+// Lengths of a drawn batch: uniform in [min, max] from the scenario's seed, stream 4.
+std::vector<std::int32_t> draw_lengths(const BatchSpec& b, std::uint64_t seed) {
+  std::vector<std::int32_t> out;
+  for (std::int64_t i = 0; i < b.size; ++i) {
+    const auto r = philox4x32_10({static_cast<std::uint32_t>(i), 0u, 4u, 0u},
+                                 {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+    out.push_back(static_cast<std::int32_t>(b.min + r[0] % static_cast<std::uint32_t>(b.max - b.min + 1)));
+  }
+  return out;
+}
+
+// ---- sweep-level settings --------------------------------------------------------------------
+enum class Api { generic, atb };
+
+// ATB SelfAttention compatibility matrix (seed 003), SWA column: the features marked N.
+const std::map<std::string, std::string>& atb_features_incompatible_with_swa() {
+  static const std::map<std::string, std::string> m = {
+      {"dynamic_batch", "控制可计算batch (batchRunStatusEnable)"},
+      {"high_precision", "高精度 (KERNELTYPE_HIGH_PRECISION)"},
+      {"clamp", "clamp缩放 (CLAMP_TYPE_MIN_MAX)"},
+      {"logn", "logN缩放 (SCALE_TYPE_LOGN)"},
+      {"qkv_quant", "qkv全量化 (quantType)"},
+      {"bnsd", "BNSD维度输入 (TYPE_BNSD)"},
+      {"kv_tensorlist", "kv tensorlist格式输入"},
+      {"mla", "MLA合并输入kvcache (mlaVHeadSize > 0)"},
+  };
+  return m;
+}
+// Features the matrix marks Y with SWA.
+const std::set<std::string> kAtbFeaturesCompatibleWithSwa = {"split_prefill_decode", "compress_mask", "kv_bypass"};
+
+struct SweepSettings {
+  Api api = Api::generic;
+  std::vector<std::pair<std::string, Where>> atb_features;
+  std::vector<std::string> duts;
+  std::map<DType, Tolerance> tolerance;
+  std::int64_t memory_limit = 0;
+};
+
+// ---- validation of one finished scenario -----------------------------------------------------
+Scenario finalize(Draft d, const SweepSettings& settings, const Where& sweep_where) {
+  auto where = [&](const std::string& key) { return d.where.count(key) ? d.where.at(key) : sweep_where; };
+  Scenario& s = d.s;
+  s.prompt_lens = d.batch.size > 0 ? draw_lengths(d.batch, s.seed) : d.batch.lengths;
+  if (!d.kv_heads_set) s.kv_heads = s.heads;
+  if (s.kv_heads > s.heads || s.heads % s.kv_heads != 0)
+    fail(where("kv_heads"), "heads (" + std::to_string(s.heads) + ") must be a multiple of kv_heads (" +
+                                std::to_string(s.kv_heads) + ")");
+  // Parameters a mode does not use are normalised away, so one case has one ID.
+  if (s.mode == RunMode::prefill) {
+    s.chunk = 0;
+    s.decode_steps = 0;
+    s.cache = CachePolicy::ring_modulo;
+  }
+  if (s.mode == RunMode::chunked_prefill) {
+    s.decode_steps = 0;
+    if (s.chunk < 1) fail(where("chunk"), "chunked_prefill needs chunk >= 1");
+  }
+  if (s.mode == RunMode::decode && s.decode_steps < 1) fail(where("decode_steps"), "decode needs decode_steps >= 1");
+  if (s.mode != RunMode::prefill && s.cache != CachePolicy::linear && s.window == 0)
+    fail(where("cache"), std::string(cache_name(s.cache)) + " needs a window > 0 (a ring holds W slots)");
+
+  const bool swa = s.window > 0;
+  if (settings.api == Api::atb) {
+    // ATB: SWA needs windowSize > 0 and an SWA mask type together; either alone is an error.
+    if (swa && s.mask == MaskKind::none)
+      fail(where("mask"), "ATB SWA needs an SWA mask type (swa-norm|swa-compress) with windowSize > 0");
+    if (!swa && s.mask != MaskKind::none)
+      fail(where("window"), "ATB mask type " + std::string(mask_kind_name(s.mask)) + " needs windowSize > 0");
+    // ATB DECODER: maskType cannot be SWA_COMPRESS, and no mask tensor is passed.
+    if (s.mode == RunMode::decode && s.mask == MaskKind::swa_compress)
+      fail(where("mask"), "ATB decode (calcType DECODER) cannot use MASK_TYPE_SLIDING_WINDOW_COMPRESS");
+    if (swa)
+      for (const auto& [feature, w] : settings.atb_features)
+        if (atb_features_incompatible_with_swa().count(feature))
+          fail(w, "ATB SWA does not combine with " + atb_features_incompatible_with_swa().at(feature) +
+                      " (SelfAttention feature compatibility matrix)");
+  } else {
+    if (!swa && s.mask != MaskKind::none) fail(where("mask"), "an SWA mask needs window > 0");
+    if (s.mode == RunMode::decode && s.mask != MaskKind::none)
+      fail(where("mask"), "decode takes no mask tensor: use mask none");
+  }
+  const std::int64_t need = estimate_memory_bytes(s.problem_spec());
+  if (need > settings.memory_limit)
+    fail(where("batch"), "scenario " + s.id() + " needs about " + std::to_string(need >> 20) +
+                             " MiB, over the limit of " + std::to_string(settings.memory_limit >> 20) + " MiB");
+  s.tolerance = settings.tolerance.count(s.dtype) ? settings.tolerance.at(s.dtype) : default_tolerance(s.dtype);
+  s.duts = settings.duts;
+  return s;
+}
+
+// ---- expansion -------------------------------------------------------------------------------
+struct Axis {
+  std::string key;
+  std::vector<YAML::Node> values;
+  Where where;
+};
+
+void apply_map(Draft& d, const Where& w, const YAML::Node& map) {
+  require_keys(w, map, parameter_keys());
+  for (const auto& kv : map) {
+    const std::string key = kv.first.as<std::string>();
+    apply(d, child(w, key, kv.second), key, kv.second);
+  }
+}
+
+bool same_parameters(const Draft& a, const Draft& b) {
+  const Scenario &x = a.s, &y = b.s;
+  return x.mode == y.mode && x.heads == y.heads && x.kv_heads == y.kv_heads && a.kv_heads_set == b.kv_heads_set &&
+         x.head_size == y.head_size && x.window == y.window && x.chunk == y.chunk &&
+         x.decode_steps == y.decode_steps && x.cache == y.cache && x.mask == y.mask && x.dtype == y.dtype &&
+         x.inputs == y.inputs && x.seed == y.seed && a.batch.lengths == b.batch.lengths &&
+         a.batch.size == b.batch.size && a.batch.min == b.batch.min && a.batch.max == b.batch.max;
+}
+
+// A combination matches an exclude entry when setting the entry's keys changes nothing.
+bool matches(const Draft& combo, const Where& w, const YAML::Node& entry) {
+  Draft probe = combo;
+  for (const auto& kv : entry) {
+    const std::string key = kv.first.as<std::string>();
+    apply(probe, child(w, key, kv.second), key, kv.second);
+  }
+  return same_parameters(combo, probe);
+}
+
+// Boundary cases around each window: W = 1, W = L-1, L, L+1, W = tile +- 1, chunk = W +- 1, a ring
+// wrap exactly at a chunk boundary, a prompt that is a multiple of W, a length-1 sequence in a batch.
+std::vector<Draft> edge_cases(const std::vector<Draft>& combos) {
+  constexpr std::int64_t kTile = 128;  // the ATB block and the common kernel tile
+  std::vector<Draft> out;
+  std::set<std::pair<std::int64_t, int>> seen;  // (window, mode)
+  for (const Draft& base : combos) {
+    if (base.s.window == 0 || !seen.insert({base.s.window, static_cast<int>(base.s.mode)}).second) continue;
+    const std::int64_t w = base.s.window;
+    const std::int32_t len = base.batch.lengths.empty() ? 64 : *std::max_element(base.batch.lengths.begin(), base.batch.lengths.end());
+    auto variant = [&](std::int64_t window, std::vector<std::int32_t> lens, int chunk) {
+      Draft d = base;
+      d.s.window = window;
+      d.batch = BatchSpec{std::move(lens)};
+      if (chunk > 0) d.s.chunk = chunk;
+      out.push_back(d);
+    };
+    variant(1, {len}, 0);
+    for (std::int64_t dw : {-1, 0, 1})
+      if (len + dw >= 1) variant(len + dw, {len}, 0);
+    variant(kTile - 1, {static_cast<std::int32_t>(2 * kTile + 3)}, 0);
+    variant(kTile + 1, {static_cast<std::int32_t>(2 * kTile + 3)}, 0);
+    variant(w, {static_cast<std::int32_t>(3 * w)}, 0);  // prompt a multiple of W
+    variant(w, {len, 1, len / 2 + 1}, 0);               // a length-1 sequence in a ragged batch
+    if (base.s.mode != RunMode::prefill) {
+      if (w > 1) variant(w, {static_cast<std::int32_t>(3 * w + 2)}, static_cast<int>(w - 1));
+      variant(w, {static_cast<std::int32_t>(3 * w + 2)}, static_cast<int>(w + 1));
+      variant(w, {static_cast<std::int32_t>(2 * w)}, static_cast<int>(w));  // wrap exactly at a chunk boundary
+    }
+  }
+  return out;
+}
+
+Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where& w, std::int64_t memory_limit) {
+  require_keys(w, node, {"description", "api", "matrix", "exclude", "include", "defaults", "edges", "duts",
+                         "tolerance", "atb_features"});
+  SweepSettings settings;
+  settings.memory_limit = memory_limit;
+  if (node["api"]) {
+    const std::string api = as_string(child(w, "api", node["api"]), node["api"]);
+    if (api != "generic" && api != "atb") fail(child(w, "api", node["api"]), "'" + api + "' is not one of generic|atb");
+    settings.api = api == "atb" ? Api::atb : Api::generic;
+  }
+  if (node["atb_features"]) {
+    const Where fw = child(w, "atb_features", node["atb_features"]);
+    if (settings.api != Api::atb) fail(fw, "atb_features needs api: atb");
+    if (!node["atb_features"].IsSequence()) fail(fw, "expected a list");
+    for (const auto& f : node["atb_features"]) {
+      const Where ew = child(w, "atb_features", f);
+      const std::string feature = as_string(ew, f);
+      if (!atb_features_incompatible_with_swa().count(feature) && !kAtbFeaturesCompatibleWithSwa.count(feature)) {
+        std::string all;
+        for (const auto& [k, _] : atb_features_incompatible_with_swa()) all += k + "|";
+        for (const auto& k : kAtbFeaturesCompatibleWithSwa) all += k + "|";
+        all.pop_back();
+        fail(ew, "unknown ATB feature '" + feature + "' (allowed: " + all + ")");
+      }
+      settings.atb_features.push_back({feature, ew});
+    }
+  }
+  if (node["duts"]) {
+    const Where dw = child(w, "duts", node["duts"]);
+    if (!node["duts"].IsSequence()) fail(dw, "expected a list of DUT names");
+    for (const auto& d : node["duts"]) settings.duts.push_back(as_string(child(w, "duts", d), d));
+  }
+  if (node["tolerance"]) {
+    const Where tw = child(w, "tolerance", node["tolerance"]);
+    require_keys(tw, node["tolerance"], {"fp32", "fp16", "bf16"});
+    for (const auto& kv : node["tolerance"]) {
+      const std::string dt = kv.first.as<std::string>();
+      const Where dw = child(tw, dt, kv.second);
+      require_keys(dw, kv.second, {"rtol_factor", "atol_floor"});
+      Tolerance t = default_tolerance(*parse_dtype(dt));
+      if (kv.second["rtol_factor"]) t.rtol_factor = as_double(child(dw, "rtol_factor", kv.second["rtol_factor"]), kv.second["rtol_factor"]);
+      if (kv.second["atol_floor"]) t.atol_floor = as_double(child(dw, "atol_floor", kv.second["atol_floor"]), kv.second["atol_floor"]);
+      settings.tolerance[*parse_dtype(dt)] = t;
+    }
+  }
+
+  Draft defaults;
+  defaults.s.sweep = name;
+  defaults.batch.lengths = {64};
+  if (node["defaults"]) apply_map(defaults, child(w, "defaults", node["defaults"]), node["defaults"]);
+
+  std::vector<Axis> axes;
+  if (node["matrix"]) {
+    const Where mw = child(w, "matrix", node["matrix"]);
+    require_keys(mw, node["matrix"], parameter_keys());
+    for (const auto& kv : node["matrix"]) {
+      Axis axis{kv.first.as<std::string>(), {}, child(mw, kv.first.as<std::string>(), kv.second)};
+      // A list of values; `batch` is a list of batches. A scalar is a single value.
+      const bool listed = kv.second.IsSequence() && !(axis.key == "batch" && kv.second.size() > 0 &&
+                                                      kv.second[0].IsScalar());
+      if (listed) {
+        for (const auto& v : kv.second) axis.values.push_back(v);
+      } else {
+        axis.values.push_back(kv.second);
+      }
+      if (axis.values.empty()) fail(axis.where, "an axis needs at least one value");
+      axes.push_back(axis);
+    }
+  }
+  std::vector<Draft> combos;
+  if (!axes.empty() || !node["include"]) {
+    std::vector<std::size_t> pick(axes.size(), 0);
+    while (true) {
+      Draft d = defaults;
+      for (std::size_t a = 0; a < axes.size(); ++a) {
+        const YAML::Node& v = axes[a].values[pick[a]];
+        apply(d, {axes[a].where.path, axes[a].where.key, v.Mark()}, axes[a].key, v);
+      }
+      combos.push_back(d);
+      std::size_t a = axes.size();
+      while (a > 0 && ++pick[a - 1] == axes[a - 1].values.size()) pick[--a] = 0;
+      if (a == 0) break;
+    }
+  }
+  if (node["exclude"]) {
+    const Where ew = child(w, "exclude", node["exclude"]);
+    if (!node["exclude"].IsSequence()) fail(ew, "expected a list of partial parameter maps");
+    for (const auto& entry : node["exclude"]) {
+      Draft probe = defaults;
+      apply_map(probe, child(w, "exclude", entry), entry);  // validates keys and values
+      std::erase_if(combos, [&](const Draft& c) { return matches(c, ew, entry); });
+    }
+  }
+  if (node["edges"]) {
+    bool edges = false;
+    if (!YAML::convert<bool>::decode(node["edges"], edges)) fail(child(w, "edges", node["edges"]), "expected true or false");
+    if (edges) {
+      auto extra = edge_cases(combos);
+      combos.insert(combos.end(), extra.begin(), extra.end());
+    }
+  }
+  if (node["include"]) {
+    const Where iw = child(w, "include", node["include"]);
+    if (!node["include"].IsSequence()) fail(iw, "expected a list of parameter maps");
+    for (const auto& entry : node["include"]) {
+      Draft d = defaults;
+      apply_map(d, child(w, "include", entry), entry);
+      combos.push_back(d);
+    }
+  }
+
+  Sweep sweep{name, {}};
+  std::set<std::string> ids;
+  for (Draft& d : combos) {
+    Scenario s = finalize(std::move(d), settings, w);
+    if (ids.insert(s.id()).second) sweep.scenarios.push_back(std::move(s));
+  }
+  return sweep;
+}
+
+}  // namespace
+
+SweepFile load_sweep_file(const std::string& path, const SweepLoadOptions& options) {
+  SweepFile file;
+  file.path = path;
+  std::ifstream in(path);
+  if (!in) throw SweepError(path + ": cannot open the sweep file");
+  std::stringstream text;
+  text << in.rdbuf();
+  file.text = text.str();
+  YAML::Node root;
+  try {
+    root = YAML::Load(file.text);
+  } catch (const YAML::Exception& e) {
+    throw SweepError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                     ": YAML syntax error: " + e.msg);
+  }
+  const Where top{&file.path, "(top level)", root.Mark()};
+  if (!root.IsMap()) fail(top, "expected a mapping with a 'sweeps' key");
+  require_keys(top, root, {"sweeps"});
+  if (!root["sweeps"] || !root["sweeps"].IsMap() || root["sweeps"].size() == 0)
+    fail(top, "expected 'sweeps:' with at least one named sweep");
+  const std::int64_t limit = options.memory_limit_bytes > 0 ? options.memory_limit_bytes : default_memory_limit_bytes();
+  for (const auto& kv : root["sweeps"]) {
+    const std::string name = kv.first.as<std::string>();
+    const Where w{&file.path, "sweeps." + name, kv.first.Mark()};
+    file.sweeps.push_back(expand_sweep(name, kv.second, w, limit));
+  }
+  return file;
+}
+
+std::vector<Scenario> select_scenarios(const SweepFile& file, const std::optional<std::string>& sweep,
+                                       const std::optional<std::string>& filter, Shard shard) {
+  std::vector<Scenario> all;
+  std::set<std::string> ids;
+  bool found = !sweep;
+  for (const Sweep& s : file.sweeps) {
+    if (sweep && s.name != *sweep) continue;
+    found = true;
+    for (const Scenario& sc : s.scenarios)
+      if (ids.insert(sc.id()).second) all.push_back(sc);
+  }
+  if (!found) {
+    std::vector<std::string> names;
+    for (const Sweep& s : file.sweeps) names.push_back(s.name);
+    throw SweepError(file.path + ": no sweep named '" + *sweep + "' (the file has " + join(names, "|") + ")");
+  }
+  if (filter) {
+    const bool exact = ids.count(*filter) > 0;
+    std::regex re;
+    if (!exact) {
+      try {
+        re = std::regex(*filter);
+      } catch (const std::regex_error& e) {
+        throw SweepError("--filter: '" + *filter + "' is neither a scenario ID nor a valid regex (" + e.what() + ")");
+      }
+    }
+    std::erase_if(all, [&](const Scenario& s) { return exact ? s.id() != *filter : !std::regex_search(s.id(), re); });
+  }
+  std::vector<Scenario> sharded;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (static_cast<int>(i % shard.count) == shard.index) sharded.push_back(std::move(all[i]));
+  return sharded;
+}
+
+}  // namespace swa::harness
