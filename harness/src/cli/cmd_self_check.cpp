@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "options.hpp"
 #include "swa/golden.hpp"
+#include "swa/harness/join.hpp"
 #include "swa/harness/problem.hpp"
 #include "swa/mask_decoder.hpp"
 
@@ -34,11 +35,9 @@ double max_relative_difference(const std::vector<double>& a, const std::vector<d
 }
 
 std::string describe(const Case& c, CachePolicy cache) {
-  std::string s = std::string(mode_name(c.mode)) + " " + std::string(cache_name(cache)) + " W=" +
-                  std::to_string(c.window) + " C=" + std::to_string(c.chunk) + " T=" +
-                  std::to_string(c.decode_steps) + " seq=[";
-  for (std::size_t i = 0; i < c.seq_lens.size(); ++i) s += (i ? "," : "") + std::to_string(c.seq_lens[i]);
-  return s + "]";
+  return std::string(mode_name(c.mode)) + " " + std::string(cache_name(cache)) + " W=" + std::to_string(c.window) +
+         " C=" + std::to_string(c.chunk) + " T=" + std::to_string(c.decode_steps) + " seq=[" +
+         harness::join(c.seq_lens, ",") + "]";
 }
 
 }  // namespace

@@ -10,5 +10,7 @@ int cmd_mask_check(const std::vector<std::string>& args);
 int cmd_golden(const std::vector<std::string>& args);
 int cmd_self_check(const std::vector<std::string>& args);
 int cmd_list(const std::vector<std::string>& args);
+int cmd_run(const std::vector<std::string>& args);
+int cmd_merge(const std::vector<std::string>& args);
 
 }  // namespace swa::cli

@@ -20,7 +20,9 @@ constexpr Subcommand kSubcommands[] = {
      swa::cli::cmd_mask_check},
     {"golden", "generate inputs, run the fp64 golden and the same-precision baseline, write HDF5",
      swa::cli::cmd_golden},
+    {"run", "run a sweep against DUTs: HDF5 results, JUnit, console summary", swa::cli::cmd_run},
     {"list", "print the expanded scenario IDs of a sweep file", swa::cli::cmd_list},
+    {"merge", "join shard result files", swa::cli::cmd_merge},
     {"self-check", "check the golden's cache, chunk and decode paths against the dense definition",
      swa::cli::cmd_self_check},
 };

@@ -1,0 +1,66 @@
+#pragma once
+// The results HDF5 file: /meta, /scenarios, /results and /dumps (layout in harness/README.md).
+//
+// Crash safety: after every scenario the whole file is written to a temporary and renamed into
+// place, so at any instant, kill -9 included, the path holds a complete, readable file with every
+// finished scenario. Dumps are written once each, to RESULTS.h5.dumps/, and linked from
+// /dumps/<ID> by HDF5 external links (h5py follows them).
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "swa/harness/results.hpp"
+
+namespace swa::harness {
+
+struct Meta {
+  std::string tool_version, git_commit, compiler, host, cpu, gpu, start_time, sweep_file, sweep_text, command;
+};
+Meta collect_meta(const std::string& sweep_file, const std::string& sweep_text, const std::string& command);
+
+// Tensors of one failing (or --dump all) scenario.
+struct Dump {
+  std::string scenario_id;
+  std::vector<std::int32_t> seq_lens;
+  std::int64_t tokens = 0;
+  int heads_q = 0, heads_kv = 0, head_size = 0;
+  std::vector<float> q, k, v, baseline;
+  std::vector<double> golden;
+  std::vector<std::pair<std::string, std::vector<float>>> duts;  // name, output
+  std::map<std::string, std::string> attributes;
+};
+
+struct ResultsContents {
+  Meta meta;
+  std::vector<ScenarioRow> scenarios;
+  std::vector<ResultRow> results;
+  std::map<std::string, std::filesystem::path> dump_files;  // scenario ID -> dump file (absolute)
+};
+
+ResultsContents read_results(const std::filesystem::path& path);
+void write_results(const std::filesystem::path& path, const ResultsContents& contents);
+
+// Collects rows as scenarios finish and rewrites the file after each one. Thread-safe.
+class ResultsStore {
+ public:
+  // With resume, the rows already in `path` are kept and reported as done.
+  ResultsStore(std::filesystem::path path, Meta meta, bool resume);
+
+  bool done(const std::string& scenario_id, const std::string& dut) const;
+  void add(const ScenarioRow& scenario, const std::vector<ResultRow>& rows, const std::optional<Dump>& dump);
+  std::vector<ResultRow> results() const;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  mutable std::mutex mutex_;
+  ResultsContents contents_;
+};
+
+// Joins shard files: rows deduplicated by (scenario, DUT), the first file's meta.
+ResultsContents merge_results(const std::vector<std::filesystem::path>& inputs, std::vector<std::string>& warnings);
+
+}  // namespace swa::harness

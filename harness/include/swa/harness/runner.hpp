@@ -1,0 +1,31 @@
+#pragma once
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "swa/harness/results_file.hpp"
+#include "swa/harness/scenario.hpp"
+
+namespace swa::harness {
+
+enum class DumpPolicy { failures, all };
+
+struct RunOptions {
+  std::vector<std::string> duts;  // when non-empty, replaces each scenario's sweep-level DUT list
+  int jobs = 1;
+  DumpPolicy dump = DumpPolicy::failures;
+  bool progress_on_terminal = false;
+};
+
+// Runs one scenario against its DUTs: inputs from the seed, golden, baseline, then each DUT on a
+// NaN-poisoned output; metrics and verdict per DUT. (scenario, DUT) pairs already in `store` are
+// skipped. Never throws for a DUT's failure: that is a row with status error.
+std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::string>& duts, ResultsStore& store,
+                                    DumpPolicy dump);
+
+// All scenarios, `jobs` at a time, appending to `store` as each finishes. Results do not depend on
+// `jobs`. Progress goes to `progress`.
+void run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, const RunOptions& options,
+                   std::ostream& progress);
+
+}  // namespace swa::harness

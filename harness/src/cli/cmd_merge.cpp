@@ -1,0 +1,35 @@
+// swa-harness merge: join shard result files into one.
+#include <iostream>
+
+#include "commands.hpp"
+#include "options.hpp"
+#include "swa/harness/results_file.hpp"
+
+namespace swa::cli {
+
+int cmd_merge(const std::vector<std::string>& args) {
+  std::vector<std::string> inputs;
+  std::string out;
+  po::options_description desc("swa-harness merge A.h5 B.h5 ... -o ALL.h5: join shard result files");
+  desc.add_options()
+      ("inputs", po::value(&inputs)->multitoken()->required(), "result files (positional)")
+      ("out,o", po::value(&out)->required(), "merged results file");
+  po::positional_options_description positional;
+  positional.add("inputs", -1);
+  po::variables_map vm;
+  if (!parse_options("merge", args, desc, vm, &positional)) return kOk;
+  std::vector<std::filesystem::path> paths;
+  for (const auto& in : inputs) {
+    if (!std::filesystem::exists(in)) throw UsageError("merge input " + in + " does not exist");
+    paths.emplace_back(in);
+  }
+  std::vector<std::string> warnings;
+  const harness::ResultsContents merged = harness::merge_results(paths, warnings);
+  harness::write_results(out, merged);
+  for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
+  std::cout << "merged " << inputs.size() << " files into " << out << ": " << merged.scenarios.size()
+            << " scenarios, " << merged.results.size() << " results\n";
+  return kOk;
+}
+
+}  // namespace swa::cli

@@ -1,0 +1,81 @@
+// swa-harness run: a sweep against its DUTs, into HDF5, JUnit and a console summary.
+#include <unistd.h>
+
+#include <iostream>
+#include <sstream>
+
+#include "commands.hpp"
+#include "options.hpp"
+#include "swa/harness/dut_registry.hpp"
+#include "swa/harness/junit.hpp"
+#include "swa/harness/runner.hpp"
+#include "swa/harness/summary.hpp"
+
+namespace swa::cli {
+
+int cmd_run(const std::vector<std::string>& args) {
+  std::string path, sweep, filter, duts_text, out = "results.h5", junit, shard_text, dump_text = "failures";
+  int jobs = 1;
+  std::int64_t memory_limit_mb = 0;
+  po::options_description desc(
+      "swa-harness run SWEEP.yaml: run the sweep's scenarios against DUTs\nexit status: 0 all pass, 1 some fail, 2 "
+      "invalid input or internal error");
+  desc.add_options()
+      ("sweep-file", po::value(&path)->required(), "the sweep file (positional)")
+      ("sweep", po::value(&sweep), "only this named sweep (default: every sweep of the file)")
+      ("filter", po::value(&filter), "an exact scenario ID, or a regex searched in the IDs")
+      ("dut", po::value(&duts_text), "comma-separated DUTs, replacing the sweep's: baseline, mutant:<fault>")
+      ("out", po::value(&out)->default_value(out), "results HDF5 file")
+      ("junit", po::value(&junit), "also write JUnit XML here")
+      ("resume", "keep the rows already in --out and run only what is missing")
+      ("jobs", po::value(&jobs)->default_value(1), "scenarios run in parallel")
+      ("shard", po::value(&shard_text), "K/N: every N-th scenario from the K-th (0 <= K < N)")
+      ("dump", po::value(&dump_text)->default_value(dump_text), "failures|all: when to dump tensors to /dumps")
+      ("memory-limit-mb", po::value(&memory_limit_mb)->default_value(0), "refuse larger scenarios (0: half the RAM)");
+  po::positional_options_description positional;
+  positional.add("sweep-file", 1);
+  po::variables_map vm;
+  if (!parse_options("run", args, desc, vm, &positional)) return kOk;
+  require_range("--jobs", jobs, 1, 256);
+  require_range("--memory-limit-mb", memory_limit_mb, 0, std::int64_t{1} << 30);
+  if (dump_text != "failures" && dump_text != "all") throw UsageError("option --dump: '" + dump_text + "' is not one of failures|all");
+
+  const harness::SweepFile file = load_sweep_or_usage_error(path, memory_limit_mb << 20);
+  const auto scenarios = harness::select_scenarios(file, vm.count("sweep") ? std::optional(sweep) : std::nullopt,
+                                                   vm.count("filter") ? std::optional(filter) : std::nullopt,
+                                                   parse_shard(shard_text));
+  harness::RunOptions options;
+  options.jobs = jobs;
+  options.dump = dump_text == "all" ? harness::DumpPolicy::all : harness::DumpPolicy::failures;
+  options.progress_on_terminal = ::isatty(STDERR_FILENO);
+  if (vm.count("dut")) {
+    std::stringstream list(duts_text);
+    for (std::string d; std::getline(list, d, ',');) options.duts.push_back(d);
+  }
+  // Every DUT named anywhere must exist before anything runs.
+  for (const auto& s : scenarios)
+    for (const auto& d : options.duts.empty() ? s.duts : options.duts) try {
+        harness::make_dut(d);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError((options.duts.empty() ? "sweep " + s.sweep + " duts: " : "option --dut: ") + e.what());
+      }
+  if (scenarios.empty()) throw UsageError("no scenario selected (check --sweep, --filter and --shard)");
+  for (const auto& s : scenarios)
+    if (s.duts.empty() && options.duts.empty())
+      throw UsageError("sweep " + s.sweep + " names no duts: add 'duts:' to it or pass --dut");
+
+  std::string command = "swa-harness run";
+  for (const auto& a : args) command += " " + a;
+  harness::ResultsStore store(out, harness::collect_meta(path, file.text, command), vm.count("resume") > 0);
+  harness::run_scenarios(scenarios, store, options, std::cerr);
+
+  const auto rows = store.results();
+  if (vm.count("junit")) harness::write_junit(junit, path, rows);
+  harness::print_summary(std::cout, rows, path);
+  std::cout << "results: " << out << (vm.count("junit") ? ", junit: " + junit : std::string()) << "\n";
+  for (const auto& r : rows)
+    if (r.status == "fail" || r.status == "error") return kCheckFailed;
+  return kOk;
+}
+
+}  // namespace swa::cli

@@ -1,0 +1,65 @@
+#include "swa/harness/junit.hpp"
+
+#include <fstream>
+#include <sstream>
+
+namespace swa::harness {
+namespace {
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void write_junit(const std::filesystem::path& path, const std::string& suite, const std::vector<ResultRow>& rows) {
+  int failures = 0, errors = 0, skipped = 0;
+  double seconds = 0;
+  for (const auto& r : rows) {
+    failures += r.status == "fail";
+    errors += r.status == "error";
+    skipped += r.status == "skip";
+    seconds += r.run_ms / 1000;
+  }
+  std::ostringstream x;
+  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"" << xml_escape(suite)
+    << "\" tests=\"" << rows.size() << "\" failures=\"" << failures << "\" errors=\"" << errors << "\" skipped=\""
+    << skipped << "\" time=\"" << seconds << "\">\n";
+  for (const auto& r : rows) {
+    x << "  <testcase classname=\"" << xml_escape(r.dut) << "\" name=\"" << xml_escape(r.scenario_id) << "\" time=\""
+      << r.run_ms / 1000 << "\">";
+    std::ostringstream metrics;
+    metrics << "max_abs=" << r.max_abs << " threshold=" << r.threshold << " (rtol_factor=" << r.rtol_factor
+            << " x baseline_max_abs=" << r.baseline_max_abs << " + atol_floor=" << r.atol_floor
+            << ") rel_l2=" << r.rel_l2 << " max_ulp=" << r.max_ulp << " cosine=" << r.cosine
+            << " nan=" << r.nan_count << " inf=" << r.inf_count << " worst: seq " << r.worst_seq << " token "
+            << r.worst_token << " head " << r.worst_head << " dim " << r.worst_dim;
+    if (r.status == "fail")
+      x << "\n    <failure message=\"" << xml_escape(r.reason) << "\">" << xml_escape(metrics.str()) << "</failure>\n  ";
+    else if (r.status == "error")
+      x << "\n    <error message=\"" << xml_escape(r.reason) << "\"/>\n  ";
+    else if (r.status == "skip")
+      x << "\n    <skipped message=\"" << xml_escape(r.reason) << "\"/>\n  ";
+    x << "</testcase>\n";
+  }
+  x << "</testsuite>\n</testsuites>\n";
+  const std::filesystem::path temp = path.string() + ".tmp";
+  {
+    std::ofstream out(temp);
+    out << x.str();
+    if (!out) throw std::runtime_error("cannot write " + temp.string());
+  }
+  std::filesystem::rename(temp, path);
+}
+
+}  // namespace swa::harness

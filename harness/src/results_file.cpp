@@ -1,0 +1,362 @@
+#include "swa/harness/results_file.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <set>
+#include <variant>
+
+#include "swa/harness/h5.hpp"
+#include "swa/harness/join.hpp"
+
+#ifndef SWA_VERSION
+#define SWA_VERSION "unknown"
+#endif
+#ifndef SWA_GIT_COMMIT
+#define SWA_GIT_COMMIT "unknown"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace swa::harness {
+
+ScenarioRow scenario_row(const Scenario& s) {
+  ScenarioRow r;
+  r.id = s.id();
+  r.sweep = s.sweep;
+  r.mode = mode_name(s.mode);
+  r.dtype = dtype_name(s.dtype);
+  r.cache = s.mode == RunMode::prefill ? "none" : cache_name(s.cache);
+  r.mask = mask_kind_name(s.mask);
+  r.inputs = distribution_name(s.inputs);
+  r.seq_lens = join(s.prompt_lens, ",");
+  r.heads = s.heads;
+  r.kv_heads = s.kv_heads;
+  r.head_size = s.head_size;
+  r.window = s.window;
+  r.chunk = s.chunk;
+  r.decode_steps = s.decode_steps;
+  r.seed = static_cast<std::int64_t>(s.seed);
+  r.batch = static_cast<std::int64_t>(s.prompt_lens.size());
+  r.tokens = s.tokens();
+  return r;
+}
+
+namespace {
+
+// ---- compound tables from a column list ------------------------------------------------------
+template <class Row>
+struct Column {
+  const char* name;
+  std::variant<std::string Row::*, std::int64_t Row::*, double Row::*> member;
+};
+
+const std::vector<Column<ScenarioRow>>& scenario_columns() {
+  using R = ScenarioRow;
+  static const std::vector<Column<R>> c = {
+      {"id", &R::id},         {"sweep", &R::sweep},       {"mode", &R::mode},
+      {"dtype", &R::dtype},   {"cache", &R::cache},       {"mask", &R::mask},
+      {"inputs", &R::inputs}, {"seq_lens", &R::seq_lens}, {"heads", &R::heads},
+      {"kv_heads", &R::kv_heads}, {"head_size", &R::head_size}, {"window", &R::window},
+      {"chunk", &R::chunk},   {"decode_steps", &R::decode_steps}, {"seed", &R::seed},
+      {"batch", &R::batch},   {"tokens", &R::tokens},
+  };
+  return c;
+}
+
+const std::vector<Column<ResultRow>>& result_columns() {
+  using R = ResultRow;
+  static const std::vector<Column<R>> c = {
+      {"scenario_id", &R::scenario_id}, {"dut", &R::dut}, {"status", &R::status}, {"reason", &R::reason},
+      {"dtype", &R::dtype}, {"mode", &R::mode},
+      {"max_abs", &R::max_abs}, {"max_rel", &R::max_rel}, {"rel_floor", &R::rel_floor}, {"mean_abs", &R::mean_abs},
+      {"rms", &R::rms}, {"rel_l2", &R::rel_l2}, {"nmse", &R::nmse}, {"cosine", &R::cosine},
+      {"max_ulp", &R::max_ulp}, {"mean_ulp", &R::mean_ulp}, {"over_threshold", &R::over_threshold},
+      {"nan_count", &R::nan_count}, {"inf_count", &R::inf_count},
+      {"worst_seq", &R::worst_seq}, {"worst_token", &R::worst_token}, {"worst_head", &R::worst_head},
+      {"worst_dim", &R::worst_dim}, {"worst_window_edge", &R::worst_window_edge},
+      {"baseline_max_abs", &R::baseline_max_abs}, {"baseline_rel_l2", &R::baseline_rel_l2},
+      {"baseline_mean_ulp", &R::baseline_mean_ulp},
+      {"rtol_factor", &R::rtol_factor}, {"atol_floor", &R::atol_floor}, {"threshold", &R::threshold},
+      {"run_ms", &R::run_ms},
+  };
+  return c;
+}
+
+// Every column is 8 bytes on disk and in memory: a char* (variable-length UTF-8), int64 or double.
+constexpr std::size_t kCell = 8;
+
+h5::Handle string_type() {
+  h5::Handle t(H5Tcopy(H5T_C_S1), H5Tclose, "string type");
+  H5Tset_size(t.id(), H5T_VARIABLE);
+  H5Tset_cset(t.id(), H5T_CSET_UTF8);
+  return t;
+}
+
+template <class Row>
+h5::Handle compound_type(const std::vector<Column<Row>>& cols) {
+  h5::Handle t(H5Tcreate(H5T_COMPOUND, cols.size() * kCell), H5Tclose, "compound type");
+  const h5::Handle str = string_type();
+  for (std::size_t i = 0; i < cols.size(); ++i) {
+    const hid_t member = std::holds_alternative<std::string Row::*>(cols[i].member) ? str.id()
+                         : std::holds_alternative<std::int64_t Row::*>(cols[i].member) ? H5T_NATIVE_INT64
+                                                                                       : H5T_NATIVE_DOUBLE;
+    if (H5Tinsert(t.id(), cols[i].name, i * kCell, member) < 0) throw h5::Error("HDF5: compound member");
+  }
+  return t;
+}
+
+template <class Row>
+void write_table(hid_t file, const char* name, const std::vector<Column<Row>>& cols, const std::vector<Row>& rows) {
+  const h5::Handle type = compound_type(cols);
+  std::vector<unsigned char> buf(rows.size() * cols.size() * kCell);
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    for (std::size_t c = 0; c < cols.size(); ++c) {
+      unsigned char* cell = &buf[(r * cols.size() + c) * kCell];
+      std::visit(
+          [&](auto member) {
+            using T = std::remove_cvref_t<decltype(rows[r].*member)>;
+            if constexpr (std::is_same_v<T, std::string>) {
+              const char* p = (rows[r].*member).c_str();
+              std::memcpy(cell, &p, kCell);
+            } else {
+              std::memcpy(cell, &(rows[r].*member), kCell);
+            }
+          },
+          cols[c].member);
+    }
+  const hsize_t dims[1] = {rows.size()}, maxdims[1] = {H5S_UNLIMITED}, chunk[1] = {64};
+  h5::Handle space(H5Screate_simple(1, dims, maxdims), H5Sclose, "table space");
+  h5::Handle props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "table properties");
+  H5Pset_chunk(props.id(), 1, chunk);
+  h5::Handle set(H5Dcreate2(file, name, type.id(), space.id(), H5P_DEFAULT, props.id(), H5P_DEFAULT), H5Dclose,
+                 std::string("create table ") + name);
+  if (!rows.empty() && H5Dwrite(set.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
+    throw h5::Error(std::string("HDF5: write table ") + name);
+}
+
+template <class Row>
+std::vector<Row> read_table(hid_t file, const char* name, const std::vector<Column<Row>>& cols) {
+  h5::Handle set(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose, std::string("open table ") + name);
+  h5::Handle space(H5Dget_space(set.id()), H5Sclose, "table space");
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space.id(), &n, nullptr);
+  std::vector<Row> rows(n);
+  if (n == 0) return rows;
+  const h5::Handle type = compound_type(cols);
+  std::vector<unsigned char> buf(n * cols.size() * kCell);
+  if (H5Dread(set.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
+    throw h5::Error(std::string("HDF5: read table ") + name + " (written by another version?)");
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t c = 0; c < cols.size(); ++c) {
+      const unsigned char* cell = &buf[(r * cols.size() + c) * kCell];
+      std::visit(
+          [&](auto member) {
+            using T = std::remove_cvref_t<decltype(rows[r].*member)>;
+            if constexpr (std::is_same_v<T, std::string>) {
+              const char* p = nullptr;
+              std::memcpy(&p, cell, kCell);
+              rows[r].*member = p ? p : "";
+            } else {
+              std::memcpy(&(rows[r].*member), cell, kCell);
+            }
+          },
+          cols[c].member);
+    }
+  H5Dvlen_reclaim(type.id(), space.id(), H5P_DEFAULT, buf.data());
+  return rows;
+}
+
+// ---- meta ------------------------------------------------------------------------------------
+std::vector<std::pair<const char*, std::string Meta::*>> meta_fields() {
+  return {{"tool_version", &Meta::tool_version}, {"git_commit", &Meta::git_commit}, {"compiler", &Meta::compiler},
+          {"host", &Meta::host},                 {"cpu", &Meta::cpu},               {"gpu", &Meta::gpu},
+          {"start_time", &Meta::start_time},     {"sweep_file", &Meta::sweep_file}, {"sweep_text", &Meta::sweep_text},
+          {"command", &Meta::command}};
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+// ---- dumps -----------------------------------------------------------------------------------
+std::string dump_file_name(const std::string& id) {
+  std::string name = id;
+  std::replace(name.begin(), name.end(), '/', '_');
+  return name + ".h5";
+}
+
+fs::path dumps_dir(const fs::path& results) { return fs::path(results.string() + ".dumps"); }
+
+void write_dump(const fs::path& path, const Dump& d) {
+  h5::AtomicFile f(path);
+  const auto n = static_cast<hsize_t>(d.tokens), hq = static_cast<hsize_t>(d.heads_q),
+             hkv = static_cast<hsize_t>(d.heads_kv), dim = static_cast<hsize_t>(d.head_size);
+  h5::write_dataset(f.id(), "q", d.q, {n, hq, dim});
+  h5::write_dataset(f.id(), "k", d.k, {n, hkv, dim});
+  h5::write_dataset(f.id(), "v", d.v, {n, hkv, dim});
+  h5::write_dataset(f.id(), "golden", d.golden, {n, hq, dim});
+  h5::write_dataset(f.id(), "baseline", d.baseline, {n, hq, dim});
+  h5::write_dataset(f.id(), "seq_lens", d.seq_lens, {static_cast<hsize_t>(d.seq_lens.size())});
+  for (const auto& [name, out] : d.duts) h5::write_dataset(f.id(), name, out, {n, hq, dim});
+  h5::Handle root(H5Gopen2(f.id(), "/", H5P_DEFAULT), H5Gclose, "open /");
+  h5::write_attr(root.id(), "scenario_id", d.scenario_id);
+  for (const auto& [k, v] : d.attributes) h5::write_attr(root.id(), k, v);
+  root.close();
+  f.commit();
+}
+
+std::map<std::string, fs::path> read_dump_links(hid_t file, const fs::path& results_path) {
+  std::map<std::string, fs::path> links;
+  if (H5Lexists(file, "dumps", H5P_DEFAULT) <= 0) return links;
+  struct Visit {
+    std::map<std::string, fs::path>* links;
+    fs::path dir;
+  } visit{&links, fs::absolute(results_path).parent_path()};
+  h5::Handle group(H5Gopen2(file, "dumps", H5P_DEFAULT), H5Gclose, "open /dumps");
+  H5Lvisit(
+      group.id(), H5_INDEX_NAME, H5_ITER_NATIVE,
+      [](hid_t g, const char* name, const H5L_info_t* info, void* data) -> herr_t {
+        if (info->type != H5L_TYPE_EXTERNAL) return 0;
+        std::vector<char> value(info->u.val_size);
+        if (H5Lget_val(g, name, value.data(), value.size(), H5P_DEFAULT) < 0) return -1;
+        const char* target_file = nullptr;
+        const char* target_object = nullptr;
+        unsigned flags = 0;
+        H5Lunpack_elink_val(value.data(), value.size(), &flags, &target_file, &target_object);
+        auto* v = static_cast<Visit*>(data);
+        (*v->links)[name] = fs::path(target_file).is_absolute() ? fs::path(target_file) : v->dir / target_file;
+        return 0;
+      },
+      &visit);
+  return links;
+}
+
+}  // namespace
+
+Meta collect_meta(const std::string& sweep_file, const std::string& sweep_text, const std::string& command) {
+  Meta m;
+  m.tool_version = SWA_VERSION;
+  m.git_commit = SWA_GIT_COMMIT;
+#if defined(__clang__)
+  m.compiler = "clang " __clang_version__;
+#elif defined(__GNUC__)
+  m.compiler = "g++ " __VERSION__;
+#endif
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  m.host = host;
+  m.cpu = cpu_model();
+  m.gpu = "none";
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char stamp[64];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  m.start_time = stamp;
+  m.sweep_file = sweep_file;
+  m.sweep_text = sweep_text;
+  m.command = command;
+  return m;
+}
+
+ResultsContents read_results(const fs::path& path) {
+  h5::Handle f = h5::open_file_readonly(path);
+  ResultsContents c;
+  h5::Handle meta(H5Gopen2(f.id(), "meta", H5P_DEFAULT), H5Gclose, "open /meta of " + path.string());
+  for (const auto& [name, member] : meta_fields()) c.meta.*member = h5::read_string_attr(meta.id(), name);
+  c.scenarios = read_table(f.id(), "scenarios", scenario_columns());
+  c.results = read_table(f.id(), "results", result_columns());
+  c.dump_files = read_dump_links(f.id(), path);
+  return c;
+}
+
+void write_results(const fs::path& path, const ResultsContents& c) {
+  h5::AtomicFile f(path);
+  {
+    h5::Handle meta = h5::create_group(f.id(), "meta");
+    for (const auto& [name, member] : meta_fields()) h5::write_attr(meta.id(), name, c.meta.*member);
+  }
+  write_table(f.id(), "scenarios", scenario_columns(), c.scenarios);
+  write_table(f.id(), "results", result_columns(), c.results);
+  {
+    h5::Handle dumps = h5::create_group(f.id(), "dumps");
+    h5::Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose, "link properties");
+    H5Pset_create_intermediate_group(lcpl.id(), 1);
+    const fs::path dir = fs::absolute(path).parent_path();
+    for (const auto& [id, file] : c.dump_files) {
+      const std::string target = fs::relative(file, dir).string();
+      if (H5Lcreate_external(target.c_str(), "/", dumps.id(), id.c_str(), lcpl.id(), H5P_DEFAULT) < 0)
+        throw h5::Error("HDF5: link /dumps/" + id);
+    }
+  }
+  f.commit();
+}
+
+ResultsStore::ResultsStore(fs::path path, Meta meta, bool resume) : path_(std::move(path)) {
+  if (resume && fs::exists(path_)) {
+    contents_ = read_results(path_);
+    contents_.meta.command += " ; resumed: " + meta.command;
+  } else {
+    contents_.meta = std::move(meta);
+  }
+  write_results(path_, contents_);  // an empty but valid file from the start
+}
+
+bool ResultsStore::done(const std::string& scenario_id, const std::string& dut) const {
+  std::lock_guard lock(mutex_);
+  return std::any_of(contents_.results.begin(), contents_.results.end(),
+                     [&](const ResultRow& r) { return r.scenario_id == scenario_id && r.dut == dut; });
+}
+
+void ResultsStore::add(const ScenarioRow& scenario, const std::vector<ResultRow>& rows, const std::optional<Dump>& dump) {
+  std::lock_guard lock(mutex_);
+  if (dump) {
+    const fs::path dir = dumps_dir(path_);
+    fs::create_directories(dir);
+    const fs::path file = fs::absolute(dir / dump_file_name(dump->scenario_id));
+    write_dump(file, *dump);
+    contents_.dump_files[dump->scenario_id] = file;
+  }
+  const bool known = std::any_of(contents_.scenarios.begin(), contents_.scenarios.end(),
+                                 [&](const ScenarioRow& s) { return s.id == scenario.id; });
+  if (!known) contents_.scenarios.push_back(scenario);
+  contents_.results.insert(contents_.results.end(), rows.begin(), rows.end());
+  write_results(path_, contents_);
+}
+
+std::vector<ResultRow> ResultsStore::results() const {
+  std::lock_guard lock(mutex_);
+  return contents_.results;
+}
+
+ResultsContents merge_results(const std::vector<fs::path>& inputs, std::vector<std::string>& warnings) {
+  ResultsContents merged;
+  std::set<std::string> scenario_ids;
+  std::set<std::pair<std::string, std::string>> result_keys;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    ResultsContents part = read_results(inputs[i]);
+    if (i == 0) {
+      merged.meta = part.meta;
+      merged.meta.command = "merge of " + std::to_string(inputs.size()) + " files; first: " + part.meta.command;
+    } else if (part.meta.sweep_text != merged.meta.sweep_text) {
+      warnings.push_back(inputs[i].string() + " was run from a different sweep file text than " + inputs[0].string());
+    }
+    for (auto& s : part.scenarios)
+      if (scenario_ids.insert(s.id).second) merged.scenarios.push_back(std::move(s));
+    for (auto& r : part.results) {
+      if (result_keys.insert({r.scenario_id, r.dut}).second) merged.results.push_back(std::move(r));
+      else warnings.push_back("duplicate row (" + r.scenario_id + ", " + r.dut + ") in " + inputs[i].string() + ": kept the first");
+    }
+    for (auto& [id, file] : part.dump_files) merged.dump_files.emplace(id, file);
+  }
+  return merged;
+}
+
+}  // namespace swa::harness
