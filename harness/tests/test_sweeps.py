@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""The harness end to end: sweep validation messages, the mutants caught by scenarios/ci.yaml,
+crash safety under kill -9 with --resume, sharding with merge, and job-count independence.
+
+usage: test_sweeps.py PATH/TO/swa-harness PATH/TO/scenarios/ci.yaml
+"""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+import xml.etree.ElementTree as ET
+
+import h5py
+import numpy as np
+
+HARNESS = None
+CI_YAML = None
+MUTANTS = ["window_plus_one", "window_minus_one", "ring_slot_off_by_one", "stale_slot_after_wrap",
+           "gqa_modulo_mapping", "fp16_pv_accumulation", "no_max_subtraction"]
+
+
+def run(*args, **kw):
+    return subprocess.run([HARNESS, *map(str, args)], capture_output=True, text=True, timeout=900, **kw)
+
+
+def rows(path):
+    """(scenario, dut) -> (status, max_abs, threshold) of a results file."""
+    with h5py.File(path) as f:
+        r = f["results"][:]
+    as_str = lambda x: x.decode() if isinstance(x, bytes) else x
+    return {(as_str(x["scenario_id"]), as_str(x["dut"])): (as_str(x["status"]), float(x["max_abs"]),
+                                                           float(x["threshold"])) for x in r}
+
+
+class Validation(unittest.TestCase):
+    """Every validation error names the file, the line and the key, and exits 2."""
+
+    CASES = [
+        ("unknown key", "sweeps:\n  s:\n    matrix:\n      head: [64]\n",
+         r"bad\.yaml:4:\d+: sweeps\.s\.matrix\.head: unknown key 'head' \(allowed: batch, cache"),
+        ("wrong type", "sweeps:\n  s:\n    matrix:\n      heads: [eight]\n",
+         r"bad\.yaml:4:\d+: sweeps\.s\.matrix\.heads: expected an integer, got 'eight'"),
+        ("out of range", "sweeps:\n  s:\n    matrix:\n      head_size: [0]\n",
+         r"bad\.yaml:4:\d+: sweeps\.s\.matrix\.head_size: must be in \[1, 1024\], got 0"),
+        ("bad choice", "sweeps:\n  s:\n    matrix:\n      dtype: [fp8]\n",
+         r"bad\.yaml:4:\d+: sweeps\.s\.matrix\.dtype: 'fp8' is not one of fp32\|fp16\|bf16"),
+        ("heads not divisible", "sweeps:\n  s:\n    matrix:\n      heads: [6]\n      kv_heads: [4]\n",
+         r"bad\.yaml:5:\d+: sweeps\.s\.matrix\.kv_heads: heads \(6\) must be a multiple of kv_heads \(4\)"),
+        ("atb: window without SWA mask", "sweeps:\n  s:\n    api: atb\n    matrix:\n      window: [8]\n      mask: [none]\n",
+         r"bad\.yaml:6:\d+: sweeps\.s\.matrix\.mask: ATB SWA needs an SWA mask type"),
+        ("atb: SWA mask without window", "sweeps:\n  s:\n    api: atb\n    matrix:\n      window: [0]\n      mask: [swa-norm]\n",
+         r"bad\.yaml:5:\d+: sweeps\.s\.matrix\.window: ATB mask type swa-norm needs windowSize > 0"),
+        ("atb: decode with compressed mask",
+         "sweeps:\n  s:\n    api: atb\n    matrix:\n      mode: [decode]\n      decode_steps: [2]\n      window: [8]\n"
+         "      mask: [swa-compress]\n",
+         r"bad\.yaml:8:\d+: sweeps\.s\.matrix\.mask: ATB decode \(calcType DECODER\) cannot use MASK_TYPE_SLIDING_WINDOW_COMPRESS"),
+        ("decode with a mask tensor", "sweeps:\n  s:\n    matrix:\n      mode: [decode]\n      decode_steps: [2]\n"
+         "      mask: [swa-norm]\n", r"bad\.yaml:6:\d+: sweeps\.s\.matrix\.mask: decode takes no mask tensor"),
+        ("memory limit", "sweeps:\n  s:\n    matrix:\n      batch: [[16000000]]\n      heads: [64]\n      head_size: [1024]\n",
+         r"bad\.yaml:4:\d+: sweeps\.s\.matrix\.batch: scenario mode=prefill.* needs about \d+ MiB, over the limit of \d+ MiB"),
+        ("chunk missing", "sweeps:\n  s:\n    matrix:\n      mode: [chunked_prefill]\n",
+         r"bad\.yaml:2:\d+: sweeps\.s: chunked_prefill needs chunk >= 1"),
+        ("ring without window", "sweeps:\n  s:\n    matrix:\n      mode: [decode]\n      decode_steps: [1]\n"
+         "      window: [0]\n      cache: [ring-compact]\n",
+         r"bad\.yaml:7:\d+: sweeps\.s\.matrix\.cache: ring-compact needs a window > 0"),
+        ("yaml syntax", "sweeps: {s: {matrix: {heads: [4]}\n", r"bad\.yaml:2:\d+: YAML syntax error"),
+        ("unknown top-level key", "sweep:\n  s: {}\n", r"bad\.yaml:1:1: \(top level\)\.sweep: unknown key 'sweep'"),
+    ]
+    ATB_FEATURES = ["dynamic_batch", "high_precision", "clamp", "logn", "qkv_quant", "bnsd", "kv_tensorlist", "mla"]
+
+    def refused(self, text, pattern, command="list"):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "bad.yaml")
+            with open(path, "w") as f:
+                f.write(text)
+            out = os.path.join(tmp, "r.h5")
+            r = run(command, path, *(["--dut", "baseline", "--out", out] if command == "run" else []))
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertRegex(r.stderr, pattern)
+            if command == "run":
+                self.assertFalse(os.path.exists(out), "nothing may run on invalid input")
+
+    def test_each_rule_has_a_clear_message(self):
+        for name, text, pattern in self.CASES:
+            with self.subTest(name):
+                self.refused(text, pattern)
+        self.refused(self.CASES[0][1], self.CASES[0][2], command="run")
+
+    def test_atb_features_that_do_not_combine_with_swa(self):
+        for feature in self.ATB_FEATURES:
+            with self.subTest(feature):
+                self.refused(f"sweeps:\n  s:\n    api: atb\n    atb_features: [{feature}]\n    matrix:\n"
+                             f"      window: [8]\n      mask: [swa-norm]\n",
+                             r"bad\.yaml:4:\d+: sweeps\.s\.atb_features: ATB SWA does not combine with")
+        for ok in ["kv_bypass", "compress_mask", "split_prefill_decode"]:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "ok.yaml")
+                with open(path, "w") as f:
+                    f.write(f"sweeps:\n  s:\n    api: atb\n    atb_features: [{ok}]\n    matrix:\n      window: [8]\n"
+                            f"      mask: [swa-norm]\n")
+                self.assertEqual(run("list", path).returncode, 0, ok)
+
+    def test_unknown_dut_and_shard(self):
+        r = run("run", CI_YAML, "--dut", "gpu9000", "--out", "/tmp/never.h5")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("option --dut: unknown DUT 'gpu9000' (known: baseline|mutant:<none|", r.stderr)
+        r = run("list", CI_YAML, "--shard", "2/2")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected K/N with 0 <= K < N", r.stderr)
+
+
+class Listing(unittest.TestCase):
+    def test_ids_are_stable_and_rerun_exactly_one_case(self):
+        a = run("list", CI_YAML).stdout.split()
+        b = run("list", CI_YAML).stdout.split()
+        self.assertEqual(a, b)
+        self.assertEqual(len(a), len(set(a)))
+        self.assertGreater(len(a), 100)
+        for scenario in (a[0], a[len(a) // 2], a[-1]):
+            self.assertEqual(run("list", CI_YAML, "--filter", scenario).stdout.split(), [scenario])
+
+    def test_edges_generate_the_boundary_cases(self):
+        ids = run("list", CI_YAML, "--sweep", "window_edges").stdout.split()
+        self.assertTrue(any("/w=1/" in i for i in ids))
+        for w in ("59", "60", "61", "127", "129"):
+            self.assertTrue(any(f"/w={w}/" in i for i in ids), w)
+        self.assertTrue(any("seqs=60-1-31" in i for i in ids))          # length-1 sequence, ragged
+        self.assertTrue(any("seqs=32/" in i and "chunk=16/" in i for i in ids))  # wrap at a chunk boundary
+        self.assertTrue(any("/w=16/" in i and "chunk=15/" in i for i in ids))    # chunk = W - 1
+
+
+class Mutants(unittest.TestCase):
+    def test_every_mutant_is_caught_and_correct_duts_pass(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for dut in ["baseline", "mutant:none"]:
+                r = run("run", CI_YAML, "--dut", dut, "--jobs", "2", "--out", os.path.join(tmp, "ok.h5"))
+                self.assertEqual(r.returncode, 0, dut + r.stdout[-2000:])
+                self.assertRegex(r.stdout, r"\d+ passed, 0 failed")
+            for m in MUTANTS:
+                with self.subTest(m):
+                    out = os.path.join(tmp, m + ".h5")
+                    r = run("run", CI_YAML, "--dut", "mutant:" + m, "--jobs", "2", "--out", out)
+                    self.assertEqual(r.returncode, 1, m)
+                    failed = [k for k, v in rows(out).items() if v[0] == "fail"]
+                    self.assertGreater(len(failed), 0, m)
+                    with h5py.File(out) as f:
+                        self.assertIn(failed[0][0], f["dumps"])  # the failure's tensors are dumped
+                        self.assertIn("mutant:" + m, f["dumps"][failed[0][0]])
+
+
+class CrashSafety(unittest.TestCase):
+    SWEEP = ["--sweep", "caches", "--dut", "baseline,mutant:none"]
+
+    def test_kill_9_then_resume_gives_the_rows_of_an_uninterrupted_run(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            full, killed = os.path.join(tmp, "full.h5"), os.path.join(tmp, "killed.h5")
+            self.assertEqual(run("run", CI_YAML, *self.SWEEP, "--out", full).returncode, 0)
+            proc = subprocess.Popen([HARNESS, "run", CI_YAML, *self.SWEEP, "--out", killed],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                time.sleep(0.05)
+                if os.path.exists(killed) and len(rows(killed)) >= 6:
+                    break
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            partial = rows(killed)  # readable right after kill -9
+            self.assertGreater(len(partial), 0)
+            self.assertLess(len(partial), len(rows(full)), "killed too late to test anything")
+            r = run("run", CI_YAML, *self.SWEEP, "--out", killed, "--resume")
+            self.assertEqual(r.returncode, 0, r.stderr[-1000:])
+            resumed = rows(killed)
+            self.assertEqual(sorted(resumed), sorted(rows(full)))  # same rows, no duplicates
+            with h5py.File(killed) as f:
+                self.assertEqual(len(f["results"]), len(resumed))
+            for key, value in rows(full).items():
+                self.assertEqual(resumed[key], value, key)
+
+    def test_shards_merge_into_the_whole(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            whole = os.path.join(tmp, "whole.h5")
+            self.assertEqual(run("run", CI_YAML, *self.SWEEP, "--out", whole).returncode, 0)
+            parts = []
+            for k in range(3):
+                parts.append(os.path.join(tmp, f"part{k}.h5"))
+                self.assertEqual(run("run", CI_YAML, *self.SWEEP, "--shard", f"{k}/3", "--out", parts[-1]).returncode, 0)
+            merged = os.path.join(tmp, "all.h5")
+            r = run("merge", *parts, "-o", merged)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(rows(merged), rows(whole))
+
+    def test_results_do_not_depend_on_the_job_count(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            one, two = os.path.join(tmp, "one.h5"), os.path.join(tmp, "two.h5")
+            self.assertEqual(run("run", CI_YAML, "--sweep", "head_sizes", "--jobs", "1", "--out", one).returncode, 0)
+            self.assertEqual(run("run", CI_YAML, "--sweep", "head_sizes", "--jobs", "2", "--out", two).returncode, 0)
+            self.assertEqual(rows(one), rows(two))
+
+
+class Outputs(unittest.TestCase):
+    def test_results_file_schema_and_junit(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, junit = os.path.join(tmp, "r.h5"), os.path.join(tmp, "r.xml")
+            r = run("run", CI_YAML, "--sweep", "inputs", "--dut", "baseline,mutant:no_max_subtraction",
+                    "--out", out, "--junit", junit)
+            self.assertEqual(r.returncode, 1)
+            self.assertRegex(r.stdout, r"swa-harness run .* --filter '.*' --dut mutant:no_max_subtraction")
+            with h5py.File(out) as f:
+                for key in ("tool_version", "git_commit", "compiler", "host", "cpu", "gpu", "start_time", "sweep_text"):
+                    self.assertIn(key, f["meta"].attrs)
+                res, sc = f["results"], f["scenarios"]
+                self.assertEqual(res.maxshape, (None,))
+                self.assertIsNotNone(res.chunks)
+                for field in ("max_abs", "max_rel", "mean_abs", "rms", "rel_l2", "nmse", "max_ulp", "mean_ulp",
+                              "cosine", "over_threshold", "worst_seq", "worst_token", "worst_head", "worst_dim",
+                              "worst_window_edge", "baseline_max_abs", "rtol_factor", "atol_floor", "threshold",
+                              "run_ms", "reason"):
+                    self.assertIn(field, res.dtype.names)
+                self.assertEqual(len(res), 2 * len(sc))
+                status = [s.decode() for s in res["status"]]
+                nan_rows = res[np.array([s == "fail" for s in status])]
+                self.assertTrue((nan_rows["nan_count"] > 0).any(), "large logits overflow without the max subtraction")
+            root = ET.parse(junit).getroot()
+            cases = root.findall(".//testcase")
+            self.assertEqual(len(cases), len(status))
+            self.assertEqual(len(root.findall(".//failure")), status.count("fail"))
+
+
+if __name__ == "__main__":
+    HARNESS = os.path.abspath(sys.argv.pop(1))
+    CI_YAML = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)
