@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's main command: install what is missing, build, then run the main job into
-# ${SWA_RESULTS_DIR:-results}/. Until the sweep harness lands this is the golden self-check,
-# the compressed-mask consistency check and the mask/golden exports.
+# ${SWA_RESULTS_DIR:-results}/: the golden self-check, the compressed-mask consistency check, the
+# mask and golden exports, and the default sweep (scenarios/ci.yaml) with its HDF5 results, JUnit
+# XML and console summary. Exits with the sweep's status (0 all pass, 1 some fail).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/install-deps.sh"
@@ -28,4 +29,10 @@ echo "== golden example (chunked prefill then decode through the compact ring)"
 "$bin" golden --seq-lens 300,1,77 --heads 8 --kv-heads 2 --head-size 128 --window 64 --chunk 48 \
   --decode-steps 16 --cache ring-compact --dtype bf16 --seed 1 --out "$out/golden_example.h5"
 
-echo "main job done: results in $out"
+echo "== default sweep: scenarios/ci.yaml"
+status=0
+"$bin" run "$root/scenarios/ci.yaml" --jobs "$(nproc)" --out "$out/results.h5" --junit "$out/results.xml" \
+  | tee "$out/summary.txt" || status=$?
+
+echo "main job done: results in $out (sweep exit status $status)"
+exit "$status"
