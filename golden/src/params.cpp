@@ -29,6 +29,19 @@ std::string_view cache_name(CachePolicy cache) {
 
 std::optional<CachePolicy> parse_cache(std::string_view name) { return parse_enum(name, kAllCachePolicies, cache_name); }
 
+std::string_view mask_format_name(MaskFormat m) {
+  switch (m) {
+    case MaskFormat::none: return "none";
+    case MaskFormat::swa_norm: return "swa-norm";
+    case MaskFormat::swa_compress: return "swa-compress";
+  }
+  return "?";
+}
+
+std::optional<MaskFormat> parse_mask_format(std::string_view name) {
+  return parse_enum(name, kAllMaskFormats, mask_format_name);
+}
+
 float default_scale(int head_size) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_size))); }
 
 void set_contiguous_strides(AttnParams& p) {

@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "swa/atb_masks.hpp"
+
 namespace swa::harness {
 namespace {
 
@@ -9,6 +13,30 @@ std::vector<unsigned char> to_storage(const std::vector<float>& values, DType dt
   std::vector<unsigned char> bytes(values.size() * dtype_bytes(dtype));
   for (std::size_t i = 0; i < values.size(); ++i) store_as(dtype, values[i], &bytes[i * dtype_bytes(dtype)]);
   return bytes;
+}
+
+// The ATB mask the scenario asks for, from the doc's python sample; the kernel reads a compressed
+// mask with the same sample's block rule. fp32 runs get the fp16 fill (only value == 0 matters).
+void attach_mask(const ProblemSpec& spec, Problem& pr) {
+  AttnParams& p = pr.params;
+  p.mask_format = spec.mask;
+  if (spec.mask == MaskFormat::none) return;
+  MaskSpec m;
+  m.type = spec.mask == MaskFormat::swa_norm ? MaskType::swa_norm : MaskType::swa_compress;
+  m.window = *band_keys_including_self(spec.band);
+  m.max_seq = *std::max_element(spec.seq_lens.begin(), spec.seq_lens.end());
+  m.head_size = spec.head_size;
+  m.dtype = spec.dtype == DType::bf16 ? DType::bf16 : DType::fp16;
+  m.generator = AtbSample::python;
+  const Mask mask = generate_mask(m);
+  pr.mask = mask.values;
+  p.mask = pr.mask.data();
+  p.mask_rows = mask.rows;
+  if (spec.mask == MaskFormat::swa_compress) {
+    const CompressGeometry g = compress_geometry(AtbSample::python, spec.head_size, m.window);
+    p.mask_block = static_cast<int>(g.block);
+    p.mask_effective_window = g.effective_window;
+  }
 }
 
 }  // namespace
@@ -47,6 +75,7 @@ void build_problem(const ProblemSpec& spec, Problem& pr) {
   p.chunk = spec.chunk;
   p.decode_steps = spec.decode_steps;
   set_contiguous_strides(p);
+  attach_mask(spec, pr);
   validate(p);
 }
 
@@ -58,7 +87,10 @@ std::int64_t estimate_memory_bytes(const ProblemSpec& spec) {
   const auto storage = static_cast<std::int64_t>(dtype_bytes(spec.dtype));
   const std::int64_t inputs = (q_elems + kv_elems) * (4 + storage + 8);
   const std::int64_t outputs = q_elems * (8 + 4 + 4 + storage);
-  return inputs + outputs;
+  std::int64_t longest = 0;
+  for (auto len : spec.seq_lens) longest = std::max<std::int64_t>(longest, len);
+  const std::int64_t mask = spec.mask == MaskFormat::swa_norm ? longest * longest * 4 : 0;
+  return inputs + outputs + mask;
 }
 
 std::int64_t default_memory_limit_bytes() {

@@ -31,7 +31,7 @@ ScenarioRow scenario_row(const Scenario& s) {
   r.mode = mode_name(s.mode);
   r.dtype = dtype_name(s.dtype);
   r.cache = s.mode == RunMode::prefill ? "none" : cache_name(s.cache);
-  r.mask = mask_kind_name(s.mask);
+  r.mask = mask_format_name(s.mask);
   r.inputs = distribution_name(s.inputs);
   r.seq_lens = join(s.prompt_lens, ",");
   r.heads = s.heads;

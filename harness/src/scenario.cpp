@@ -5,17 +5,6 @@
 
 namespace swa::harness {
 
-std::string_view mask_kind_name(MaskKind m) {
-  switch (m) {
-    case MaskKind::none: return "none";
-    case MaskKind::swa_norm: return "swa-norm";
-    case MaskKind::swa_compress: return "swa-compress";
-  }
-  return "?";
-}
-
-std::optional<MaskKind> parse_mask_kind(std::string_view name) { return parse_enum(name, kAllMaskKinds, mask_kind_name); }
-
 Tolerance default_tolerance(DType dtype) {
   // rtol_factor: FlashAttention's tests allow 2-3x the same-precision baseline's error, PyTorch 4-5x;
   // fp32 gets 10x as in FlexAttention's tests, since an online softmax reorders every sum.
@@ -38,7 +27,7 @@ std::string Scenario::id() const {
     if (mode == RunMode::decode) s += "/steps=" + std::to_string(decode_steps);
     s += "/cache=" + std::string(cache_name(cache));
   }
-  s += "/mask=" + std::string(mask_kind_name(mask)) + "/" + std::string(dtype_name(dtype)) + "/in=" +
+  s += "/mask=" + std::string(mask_format_name(mask)) + "/" + std::string(dtype_name(dtype)) + "/in=" +
        std::string(distribution_name(inputs)) + "/seed=" + std::to_string(seed);
   return s;
 }
@@ -57,6 +46,7 @@ ProblemSpec Scenario::problem_spec() const {
   p.decode_steps = decode_steps;
   p.seed = seed;
   p.inputs = inputs;
+  p.mask = mask;
   return p;
 }
 

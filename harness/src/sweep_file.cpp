@@ -129,7 +129,7 @@ const std::map<std::string, Apply>& parameters() {
          d.s.cache = as_choice(w, n, parse_cache(as_string(w, n)), "ring-modulo|ring-compact|linear");
        }},
       {"mask", [](Draft& d, const Where& w, const YAML::Node& n) {
-         d.s.mask = as_choice(w, n, parse_mask_kind(as_string(w, n)), "swa-norm|swa-compress|none");
+         d.s.mask = as_choice(w, n, parse_mask_format(as_string(w, n)), "swa-norm|swa-compress|none");
        }},
       {"dtype", [](Draft& d, const Where& w, const YAML::Node& n) {
          d.s.dtype = as_choice(w, n, parse_dtype(as_string(w, n)), dtype_choices());
@@ -220,12 +220,12 @@ Scenario finalize(Draft d, const SweepSettings& settings, const Where& sweep_whe
   const bool swa = s.window > 0;
   if (settings.api == Api::atb) {
     // ATB: SWA needs windowSize > 0 and an SWA mask type together; either alone is an error.
-    if (swa && s.mask == MaskKind::none)
+    if (swa && s.mask == MaskFormat::none)
       fail(where("mask"), "ATB SWA needs an SWA mask type (swa-norm|swa-compress) with windowSize > 0");
-    if (!swa && s.mask != MaskKind::none)
-      fail(where("window"), "ATB mask type " + std::string(mask_kind_name(s.mask)) + " needs windowSize > 0");
+    if (!swa && s.mask != MaskFormat::none)
+      fail(where("window"), "ATB mask type " + std::string(mask_format_name(s.mask)) + " needs windowSize > 0");
     // ATB DECODER: maskType cannot be SWA_COMPRESS, and no mask tensor is passed.
-    if (s.mode == RunMode::decode && s.mask == MaskKind::swa_compress)
+    if (s.mode == RunMode::decode && s.mask == MaskFormat::swa_compress)
       fail(where("mask"), "ATB decode (calcType DECODER) cannot use MASK_TYPE_SLIDING_WINDOW_COMPRESS");
     if (swa)
       for (const auto& [feature, w] : settings.atb_features)
@@ -233,8 +233,8 @@ Scenario finalize(Draft d, const SweepSettings& settings, const Where& sweep_whe
           fail(w, "ATB SWA does not combine with " + atb_features_incompatible_with_swa().at(feature) +
                       " (SelfAttention feature compatibility matrix)");
   } else {
-    if (!swa && s.mask != MaskKind::none) fail(where("mask"), "an SWA mask needs window > 0");
-    if (s.mode == RunMode::decode && s.mask != MaskKind::none)
+    if (!swa && s.mask != MaskFormat::none) fail(where("mask"), "an SWA mask needs window > 0");
+    if (s.mode == RunMode::decode && s.mask != MaskFormat::none)
       fail(where("mask"), "decode takes no mask tensor: use mask none");
   }
   const std::int64_t need = estimate_memory_bytes(s.problem_spec());

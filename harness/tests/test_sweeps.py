@@ -136,7 +136,7 @@ class Listing(unittest.TestCase):
 class Mutants(unittest.TestCase):
     def test_every_mutant_is_caught_and_correct_duts_pass(self):
         with tempfile.TemporaryDirectory() as tmp:
-            for dut in ["baseline", "mutant:none"]:
+            for dut in ["baseline", "cpu", "mutant:none"]:
                 r = run("run", CI_YAML, "--dut", dut, "--jobs", "2", "--out", os.path.join(tmp, "ok.h5"))
                 self.assertEqual(r.returncode, 0, dut + r.stdout[-2000:])
                 self.assertRegex(r.stdout, r"\d+ passed, 0 failed")

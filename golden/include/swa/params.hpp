@@ -10,15 +10,20 @@ namespace swa {
 
 enum class RunMode : std::uint8_t { prefill, chunked_prefill, decode };
 enum class CachePolicy : std::uint8_t { ring_modulo, ring_compact, linear };
+// How a DUT is handed the window: computed from the band, or read from an ATB mask tensor.
+enum class MaskFormat : std::uint8_t { none, swa_norm, swa_compress };
 
 inline constexpr RunMode kAllRunModes[] = {RunMode::prefill, RunMode::chunked_prefill, RunMode::decode};
 inline constexpr CachePolicy kAllCachePolicies[] = {CachePolicy::ring_modulo, CachePolicy::ring_compact,
                                                     CachePolicy::linear};
+inline constexpr MaskFormat kAllMaskFormats[] = {MaskFormat::none, MaskFormat::swa_norm, MaskFormat::swa_compress};
 
 std::string_view mode_name(RunMode mode);          // prefill | chunked_prefill | decode
 std::optional<RunMode> parse_mode(std::string_view name);
 std::string_view cache_name(CachePolicy cache);     // ring-modulo | ring-compact | linear
 std::optional<CachePolicy> parse_cache(std::string_view name);
+std::string_view mask_format_name(MaskFormat m);    // none | swa-norm | swa-compress
+std::optional<MaskFormat> parse_mask_format(std::string_view name);
 
 // Everything one attention call needs, shared by the golden, the CPU DUT and the CUDA DUT, in the
 // manner of FlashAttention's Flash_fwd_params: raw pointers, explicit strides, sizes and flags.
@@ -58,6 +63,16 @@ struct AttnParams {
   CachePolicy cache = CachePolicy::ring_modulo;
   int chunk = 0;
   int decode_steps = 0;
+
+  // ATB mask tensor, for DUTs that read the window from it (values as the doc's generator writes
+  // them; 0 = visible). swa_norm: [mask_rows, mask_rows] over absolute positions. swa_compress:
+  // [512, 512], read tile by tile with block mask_block and effective window mask_effective_window
+  // (golden/mask_decoder.hpp). The golden always computes the window from `band`.
+  MaskFormat mask_format = MaskFormat::none;
+  const float* mask = nullptr;
+  std::int64_t mask_rows = 0;
+  int mask_block = 0;
+  std::int64_t mask_effective_window = 0;
 };
 
 float default_scale(int head_size);

@@ -22,6 +22,7 @@ struct ProblemSpec {
   int decode_steps = 0;
   std::uint64_t seed = 0;
   InputDistribution inputs = InputDistribution::normal;
+  MaskFormat mask = MaskFormat::none;  // an ATB mask tensor for the DUT (python sample, python block rule)
 };
 
 // Inputs generated from the spec's seed and the params pointing at them. Q, K and V are kept both
@@ -32,6 +33,7 @@ struct Problem {
   std::vector<std::int64_t> seq_offsets;
   std::vector<float> q, k, v;
   std::vector<unsigned char> q_storage, k_storage, v_storage;
+  std::vector<float> mask;
   AttnParams params;
 
   Problem() = default;

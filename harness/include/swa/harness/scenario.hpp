@@ -11,12 +11,6 @@
 
 namespace swa::harness {
 
-// How the DUT is handed the window: computed from the window size, or read from an ATB mask tensor.
-enum class MaskKind : std::uint8_t { none, swa_norm, swa_compress };
-inline constexpr MaskKind kAllMaskKinds[] = {MaskKind::none, MaskKind::swa_norm, MaskKind::swa_compress};
-std::string_view mask_kind_name(MaskKind m);  // none | swa-norm | swa-compress
-std::optional<MaskKind> parse_mask_kind(std::string_view name);
-
 // The verdict rule: pass iff no NaN/Inf and max|out - golden| <= rtol_factor * max|baseline - golden| + atol_floor.
 struct Tolerance {
   double rtol_factor = 0;
@@ -36,7 +30,7 @@ struct Scenario {
   int chunk = 0;
   int decode_steps = 0;
   CachePolicy cache = CachePolicy::ring_modulo;
-  MaskKind mask = MaskKind::none;
+  MaskFormat mask = MaskFormat::none;
   DType dtype = DType::fp32;
   InputDistribution inputs = InputDistribution::normal;
   std::uint64_t seed = 0;

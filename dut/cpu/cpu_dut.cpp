@@ -1,0 +1,304 @@
+#include "cpu_dut.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "dispatch.hpp"
+#include "flash_tile.hpp"
+
+namespace swa::dut {
+namespace {
+
+using cpu::KeyBlock;
+using cpu::RowMatrix;
+using cpu::Visibility;
+using cpu::Workspace;
+
+template <class T>
+const T* typed(const void* p) {
+  return static_cast<const T*>(p);
+}
+
+// One (sequence, kv head, query tile) unit of work.
+struct Task {
+  int b, kv_head;
+  std::int64_t row0, rows;  // query positions [row0, row0 + rows) of sequence b
+};
+
+class CpuDut final : public Dut {
+ public:
+  explicit CpuDut(CpuTuning tuning) : tuning_(tuning) {}
+  std::string name() const override { return "cpu"; }
+
+  Support supports(const AttnParams& p) const override {
+    if (p.mask_format == MaskFormat::swa_compress && p.mode == RunMode::chunked_prefill)
+      return Support::skip("the compressed mask is read on tiles aligned to its block from position 0; "
+                           "chunked prefill starts tiles at chunk boundaries");
+    if (p.mask_format != MaskFormat::none && !p.mask) return Support::skip("mask format set but no mask tensor");
+    return Support::yes();
+  }
+
+  Status prefill(const AttnParams& p) override {
+    return with_storage([&](auto tag) { return prefill_typed<decltype(tag)>(p); }, p);
+  }
+  Status chunked_prefill(const AttnParams& p, KvCache& cache, int chunk_index) override {
+    return with_storage([&](auto tag) { return chunk_typed<decltype(tag)>(p, cache, chunk_index); }, p);
+  }
+  Status decode_step(const AttnParams& p, KvCache& cache, int step) override {
+    return with_storage([&](auto tag) { return decode_typed<decltype(tag)>(p, cache, step); }, p);
+  }
+
+ private:
+  template <class F>
+  Status with_storage(F&& f, const AttnParams& p) {
+    try {
+      return cpu::with_storage_type(p.dtype, std::forward<F>(f));
+    } catch (const std::exception& e) {
+      return Status::failure(std::string("cpu: ") + e.what());
+    }
+  }
+
+  // Q rows of one GQA group, scaled, stacked head-major into q (heads * rows x D).
+  template <class T>
+  static void load_queries(const AttnParams& p, int b, int kv_head, std::int64_t row0, std::int64_t rows,
+                           float* q) {
+    const int group = p.heads_q / p.heads_kv;
+    for (int g = 0; g < group; ++g) {
+      const int h = kv_head * group + g;
+      const T* src = typed<T>(p.q) + (p.seq_offsets[b] + row0) * p.q_row_stride + h * p.q_head_stride;
+      cpu::rows_to_fp32(src, p.q_row_stride, rows, p.head_size, p.scale, q + g * rows * p.head_size);
+    }
+  }
+
+  template <class T>
+  static void store_outputs(const AttnParams& p, int b, int kv_head, std::int64_t row0, std::int64_t rows,
+                            const float* o) {
+    const int group = p.heads_q / p.heads_kv;
+    for (int g = 0; g < group; ++g) {
+      const int h = kv_head * group + g;
+      T* dst = static_cast<T*>(p.out) + (p.seq_offsets[b] + row0) * p.out_row_stride + h * p.out_head_stride;
+      cpu::rows_from_fp32(o + g * rows * p.head_size, rows, p.head_size, dst, p.out_row_stride);
+    }
+  }
+
+  // fp32 K and V of sequence rows [row0, row0 + rows) of one kv head: a view for fp32 storage, a
+  // converted copy (per kv head, never per q head) otherwise.
+  template <class T>
+  static KeyBlock sequence_keys(const AttnParams& p, int b, int kv_head, std::int64_t row0, std::int64_t rows,
+                                std::vector<float>& k_buf, std::vector<float>& v_buf) {
+    const std::int64_t first = p.seq_offsets[b] + row0;
+    if constexpr (std::is_same_v<T, float>) {
+      return {typed<float>(p.k) + first * p.k_row_stride + kv_head * p.k_head_stride,
+              typed<float>(p.v) + first * p.v_row_stride + kv_head * p.v_head_stride, p.k_row_stride, row0, rows};
+    } else {
+      k_buf.resize(static_cast<std::size_t>(rows) * p.head_size);
+      v_buf.resize(k_buf.size());
+      cpu::rows_to_fp32(typed<T>(p.k) + first * p.k_row_stride + kv_head * p.k_head_stride, p.k_row_stride, rows,
+                        p.head_size, 1.f, k_buf.data());
+      cpu::rows_to_fp32(typed<T>(p.v) + first * p.v_row_stride + kv_head * p.v_head_stride, p.v_row_stride, rows,
+                        p.head_size, 1.f, v_buf.data());
+      return {k_buf.data(), v_buf.data(), p.head_size, row0, rows};
+    }
+  }
+
+  // Runs tasks in parallel; `keys_for` gives the key block of (b, kv_head).
+  template <class T, class KeysFor>
+  void run_tasks(const AttnParams& p, const std::vector<Task>& tasks, KeysFor&& keys_for) const {
+    const Visibility vis(p);
+    const int group = p.heads_q / p.heads_kv;
+#pragma omp parallel
+    {
+      Workspace ws;
+      std::vector<float> q, o;
+#pragma omp for schedule(dynamic, 1)
+      for (std::size_t t = 0; t < tasks.size(); ++t) {
+        const Task& task = tasks[t];
+        q.resize(static_cast<std::size_t>(group) * task.rows * p.head_size);
+        o.resize(q.size());
+        load_queries<T>(p, task.b, task.kv_head, task.row0, task.rows, q.data());
+        cpu::attend_rows(q.data(), group, task.rows, task.row0, p.head_size, keys_for(task.b, task.kv_head), vis,
+                         p.band, tuning_.key_tile, ws, o.data());
+        store_outputs<T>(p, task.b, task.kv_head, task.row0, task.rows, o.data());
+      }
+    }
+  }
+
+  int query_tile(const AttnParams& p) const {
+    return p.mask_format == MaskFormat::swa_compress ? p.mask_block : tuning_.query_tile;
+  }
+
+  template <class T>
+  Status prefill_typed(const AttnParams& p) const {
+    // fp16/bf16 K/V converted once per (sequence, kv head); fp32 is read in place.
+    std::vector<std::vector<float>> k_bufs(static_cast<std::size_t>(p.batch) * p.heads_kv), v_bufs(k_bufs.size());
+    std::vector<KeyBlock> blocks(k_bufs.size());
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::int64_t u = 0; u < static_cast<std::int64_t>(blocks.size()); ++u) {
+      const int b = static_cast<int>(u / p.heads_kv), g = static_cast<int>(u % p.heads_kv);
+      blocks[u] = sequence_keys<T>(p, b, g, 0, p.seq_lens[b], k_bufs[u], v_bufs[u]);
+    }
+    std::vector<Task> tasks;
+    const int tile = query_tile(p);
+    for (int b = 0; b < p.batch; ++b)
+      for (int g = 0; g < p.heads_kv; ++g)
+        for (std::int64_t r = 0; r < p.seq_lens[b]; r += tile)
+          tasks.push_back({b, g, r, std::min<std::int64_t>(tile, p.seq_lens[b] - r)});
+    run_tasks<T>(p, tasks, [&](int b, int g) { return blocks[b * p.heads_kv + g]; });
+    return Status::success();
+  }
+
+  // Keys a chunk [s, e) attends to: the cache's window before s, then the chunk itself, as one
+  // contiguous fp32 block of positions [first, e).
+  template <class T>
+  static Status gather_chunk_keys(const AttnParams& p, const KvCache& cache, int b, int g, std::int64_t s,
+                                  std::int64_t e, std::vector<float>& k_buf, std::vector<float>& v_buf,
+                                  KeyBlock& block) {
+    const std::int64_t first = band_first_key(p.band, s);
+    const int d = p.head_size;
+    k_buf.resize(static_cast<std::size_t>(e - first) * d);
+    v_buf.resize(k_buf.size());
+    for (std::int64_t pos = first; pos < s; ++pos) {
+      const std::int64_t slot = cache.slot_of(b, pos);
+      if (cache.position_in(b, slot) != pos)
+        return Status::failure("cpu: the cache does not hold position " + std::to_string(pos) + " of sequence " +
+                               std::to_string(b));
+      const std::size_t off = cache.offset(b, slot, g) / sizeof(T);
+      cpu::rows_to_fp32(reinterpret_cast<const T*>(cache.k.data()) + off, d, 1, d, 1.f, &k_buf[(pos - first) * d]);
+      cpu::rows_to_fp32(reinterpret_cast<const T*>(cache.v.data()) + off, d, 1, d, 1.f, &v_buf[(pos - first) * d]);
+    }
+    const std::int64_t row = p.seq_offsets[b] + s;
+    cpu::rows_to_fp32(typed<T>(p.k) + row * p.k_row_stride + g * p.k_head_stride, p.k_row_stride, e - s, d, 1.f,
+                      &k_buf[(s - first) * d]);
+    cpu::rows_to_fp32(typed<T>(p.v) + row * p.v_row_stride + g * p.v_head_stride, p.v_row_stride, e - s, d, 1.f,
+                      &v_buf[(s - first) * d]);
+    block = {k_buf.data(), v_buf.data(), d, first, e - first};
+    return Status::success();
+  }
+
+  // Sequence rows [s, e) into the cache, in order: later positions overwrite earlier ones.
+  template <class T>
+  static void write_cache(const AttnParams& p, KvCache& cache, int b, std::int64_t s, std::int64_t e) {
+    if (cache.tokens_written[b] == 0 && cache.policy == CachePolicy::ring_compact)
+      cache.geometry[b].base = compact_ring_base(e - s, cache.slots);
+    const std::size_t bytes = static_cast<std::size_t>(p.head_size) * sizeof(T);
+    for (std::int64_t pos = std::max(s, cache.geometry[b].base); pos < e; ++pos) {
+      const std::int64_t slot = cache.slot_of(b, pos);
+      const std::int64_t row = p.seq_offsets[b] + pos;
+      for (int g = 0; g < p.heads_kv; ++g) {
+        const auto* k = reinterpret_cast<const unsigned char*>(typed<T>(p.k) + row * p.k_row_stride + g * p.k_head_stride);
+        const auto* v = reinterpret_cast<const unsigned char*>(typed<T>(p.v) + row * p.v_row_stride + g * p.v_head_stride);
+        std::copy_n(k, bytes, &cache.k[cache.offset(b, slot, g)]);
+        std::copy_n(v, bytes, &cache.v[cache.offset(b, slot, g)]);
+      }
+    }
+    cache.tokens_written[b] = e;
+  }
+
+  template <class T>
+  Status chunk_typed(const AttnParams& p, KvCache& cache, int chunk_index) const {
+    std::vector<std::vector<float>> k_bufs(static_cast<std::size_t>(p.batch) * p.heads_kv), v_bufs(k_bufs.size());
+    std::vector<KeyBlock> blocks(k_bufs.size());
+    std::vector<Task> tasks;
+    for (int b = 0; b < p.batch; ++b) {
+      const std::int64_t s = chunk_begin(p, b, chunk_index), e = chunk_end(p, b, chunk_index);
+      if (s >= e) continue;
+      for (int g = 0; g < p.heads_kv; ++g) {
+        const std::size_t u = static_cast<std::size_t>(b) * p.heads_kv + g;
+        if (Status st = gather_chunk_keys<T>(p, cache, b, g, s, e, k_bufs[u], v_bufs[u], blocks[u]); !st.ok) return st;
+        for (std::int64_t r = s; r < e; r += tuning_.query_tile)
+          tasks.push_back({b, g, r, std::min<std::int64_t>(tuning_.query_tile, e - r)});
+      }
+    }
+    run_tasks<T>(p, tasks, [&](int b, int g) { return blocks[b * p.heads_kv + g]; });
+    for (int b = 0; b < p.batch; ++b) {
+      const std::int64_t s = chunk_begin(p, b, chunk_index), e = chunk_end(p, b, chunk_index);
+      if (s < e) write_cache<T>(p, cache, b, s, e);
+    }
+    return Status::success();
+  }
+
+  // Decode: one query per sequence. When batch x kv heads leaves threads idle, the cache's slots are
+  // split across threads (flash-decoding) and the partial (max, sum, output) merged by log-sum-exp.
+  template <class T>
+  Status decode_typed(const AttnParams& p, KvCache& cache, int step) const {
+    for (int b = 0; b < p.batch; ++b) {
+      const std::int64_t i = prompt_len(p, b) + step;
+      write_cache<T>(p, cache, b, i, i + 1);
+    }
+    const int group = p.heads_q / p.heads_kv;
+    const int d = p.head_size;
+    const int units = p.batch * p.heads_kv;
+    const int threads = omp_get_max_threads();
+    const int splits = units >= threads ? 1 : std::max(1, std::min<int>((threads + units - 1) / units,
+                                                                        static_cast<int>(cache.slots / 64) + 1));
+    struct Partial {
+      Eigen::VectorXf max, sum;
+      RowMatrix out;
+    };
+    std::vector<Partial> partials(static_cast<std::size_t>(units) * splits);
+#pragma omp parallel
+    {
+      std::vector<float> q(static_cast<std::size_t>(group) * d), k_buf, v_buf;
+      RowMatrix scores;
+      cpu::SoftmaxState state;
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t t = 0; t < static_cast<std::int64_t>(partials.size()); ++t) {
+        const int u = static_cast<int>(t / splits), split = static_cast<int>(t % splits);
+        const int b = u / p.heads_kv, g = u % p.heads_kv;
+        const std::int64_t i = prompt_len(p, b) + step;
+        load_queries<T>(p, b, g, i, 1, q.data());
+        // Candidate slots: the whole ring, or the window of a linear cache; this split's share.
+        const std::int64_t lo = cache.policy == CachePolicy::linear ? band_first_key(p.band, i) : 0;
+        const std::int64_t hi = cache.policy == CachePolicy::linear ? i + 1 : cache.slots;
+        const std::int64_t per = (hi - lo + splits - 1) / splits;
+        const std::int64_t s0 = lo + split * per, s1 = std::min(hi, s0 + per);
+        state.reset(group, d);
+        const Eigen::Map<const RowMatrix> queries(q.data(), group, d);
+        for (std::int64_t t0 = s0; t0 < s1; t0 += tuning_.key_tile) {
+          k_buf.clear();
+          v_buf.clear();
+          for (std::int64_t slot = t0; slot < std::min(s1, t0 + tuning_.key_tile); ++slot) {
+            const std::int64_t pos = cache.position_in(b, slot);
+            if (pos < 0 || !band_visible(p.band, i, pos)) continue;
+            const std::size_t off = cache.offset(b, slot, g) / sizeof(T);
+            k_buf.resize(k_buf.size() + d);
+            v_buf.resize(v_buf.size() + d);
+            cpu::rows_to_fp32(reinterpret_cast<const T*>(cache.k.data()) + off, d, 1, d, 1.f, &*(k_buf.end() - d));
+            cpu::rows_to_fp32(reinterpret_cast<const T*>(cache.v.data()) + off, d, 1, d, 1.f, &*(v_buf.end() - d));
+          }
+          const std::int64_t n = static_cast<std::int64_t>(k_buf.size()) / d;
+          if (n == 0) continue;
+          const cpu::ConstRowsView k(k_buf.data(), n, d, Eigen::OuterStride<>(d));
+          const cpu::ConstRowsView v(v_buf.data(), n, d, Eigen::OuterStride<>(d));
+          scores.noalias() = queries * k.transpose();
+          state.update(scores, v);
+        }
+        partials[t] = {state.max, state.sum, state.out};
+      }
+    }
+    // Merge the splits of each (sequence, kv head) by log-sum-exp, in split order.
+    for (int u = 0; u < units; ++u) {
+      const int b = u / p.heads_kv, g = u % p.heads_kv;
+      cpu::SoftmaxState merged;
+      merged.reset(group, d);
+      for (int split = 0; split < splits; ++split) merged.merge(partials[u * splits + split].max, partials[u * splits + split].sum,
+                                                                partials[u * splits + split].out);
+      std::vector<float> o(static_cast<std::size_t>(group) * d);
+      merged.finish(o.data());
+      store_outputs<T>(p, b, g, prompt_len(p, b) + step, 1, o.data());
+    }
+    return Status::success();
+  }
+
+  CpuTuning tuning_;
+};
+
+}  // namespace
+
+std::unique_ptr<Dut> make_cpu_dut(CpuTuning tuning) { return std::make_unique<CpuDut>(tuning); }
+
+}  // namespace swa::dut

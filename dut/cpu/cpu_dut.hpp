@@ -1,0 +1,17 @@
+#pragma once
+// The optimised OpenMP CPU DUT: tiled FlashAttention-style prefill, chunked prefill through the
+// ring and linear caches, and split-K (flash-decoding) decode, fp32/fp16/bf16 storage.
+#include <memory>
+
+#include "swa/dut/dut.hpp"
+
+namespace swa::dut {
+
+struct CpuTuning {
+  int query_tile = 64;  // query positions per task (all heads of a GQA group are stacked)
+  int key_tile = 64;    // keys per inner tile
+};
+
+std::unique_ptr<Dut> make_cpu_dut(CpuTuning tuning = {});
+
+}  // namespace swa::dut

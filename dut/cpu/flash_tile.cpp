@@ -1,0 +1,88 @@
+#include "flash_tile.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace swa::dut::cpu {
+
+namespace {
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+}
+
+void SoftmaxState::reset(std::int64_t rows, int head_size) {
+  max.setConstant(rows, kNegInf);
+  sum.setZero(rows);
+  out.setZero(rows, head_size);
+}
+
+void SoftmaxState::update(RowMatrix& scores, const ConstRowsView& values) {
+  const Eigen::Index rows = scores.rows();
+  Eigen::VectorXf correction(rows);
+  for (Eigen::Index i = 0; i < rows; ++i) {
+    const float tile_max = scores.row(i).maxCoeff();
+    const float new_max = std::max(max[i], tile_max);
+    // A row with no visible key so far keeps max = -inf; subtracting 0 then keeps exp(-inf) = 0.
+    const float shift = new_max == kNegInf ? 0.f : new_max;
+    correction[i] = max[i] == kNegInf ? 0.f : std::exp(max[i] - shift);
+    max[i] = new_max;
+    scores.row(i).array() = (scores.row(i).array() - shift).exp();
+  }
+  sum = sum.cwiseProduct(correction) + scores.rowwise().sum();
+  out = correction.asDiagonal() * out;
+  out.noalias() += scores * values;
+}
+
+void SoftmaxState::finish(float* dst) const {
+  Eigen::Map<RowMatrix> result(dst, out.rows(), out.cols());
+  for (Eigen::Index i = 0; i < out.rows(); ++i) {
+    if (sum[i] > 0.f) result.row(i) = out.row(i) / sum[i];
+    else result.row(i).setZero();
+  }
+}
+
+void SoftmaxState::merge(const Eigen::VectorXf& other_max, const Eigen::VectorXf& other_sum,
+                         const RowMatrix& other_out) {
+  for (Eigen::Index i = 0; i < max.size(); ++i) {
+    const float m = std::max(max[i], other_max[i]);
+    if (m == kNegInf) continue;  // neither side saw a key
+    const float a = max[i] == kNegInf ? 0.f : std::exp(max[i] - m);
+    const float c = other_max[i] == kNegInf ? 0.f : std::exp(other_max[i] - m);
+    sum[i] = sum[i] * a + other_sum[i] * c;
+    out.row(i) = out.row(i) * a + other_out.row(i) * c;
+    max[i] = m;
+  }
+}
+
+void attend_rows(const float* q, int heads, std::int64_t rows, std::int64_t q_pos0, int head_size,
+                 const KeyBlock& keys, const Visibility& vis, WindowBand band, int key_tile, Workspace& ws, float* out) {
+  const std::int64_t stacked = heads * rows;
+  const Eigen::Map<const RowMatrix> queries(q, stacked, head_size);
+  ws.state.reset(stacked, head_size);
+  const std::int64_t block_end = keys.first_pos + keys.count;
+  std::int64_t first = std::max(keys.first_pos, band_first_key(band, q_pos0));
+  std::int64_t end = std::min(block_end, band_end_key(band, q_pos0 + rows - 1, block_end));
+  const int tile = vis.required_tile() > 0 ? vis.required_tile() : key_tile;
+  if (vis.required_tile() > 0) {  // the compressed mask is read on whole, aligned tiles
+    first = std::max(keys.first_pos, first / tile * tile);
+    end = std::min(block_end, (end + tile - 1) / tile * tile);
+  }
+  for (std::int64_t c0 = first / tile * tile; c0 < end; c0 += tile) {
+    const std::int64_t cs = std::max(c0, first), ce = std::min(c0 + tile, end);
+    const TileClass cls = vis.classify(q_pos0, q_pos0 + rows, cs, ce);
+    if (cls == TileClass::hidden) continue;
+    const std::int64_t cols = ce - cs;
+    const ConstRowsView k(keys.k + (cs - keys.first_pos) * keys.stride, cols, head_size, Eigen::OuterStride<>(keys.stride));
+    const ConstRowsView v(keys.v + (cs - keys.first_pos) * keys.stride, cols, head_size, Eigen::OuterStride<>(keys.stride));
+    ws.scores.resize(stacked, cols);
+    ws.scores.noalias() = queries * k.transpose();
+    if (cls == TileClass::partial)
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          if (!vis.visible(q_pos0 + r, cs + c))
+            for (int h = 0; h < heads; ++h) ws.scores(h * rows + r, c) = kNegInf;
+    ws.state.update(ws.scores, v);
+  }
+  ws.state.finish(out);
+}
+
+}  // namespace swa::dut::cpu

@@ -1,0 +1,50 @@
+#pragma once
+// The FlashAttention-style core shared by prefill, chunked prefill and decode: a block of query
+// rows (all q heads of one GQA group stacked) against a contiguous block of fp32 keys, visiting
+// only key tiles that intersect the window, with an online softmax in fp32.
+#include <Eigen/Core>
+#include <cstdint>
+#include <vector>
+
+#include "visibility.hpp"
+
+namespace swa::dut::cpu {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstRowsView = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+
+// Keys at absolute positions [first_pos, first_pos + count): row i of k and v is position
+// first_pos + i, `stride` floats apart.
+struct KeyBlock {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  std::int64_t stride = 0;
+  std::int64_t first_pos = 0;
+  std::int64_t count = 0;
+};
+
+// Running softmax state of stacked query rows: max, sum and unnormalised output.
+struct SoftmaxState {
+  Eigen::VectorXf max, sum;
+  RowMatrix out;
+
+  void reset(std::int64_t rows, int head_size);
+  // Folds in one tile of scores (rows x cols, -inf where masked) and its value rows.
+  void update(RowMatrix& scores, const ConstRowsView& values);
+  // Folds in another state over a disjoint set of keys (log-sum-exp merge).
+  void merge(const Eigen::VectorXf& other_max, const Eigen::VectorXf& other_sum, const RowMatrix& other_out);
+  // out / sum into dst (rows x head_size, contiguous); rows that saw no key get 0.
+  void finish(float* dst) const;
+};
+
+struct Workspace {
+  RowMatrix scores;
+  SoftmaxState state;
+};
+
+// q: `heads * rows` stacked rows (head-major) of already scaled fp32 queries at positions
+// [q_pos0, q_pos0 + rows). Writes the normalised outputs, same layout, to `out`.
+void attend_rows(const float* q, int heads, std::int64_t rows, std::int64_t q_pos0, int head_size,
+                 const KeyBlock& keys, const Visibility& vis, WindowBand band, int key_tile, Workspace& ws, float* out);
+
+}  // namespace swa::dut::cpu

@@ -1,0 +1,126 @@
+#define BOOST_TEST_MODULE dut_cpu
+#include <omp.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include "cpu_dut.hpp"
+#include "dut_case.hpp"
+#include "swa/atb_masks.hpp"
+
+using namespace swa;
+using namespace swa::dut;
+using test::Case;
+using test::make_case;
+
+namespace {
+
+// Relative error bounds against the golden, a few times the same-precision baseline's level.
+double bound(DType dt) { return dt == DType::fp32 ? 2e-6 : dt == DType::fp16 ? 4e-3 : 3e-2; }
+
+double cpu_error(Case& c, CpuTuning tuning = {}) {
+  auto dut = make_cpu_dut(tuning);
+  return test::relative_error(*dut, c);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(prefill_every_head_size_and_dtype) {
+  for (int d : {40, 64, 72, 80, 96, 128, 160, 192, 256})
+    for (DType dt : kAllDTypes)
+      for (std::int64_t w : {1, 17, 100}) {
+        Case c = make_case({130, 1, 67}, 4, 2, d, w, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, dt);
+        BOOST_TEST(cpu_error(c) < bound(dt), "D=" << d << " " << dtype_name(dt) << " W=" << w);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(chunked_prefill_and_decode_through_every_cache) {
+  for (CachePolicy cache : kAllCachePolicies)
+    for (DType dt : {DType::fp32, DType::bf16}) {
+      Case c_gt_w = make_case({150, 1, 70}, 8, 2, 64, 20, RunMode::chunked_prefill, cache, 33, 0, dt);  // C > W
+      BOOST_TEST(cpu_error(c_gt_w) < bound(dt), cache_name(cache) << " C>W " << dtype_name(dt));
+      Case c_lt_w = make_case({150, 9}, 8, 2, 64, 20, RunMode::chunked_prefill, cache, 7, 0, dt);  // wraps inside chunks
+      BOOST_TEST(cpu_error(c_lt_w) < bound(dt), cache_name(cache) << " C<W " << dtype_name(dt));
+      Case c_eq_w = make_case({80}, 4, 4, 72, 20, RunMode::chunked_prefill, cache, 20, 0, dt);  // wrap at chunk boundary
+      BOOST_TEST(cpu_error(c_eq_w) < bound(dt), cache_name(cache) << " C=W " << dtype_name(dt));
+      Case dec = make_case({60, 30, 27}, 8, 2, 128, 16, RunMode::decode, cache, 9, 25, dt);  // prompts 35, 5, 2
+      BOOST_TEST(cpu_error(dec) < bound(dt), cache_name(cache) << " decode " << dtype_name(dt));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(tile_sizes_do_not_change_the_answer) {
+  for (CpuTuning t : {CpuTuning{16, 16}, CpuTuning{64, 64}, CpuTuning{128, 32}, CpuTuning{7, 13}}) {
+    Case c = make_case({301, 45}, 4, 1, 80, 70, RunMode::prefill, CachePolicy::ring_modulo, 0, 0);
+    BOOST_TEST(cpu_error(c, t) < bound(DType::fp32), "tiles " << t.query_tile << "x" << t.key_tile);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(one_and_two_threads_both_match_the_golden_and_repeat_exactly) {
+  for (RunMode mode : kAllRunModes) {
+    std::vector<float> first;
+    for (int threads : {1, 2, 2}) {
+      omp_set_num_threads(threads);
+      // batch x kv heads = 1 < 2 threads and a 150-slot ring: decode splits the window across threads.
+      Case c = make_case({300}, 4, 1, 64, 150, mode, CachePolicy::ring_compact, 30, mode == RunMode::decode ? 40 : 0);
+      BOOST_TEST(cpu_error(c) < bound(DType::fp32), mode_name(mode) << " threads " << threads);
+      if (threads == 2 && first.empty()) first = c.output();
+      else if (threads == 2) BOOST_TEST((c.output() == first), "repeat at a fixed thread count is bit-identical");
+    }
+  }
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+namespace {
+
+Case masked_case(MaskFormat format, std::vector<float>& storage, std::int64_t window, int d) {
+  Case c = make_case({700, 300}, 4, 2, d, window, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, DType::fp16);
+  MaskSpec spec;
+  spec.type = format == MaskFormat::swa_norm ? MaskType::swa_norm : MaskType::swa_compress;
+  spec.window = window;
+  spec.max_seq = 700;
+  spec.head_size = d;
+  spec.dtype = DType::fp16;
+  const Mask m = generate_mask(spec);
+  storage = m.values;
+  c.p.mask_format = format;
+  c.p.mask = storage.data();
+  c.p.mask_rows = m.rows;
+  c.p.mask_block = static_cast<int>(m.block);
+  c.p.mask_effective_window = m.effective_window;
+  return c;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(masks_are_read_not_assumed) {
+  for (std::int64_t w : {129, 300}) {
+    std::vector<float> mask;
+    Case plain = make_case({700, 300}, 4, 2, 128, w, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, DType::fp16);
+    BOOST_TEST(cpu_error(plain) < bound(DType::fp16));
+    for (MaskFormat f : {MaskFormat::swa_norm, MaskFormat::swa_compress}) {
+      Case c = masked_case(f, mask, w, 128);
+      BOOST_TEST(cpu_error(c) < bound(DType::fp16), mask_format_name(f) << " W=" << w);
+      if (f == MaskFormat::swa_norm)  // same tiles as the computed window, so the same bits
+        BOOST_TEST((c.output() == plain.output()), "a consistent dense mask gives the computed window's bits");
+      // Corrupt an element the kernel reads where the window keeps the key: the output must move.
+      // (The compressed mask's diagonal tiles read its top-left block.)
+      Case broken = masked_case(f, mask, w, 128);
+      const std::int64_t row = f == MaskFormat::swa_norm ? 650 : 100, col = f == MaskFormat::swa_norm ? 649 : 50;
+      mask[row * broken.p.mask_rows + col] = -65536.f;
+      BOOST_TEST(cpu_error(broken) > 1e-3, mask_format_name(f) << " corrupted W=" << w);
+    }
+    // The compressed mask read with the other sample's effective window breaks where they differ.
+    Case crossed = masked_case(MaskFormat::swa_compress, mask, 512, 128);  // python T=384
+    crossed.p.mask_effective_window = compress_geometry(AtbSample::cpp, 128, 512).effective_window;  // 256
+    BOOST_TEST(cpu_error(crossed) > 1e-3);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(compressed_mask_in_chunked_prefill_is_a_skip_not_a_failure) {
+  std::vector<float> mask;
+  Case c = masked_case(MaskFormat::swa_compress, mask, 129, 64);
+  c.p.mode = RunMode::chunked_prefill;
+  c.p.chunk = 100;
+  const Support s = make_cpu_dut()->supports(c.p);
+  BOOST_TEST(!s.run);
+  BOOST_TEST(s.skip_reason.find("aligned") != std::string::npos);
+}
