@@ -1,0 +1,110 @@
+#include "cases.hpp"
+
+#include <Eigen/Core>
+#include <random>
+
+#include "dense_masked.hpp"
+#include "swa/dut/kv_cache.hpp"
+#include "swa/harness/dut_registry.hpp"
+#include "swa/harness/problem.hpp"
+#include "swa/kv_cache_model.hpp"
+
+namespace swa::bench {
+namespace {
+
+harness::ProblemSpec spec_for(DType dtype, const Shape& shape, std::int64_t tokens) {
+  harness::ProblemSpec spec;
+  spec.seq_lens.assign(shape.batch, static_cast<std::int32_t>(tokens));
+  spec.heads_q = shape.hq;
+  spec.heads_kv = shape.hkv;
+  spec.head_size = shape.d;
+  spec.band = shape.w > 0 ? band_from_window(shape.w, WindowConvention::keys_including_self) : causal_band();
+  spec.dtype = dtype;
+  spec.seed = 1;
+  return spec;
+}
+
+BenchRow row_for(const std::string& case_name, const std::string& dut, DType dtype, const Shape& shape,
+                 std::string_view mode, std::string_view cache) {
+  BenchRow r;
+  r.case_name = case_name;
+  r.dut = dut;
+  r.dtype = dtype_name(dtype);
+  r.mode = mode;
+  r.cache = cache;
+  r.s = shape.s;
+  r.w = shape.w > 0 ? shape.w : shape.s;
+  r.d = shape.d;
+  r.hq = shape.hq;
+  r.hkv = shape.hkv;
+  r.batch = shape.batch;
+  return r;
+}
+
+}  // namespace
+
+double sgemm_gflops(int n, const BenchSettings& settings) {
+  const Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n);
+  Eigen::MatrixXf c(n, n);
+  const Timing t = time_median([&] { c.noalias() = a * b; }, settings.warmups, settings.repeats);
+  return 2.0 * n * n * static_cast<double>(n) / (t.median_ms * 1e6);
+}
+
+BenchRow bench_prefill(const std::string& case_name, const std::string& dut_name, DType dtype, Shape shape,
+                       const BenchSettings& settings) {
+  harness::Problem pr;
+  harness::build_problem(spec_for(dtype, shape, shape.s), pr);
+  std::vector<unsigned char> out(static_cast<std::size_t>(shape.batch) * shape.s * shape.hq * shape.d * dtype_bytes(dtype));
+  AttnParams p = pr.params;
+  p.out = out.data();
+  BenchRow r = row_for(case_name, dut_name, dtype, shape, "prefill", "none");
+  if (dut_name == "dense-masked") {
+    r.timing = time_median([&] { dense_masked_attention(p); }, settings.warmups, settings.repeats);
+  } else {
+    auto dut = harness::make_dut(dut_name);
+    r.timing = time_median([&] { dut->prefill(p); }, settings.warmups, settings.repeats);
+  }
+  const std::int64_t pairs = band_pair_count(p.band, shape.s) * shape.batch;
+  r.gflops = 4.0 * shape.d * static_cast<double>(pairs) * shape.hq / (r.timing.median_ms * 1e6);
+  r.kv_bytes = 2 * shape.batch * shape.s * shape.hkv * shape.d * static_cast<std::int64_t>(dtype_bytes(dtype));
+  return r;
+}
+
+BenchRow bench_decode(const std::string& case_name, const std::string& dut_name, DType dtype, Shape shape,
+                      CachePolicy cache, const BenchSettings& settings) {
+  const int steps = settings.warmups + settings.repeats;
+  const std::int64_t context = shape.s;
+  // Inputs exist only for the decode rows: sequence b's position i >= context is buffer row
+  // offsets[b] + i, with offsets shifted down by the context the cache already holds.
+  harness::Problem pr;
+  harness::build_problem(spec_for(dtype, shape, steps), pr);
+  std::vector<std::int32_t> lens(shape.batch, static_cast<std::int32_t>(context + steps));
+  std::vector<std::int64_t> offsets(shape.batch + 1);
+  for (int b = 0; b <= shape.batch; ++b) offsets[b] = pr.seq_offsets[b] - context;
+  std::vector<unsigned char> out(static_cast<std::size_t>(shape.batch) * steps * shape.hq * shape.d * dtype_bytes(dtype));
+  AttnParams p = pr.params;
+  p.seq_lens = lens.data();
+  p.seq_offsets = offsets.data();
+  p.out = static_cast<unsigned char*>(out.data()) - context * p.out_row_stride * static_cast<std::int64_t>(dtype_bytes(dtype));
+  p.mode = RunMode::decode;
+  p.decode_steps = steps;
+  p.cache = cache;
+  dut::KvCache kv = dut::make_kv_cache(p);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  for (std::size_t i = 0; i < kv.k.size() / dtype_bytes(dtype); ++i) {
+    store_as(dtype, normal(rng), &kv.k[i * dtype_bytes(dtype)]);
+    store_as(dtype, normal(rng), &kv.v[i * dtype_bytes(dtype)]);
+  }
+  for (auto& written : kv.tokens_written) written = context;
+  auto dut = harness::make_dut(dut_name);
+  int step = 0;
+  BenchRow r = row_for(case_name, dut_name, dtype, shape, "decode", cache_name(cache));
+  r.timing = time_median([&] { dut->decode_step(p, kv, step++); }, settings.warmups, settings.repeats);
+  const std::int64_t keys = std::min<std::int64_t>(context + 1, shape.w > 0 ? shape.w : context + 1);
+  r.gflops = 4.0 * shape.d * static_cast<double>(keys) * shape.hq * shape.batch / (r.timing.median_ms * 1e6);
+  r.kv_bytes = shape.batch * kv_cache_bytes(cache, shape.w, context, shape.hkv, shape.d, dtype);
+  return r;
+}
+
+}  // namespace swa::bench

@@ -1,0 +1,152 @@
+// swa-bench: kernel timings with warm-ups and medians, each quoted against the same run's SGEMM.
+#include <boost/program_options.hpp>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <regex>
+
+#include "cases.hpp"
+
+namespace po = boost::program_options;
+using namespace swa;
+using namespace swa::bench;
+
+namespace {
+
+struct Plan {
+  Shape prefill, swa_long, causal_long;
+  std::vector<std::int64_t> contexts;
+  Shape decode;
+  int sgemm_n;
+};
+
+Plan full_plan() {
+  return {{8192, 1024, 128, 32, 8, 1}, {16384, 4096, 128, 8, 2, 1}, {16384, 0, 128, 8, 2, 1},
+          {4096, 8192, 16384, 32768, 65536}, {0, 4096, 128, 32, 8, 1}, 2048};
+}
+
+Plan quick_plan() {
+  return {{1024, 256, 128, 8, 2, 1}, {2048, 512, 64, 4, 2, 1}, {2048, 0, 64, 4, 2, 1}, {512, 2048}, {0, 512, 64, 8, 2, 1},
+          512};
+}
+
+void print_csv(const std::vector<BenchRow>& rows) {
+  std::cout << "case,dut,dtype,mode,cache,S,W,D,Hq,Hkv,batch,time_ms,min_ms,max_ms,repeats,gflops,sgemm_gflops,"
+               "ratio_to_sgemm,kv_bytes\n";
+  for (const auto& r : rows)
+    std::cout << r.case_name << "," << r.dut << "," << r.dtype << "," << r.mode << "," << r.cache << "," << r.s << ","
+              << r.w << "," << r.d << "," << r.hq << "," << r.hkv << "," << r.batch << "," << r.timing.median_ms << ","
+              << r.timing.min_ms << "," << r.timing.max_ms << "," << r.timing.repeats << "," << r.gflops << ","
+              << r.sgemm_gflops << "," << r.ratio_to_sgemm() << "," << r.kv_bytes << "\n";
+}
+
+void print_table(const std::vector<BenchRow>& rows) {
+  std::cout << std::left << std::setw(22) << "case" << std::setw(14) << "dut" << std::setw(6) << "dtype"
+            << std::setw(13) << "cache" << std::right << std::setw(7) << "S" << std::setw(6) << "W" << std::setw(5)
+            << "D" << std::setw(4) << "Hq" << std::setw(4) << "Hkv" << std::setw(11) << "median ms" << std::setw(10)
+            << "GFLOP/s" << std::setw(8) << "/SGEMM" << std::setw(14) << "KV bytes" << "\n";
+  for (const auto& r : rows)
+    std::cout << std::left << std::setw(22) << r.case_name << std::setw(14) << r.dut << std::setw(6) << r.dtype
+              << std::setw(13) << r.cache << std::right << std::setw(7) << r.s << std::setw(6) << r.w << std::setw(5)
+              << r.d << std::setw(4) << r.hq << std::setw(4) << r.hkv << std::setw(11) << std::fixed
+              << std::setprecision(3) << r.timing.median_ms << std::setw(10) << std::setprecision(1) << r.gflops
+              << std::setw(8) << std::setprecision(3) << r.ratio_to_sgemm() << std::setw(14) << r.kv_bytes << "\n";
+}
+
+// The targets, computed from this run's rows.
+void print_targets(const std::map<std::string, BenchRow>& by_case, const std::string& dut, const Plan& plan) {
+  auto t = [&](const std::string& name) { return by_case.at(name).timing.median_ms; };
+  std::cout << std::fixed << std::setprecision(3) << "\ntargets (" << dut << ", this run):\n";
+  std::cout << "  fp32 prefill / SGEMM rate:            " << by_case.at("prefill_fp32").ratio_to_sgemm()
+            << "   (target >= 0.5)\n";
+  std::cout << "  dense-masked time / " << dut << " time:       " << t("dense_masked_fp32") / t("prefill_fp32")
+            << "   (target >= 10)\n";
+  const double pair_ratio = static_cast<double>(band_pair_count(causal_band(), plan.causal_long.s)) /
+                            band_pair_count(band_from_window(plan.swa_long.w, WindowConvention::keys_including_self),
+                                            plan.swa_long.s);
+  std::cout << "  causal / SWA time at S=" << plan.swa_long.s << ", W=" << plan.swa_long.w << ": "
+            << t("causal_long") / t("swa_long") << "   (pair-count ratio " << pair_ratio << ", target within 15%)\n";
+  double lo = 1e30, hi = 0;
+  for (auto c : plan.contexts) {
+    const double ms = t("decode_ring_" + std::to_string(c));
+    lo = std::min(lo, ms);
+    hi = std::max(hi, ms);
+  }
+  std::cout << "  ring decode step, max/min over contexts " << plan.contexts.front() << ".." << plan.contexts.back()
+            << ": " << hi / lo << "   (target flat within +-10%, i.e. <= 1.2)\n";
+  std::cout << "  KV bytes at context " << plan.contexts.back() << ": ring "
+            << by_case.at("decode_ring_" + std::to_string(plan.contexts.back())).kv_bytes << ", linear "
+            << by_case.at("decode_linear_" + std::to_string(plan.contexts.back())).kv_bytes << "\n";
+  std::cout << "  fp16 / fp32 prefill time: " << t("prefill_fp16") / t("prefill_fp32")
+            << ", bf16 / fp32: " << t("prefill_bf16") / t("prefill_fp32") << "   (target <= 1.5)\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dut = "cpu", format = "table", only;
+  BenchSettings settings;
+  po::options_description desc(
+      "swa-bench: SWA kernel timings (warm-ups, then the median), GFLOP/s = 4 D pairs Hq / time with pairs "
+      "counted exactly, each against the same run's Eigen SGEMM");
+  desc.add_options()("help,h", "show this help")
+      ("dut", po::value(&dut)->default_value(dut), "the DUT to time (cpu, baseline, mutant:none)")
+      ("format", po::value(&format)->default_value(format), "table|csv")
+      ("quick", "small shapes, for a smoke test")
+      ("only", po::value(&only), "regex: run only the matching cases (SGEMM always runs)")
+      ("warmups", po::value(&settings.warmups)->default_value(1), "untimed runs before timing")
+      ("repeats", po::value(&settings.repeats)->default_value(5), "timed runs; the median is reported");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+    if (format != "table" && format != "csv") throw po::error("option --format: '" + format + "' is not one of table|csv");
+    if (settings.repeats < 1 || settings.warmups < 0) throw po::error("option --repeats must be >= 1, --warmups >= 0");
+  } catch (const po::error& e) {
+    std::cerr << "swa-bench: error: " << e.what() << "\n";
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  const Plan plan = vm.count("quick") ? quick_plan() : full_plan();
+  const std::regex filter(only.empty() ? ".*" : only);
+  const BenchSettings once{settings.warmups, std::max(1, std::min(settings.repeats, 2))};  // the slow dense baseline
+  std::vector<BenchRow> rows;
+  try {
+    const double sgemm = sgemm_gflops(plan.sgemm_n, settings);
+    auto add = [&](const std::string& name, auto&& make) {
+      if (!std::regex_search(name, filter)) return;
+      rows.push_back(make());
+      rows.back().sgemm_gflops = sgemm;
+      if (format == "table") std::cerr << "  done " << name << "\n";
+    };
+    for (DType dt : kAllDTypes)
+      add("prefill_" + std::string(dtype_name(dt)), [&] { return bench_prefill("prefill_" + std::string(dtype_name(dt)), dut, dt, plan.prefill, settings); });
+    add("dense_masked_fp32", [&] { return bench_prefill("dense_masked_fp32", "dense-masked", DType::fp32, plan.prefill, once); });
+    add("swa_long", [&] { return bench_prefill("swa_long", dut, DType::fp32, plan.swa_long, settings); });
+    add("causal_long", [&] { return bench_prefill("causal_long", dut, DType::fp32, plan.causal_long, settings); });
+    for (auto c : plan.contexts)
+      for (CachePolicy cache : {CachePolicy::ring_modulo, CachePolicy::linear}) {
+        const std::string name = std::string("decode_") + (cache == CachePolicy::linear ? "linear_" : "ring_") + std::to_string(c);
+        Shape shape = plan.decode;
+        shape.s = c;
+        add(name, [&] { return bench_decode(name, dut, DType::fp16, shape, cache, settings); });
+      }
+  } catch (const std::exception& e) {
+    std::cerr << "swa-bench: error: " << e.what() << "\n";
+    return 2;
+  }
+  if (format == "csv") {
+    print_csv(rows);
+    return 0;
+  }
+  print_table(rows);
+  std::map<std::string, BenchRow> by_case;
+  for (const auto& r : rows) by_case[r.case_name] = r;
+  if (only.empty()) print_targets(by_case, dut, plan);
+  std::cout << "SGEMM " << plan.sgemm_n << "^3 (Eigen, same run): " << std::setprecision(1) << rows.front().sgemm_gflops
+            << " GFLOP/s\n";
+  return 0;
+}
