@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's main command: install what is missing, build, then run the main job into
 # ${SWA_RESULTS_DIR:-results}/: the golden self-check, the compressed-mask consistency check, the
-# mask and golden exports, and the default sweep (scenarios/ci.yaml) with its HDF5 results, JUnit
-# XML and console summary. Exits with the sweep's status (0 all pass, 1 some fail).
+# mask and golden exports, the default sweep (scenarios/ci.yaml: HDF5 results, JUnit XML, console
+# summary), the perf sweep (scenarios/perf.yaml), and the report of both.
+# Exits with the default sweep's status (0 all pass, 1 some fail).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/install-deps.sh"
@@ -32,7 +33,14 @@ echo "== golden example (chunked prefill then decode through the compact ring)"
 echo "== default sweep: scenarios/ci.yaml"
 status=0
 "$bin" run "$root/scenarios/ci.yaml" --jobs "$(nproc)" --out "$out/results.h5" --junit "$out/results.xml" \
-  | tee "$out/summary.txt" || status=$?
+  | tee "$out/console.txt" || status=$?
 
-echo "main job done: results in $out (sweep exit status $status)"
+echo "== perf sweep: scenarios/perf.yaml"
+"$bin" run "$root/scenarios/perf.yaml" --out "$out/perf.h5" | tail -n 1 || status=$?
+
+echo "== report"
+"$bin" report "$out/results.h5" "$out/perf.h5" -o "$out/report"
+cp "$out/report/summary.md" "$out/summary.md"
+
+echo "main job done: results in $out, report at $out/report/report.html (sweep exit status $status)"
 exit "$status"

@@ -87,6 +87,19 @@ const std::vector<Column<ResultRow>>& result_columns() {
   return c;
 }
 
+const std::vector<Column<PerfRow>>& perf_columns() {
+  using R = PerfRow;
+  static const std::vector<Column<R>> c = {
+      {"scenario_id", &R::scenario_id}, {"dut", &R::dut}, {"mode", &R::mode}, {"dtype", &R::dtype},
+      {"cache", &R::cache}, {"tokens", &R::tokens}, {"window", &R::window}, {"head_size", &R::head_size},
+      {"heads", &R::heads}, {"kv_heads", &R::kv_heads}, {"batch", &R::batch}, {"repeats", &R::repeats},
+      {"pairs", &R::pairs}, {"kv_bytes", &R::kv_bytes}, {"time_ms", &R::time_ms}, {"min_ms", &R::min_ms},
+      {"max_ms", &R::max_ms}, {"gflops", &R::gflops}, {"ceiling_gflops", &R::ceiling_gflops},
+      {"ceiling_fraction", &R::ceiling_fraction}, {"ceiling", &R::ceiling},
+  };
+  return c;
+}
+
 // Every column is 8 bytes on disk and in memory: a char* (variable-length UTF-8), int64 or double.
 constexpr std::size_t kCell = 8;
 
@@ -273,6 +286,7 @@ ResultsContents read_results(const fs::path& path) {
   for (const auto& [name, member] : meta_fields()) c.meta.*member = h5::read_string_attr(meta.id(), name);
   c.scenarios = read_table(f.id(), "scenarios", scenario_columns());
   c.results = read_table(f.id(), "results", result_columns());
+  if (H5Lexists(f.id(), "perf", H5P_DEFAULT) > 0) c.perf = read_table(f.id(), "perf", perf_columns());
   c.dump_files = read_dump_links(f.id(), path);
   return c;
 }
@@ -285,6 +299,7 @@ void write_results(const fs::path& path, const ResultsContents& c) {
   }
   write_table(f.id(), "scenarios", scenario_columns(), c.scenarios);
   write_table(f.id(), "results", result_columns(), c.results);
+  write_table(f.id(), "perf", perf_columns(), c.perf);
   {
     h5::Handle dumps = h5::create_group(f.id(), "dumps");
     h5::Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose, "link properties");
@@ -315,7 +330,8 @@ bool ResultsStore::done(const std::string& scenario_id, const std::string& dut) 
                      [&](const ResultRow& r) { return r.scenario_id == scenario_id && r.dut == dut; });
 }
 
-void ResultsStore::add(const ScenarioRow& scenario, const std::vector<ResultRow>& rows, const std::optional<Dump>& dump) {
+void ResultsStore::add(const ScenarioRow& scenario, const std::vector<ResultRow>& rows,
+                       const std::vector<PerfRow>& perf, const std::optional<Dump>& dump) {
   std::lock_guard lock(mutex_);
   if (dump) {
     const fs::path dir = dumps_dir(path_);
@@ -328,6 +344,7 @@ void ResultsStore::add(const ScenarioRow& scenario, const std::vector<ResultRow>
                                  [&](const ScenarioRow& s) { return s.id == scenario.id; });
   if (!known) contents_.scenarios.push_back(scenario);
   contents_.results.insert(contents_.results.end(), rows.begin(), rows.end());
+  contents_.perf.insert(contents_.perf.end(), perf.begin(), perf.end());
   write_results(path_, contents_);
 }
 
@@ -354,6 +371,7 @@ ResultsContents merge_results(const std::vector<fs::path>& inputs, std::vector<s
       if (result_keys.insert({r.scenario_id, r.dut}).second) merged.results.push_back(std::move(r));
       else warnings.push_back("duplicate row (" + r.scenario_id + ", " + r.dut + ") in " + inputs[i].string() + ": kept the first");
     }
+    for (auto& r : part.perf) merged.perf.push_back(std::move(r));
     for (auto& [id, file] : part.dump_files) merged.dump_files.emplace(id, file);
   }
   return merged;

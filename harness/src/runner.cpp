@@ -16,6 +16,7 @@
 #include "swa/golden.hpp"
 #include "swa/harness/dut_registry.hpp"
 #include "swa/harness/metrics.hpp"
+#include "swa/harness/perf.hpp"
 
 namespace swa::harness {
 namespace {
@@ -118,7 +119,9 @@ ResultRow non_result(const Scenario& s, const std::string& dut, const std::strin
 }  // namespace
 
 std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::string>& duts, ResultsStore& store,
-                                    DumpPolicy dump_policy) {
+                                    const RunOptions& options) {
+  const DumpPolicy dump_policy = options.dump;
+  const std::optional<PerfSettings> perf = options.perf ? options.perf : s.perf;
   std::vector<std::string> todo;
   for (const auto& d : duts)
     if (!store.done(s.id(), d)) todo.push_back(d);
@@ -131,6 +134,7 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
   const Comparison base = compare(base_out, g.out, s.dtype, 0);
 
   std::vector<ResultRow> rows;
+  std::vector<PerfRow> perf_rows;
   std::optional<Dump> dump;
   auto dump_add = [&](const std::string& name, std::vector<float> out) {
     if (!dump) {
@@ -155,7 +159,7 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
   // Never compare on zeros: the reference and the inputs must carry signal.
   if (base.ref_max_abs == 0.0) {
     for (const auto& d : todo) rows.push_back(non_result(s, d, "error", "the golden output is all zeros: refusing to compare"));
-    store.add(scenario_row(s), rows, std::nullopt);
+    store.add(scenario_row(s), rows, {}, std::nullopt);
     return rows;
   }
 
@@ -194,8 +198,13 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
     rows.push_back(judge(s, pr, name, out, g, base));
     rows.back().run_ms = ms;
     if (dump_policy == DumpPolicy::all || rows.back().status != "pass") dump_add(name, std::move(out));
+    if (perf) try {
+        perf_rows.push_back(time_dut(s, pr, *dut, *perf, options.ceiling_gflops));
+      } catch (const std::exception& e) {
+        rows.back().reason += (rows.back().reason.empty() ? "" : "; ") + std::string("perf run failed: ") + e.what();
+      }
   }
-  store.add(scenario_row(s), rows, dump);
+  store.add(scenario_row(s), rows, perf_rows, dump);
   return rows;
 }
 
@@ -212,7 +221,7 @@ void run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, 
     for (std::size_t i; (i = next++) < scenarios.size();) {
       const Scenario& s = scenarios[i];
       const auto& duts = options.duts.empty() ? s.duts : options.duts;
-      const std::vector<ResultRow> rows = run_scenario(s, duts, store, options.dump);
+      const std::vector<ResultRow> rows = run_scenario(s, duts, store, options);
       std::lock_guard lock(log_mutex);
       ++finished;
       std::string verdicts;

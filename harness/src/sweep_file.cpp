@@ -192,6 +192,7 @@ struct SweepSettings {
   std::vector<std::string> duts;
   std::map<DType, Tolerance> tolerance;
   std::int64_t memory_limit = 0;
+  std::optional<PerfSettings> perf;
 };
 
 // ---- validation of one finished scenario -----------------------------------------------------
@@ -243,6 +244,7 @@ Scenario finalize(Draft d, const SweepSettings& settings, const Where& sweep_whe
                              " MiB, over the limit of " + std::to_string(settings.memory_limit >> 20) + " MiB");
   s.tolerance = settings.tolerance.count(s.dtype) ? settings.tolerance.at(s.dtype) : default_tolerance(s.dtype);
   s.duts = settings.duts;
+  s.perf = settings.perf;
   return s;
 }
 
@@ -315,7 +317,7 @@ std::vector<Draft> edge_cases(const std::vector<Draft>& combos) {
 
 Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where& w, std::int64_t memory_limit) {
   require_keys(w, node, {"description", "api", "matrix", "exclude", "include", "defaults", "edges", "duts",
-                         "tolerance", "atb_features"});
+                         "tolerance", "atb_features", "perf"});
   SweepSettings settings;
   settings.memory_limit = memory_limit;
   if (node["api"]) {
@@ -356,6 +358,20 @@ Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where&
       if (kv.second["rtol_factor"]) t.rtol_factor = as_double(child(dw, "rtol_factor", kv.second["rtol_factor"]), kv.second["rtol_factor"]);
       if (kv.second["atol_floor"]) t.atol_floor = as_double(child(dw, "atol_floor", kv.second["atol_floor"]), kv.second["atol_floor"]);
       settings.tolerance[*parse_dtype(dt)] = t;
+    }
+  }
+
+  if (node["perf"]) {
+    const Where pw = child(w, "perf", node["perf"]);
+    bool on = false;
+    if (node["perf"].IsScalar() && YAML::convert<bool>::decode(node["perf"], on)) {
+      if (on) settings.perf = PerfSettings{};
+    } else {
+      require_keys(pw, node["perf"], {"warmups", "repeats"});
+      PerfSettings ps;
+      if (node["perf"]["warmups"]) ps.warmups = static_cast<int>(as_int(child(pw, "warmups", node["perf"]["warmups"]), node["perf"]["warmups"], 0, 100));
+      if (node["perf"]["repeats"]) ps.repeats = static_cast<int>(as_int(child(pw, "repeats", node["perf"]["repeats"]), node["perf"]["repeats"], 1, 1000));
+      settings.perf = ps;
     }
   }
 

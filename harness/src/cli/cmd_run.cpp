@@ -1,6 +1,7 @@
 // swa-harness run: a sweep against its DUTs, into HDF5, JUnit and a console summary.
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
@@ -8,6 +9,7 @@
 #include "options.hpp"
 #include "swa/harness/dut_registry.hpp"
 #include "swa/harness/junit.hpp"
+#include "swa/harness/perf.hpp"
 #include "swa/harness/runner.hpp"
 #include "swa/harness/summary.hpp"
 
@@ -15,7 +17,7 @@ namespace swa::cli {
 
 int cmd_run(const std::vector<std::string>& args) {
   std::string path, sweep, filter, duts_text, out = "results.h5", junit, shard_text, dump_text = "failures";
-  int jobs = 1;
+  int jobs = 1, perf_repeats = 5;
   std::int64_t memory_limit_mb = 0;
   po::options_description desc(
       "swa-harness run SWEEP.yaml: run the sweep's scenarios against DUTs\nexit status: 0 all pass, 1 some fail, 2 "
@@ -31,6 +33,8 @@ int cmd_run(const std::vector<std::string>& args) {
       ("jobs", po::value(&jobs)->default_value(1), "scenarios run in parallel")
       ("shard", po::value(&shard_text), "K/N: every N-th scenario from the K-th (0 <= K < N)")
       ("dump", po::value(&dump_text)->default_value(dump_text), "failures|all: when to dump tensors to /dumps")
+      ("perf", "also time every DUT per scenario (warm-ups, then the median) into /perf; runs one job")
+      ("perf-repeats", po::value(&perf_repeats)->default_value(5), "timed repeats in perf mode")
       ("memory-limit-mb", po::value(&memory_limit_mb)->default_value(0), "refuse larger scenarios (0: half the RAM)");
   po::positional_options_description positional;
   positional.add("sweep-file", 1);
@@ -46,6 +50,14 @@ int cmd_run(const std::vector<std::string>& args) {
                                                    parse_shard(shard_text));
   harness::RunOptions options;
   options.jobs = jobs;
+  if (vm.count("perf")) options.perf = harness::PerfSettings{1, static_cast<int>(require_range("--perf-repeats", perf_repeats, 1, 1000))};
+  const bool timing = options.perf || std::any_of(scenarios.begin(), scenarios.end(), [](const auto& s) { return s.perf.has_value(); });
+  if (timing) {
+    if (jobs > 1) std::cerr << "perf mode: running one scenario at a time so timings do not compete\n";
+    options.jobs = 1;
+    options.ceiling_gflops = harness::measure_cpu_ceiling_gflops();
+    std::cerr << "perf ceiling: Eigen SGEMM 2048^3 = " << options.ceiling_gflops << " GFLOP/s\n";
+  }
   options.dump = dump_text == "all" ? harness::DumpPolicy::all : harness::DumpPolicy::failures;
   options.progress_on_terminal = ::isatty(STDERR_FILENO);
   if (vm.count("dut")) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "swa/harness/perf.hpp"
 #include "swa/harness/results.hpp"
 
 namespace swa::harness {
@@ -37,6 +38,7 @@ struct ResultsContents {
   Meta meta;
   std::vector<ScenarioRow> scenarios;
   std::vector<ResultRow> results;
+  std::vector<PerfRow> perf;
   std::map<std::string, std::filesystem::path> dump_files;  // scenario ID -> dump file (absolute)
 };
 
@@ -50,7 +52,8 @@ class ResultsStore {
   ResultsStore(std::filesystem::path path, Meta meta, bool resume);
 
   bool done(const std::string& scenario_id, const std::string& dut) const;
-  void add(const ScenarioRow& scenario, const std::vector<ResultRow>& rows, const std::optional<Dump>& dump);
+  void add(const ScenarioRow& scenario, const std::vector<ResultRow>& rows, const std::vector<PerfRow>& perf,
+           const std::optional<Dump>& dump);
   std::vector<ResultRow> results() const;
   const std::filesystem::path& path() const { return path_; }
 

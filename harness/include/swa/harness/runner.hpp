@@ -1,5 +1,6 @@
 #pragma once
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,13 +16,15 @@ struct RunOptions {
   int jobs = 1;
   DumpPolicy dump = DumpPolicy::failures;
   bool progress_on_terminal = false;
+  std::optional<PerfSettings> perf;  // --perf: time every scenario, over the sweep's own perf settings
+  double ceiling_gflops = 0;          // measured once per run when anything is timed
 };
 
 // Runs one scenario against its DUTs: inputs from the seed, golden, baseline, then each DUT on a
 // NaN-poisoned output; metrics and verdict per DUT. (scenario, DUT) pairs already in `store` are
 // skipped. Never throws for a DUT's failure: that is a row with status error.
 std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::string>& duts, ResultsStore& store,
-                                    DumpPolicy dump);
+                                    const RunOptions& options);
 
 // All scenarios, `jobs` at a time, appending to `store` as each finishes. Results do not depend on
 // `jobs`. Progress goes to `progress`.

@@ -18,6 +18,11 @@ struct Tolerance {
 };
 Tolerance default_tolerance(DType dtype);
 
+struct PerfSettings {
+  int warmups = 1;
+  int repeats = 5;
+};
+
 // One case, as a value. Its ID is a pure function of the parameters that change the numbers, readable
 // like llama.cpp's test-backend-ops names, free of regex metacharacters so `--filter ID` reruns it.
 struct Scenario {
@@ -39,6 +44,7 @@ struct Scenario {
   std::string sweep;
   Tolerance tolerance;
   std::vector<std::string> duts;
+  std::optional<PerfSettings> perf;  // time the DUTs too
 
   std::string id() const;
   ProblemSpec problem_spec() const;

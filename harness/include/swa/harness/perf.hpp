@@ -1,0 +1,32 @@
+#pragma once
+// Perf mode: each DUT timed per scenario, warm-ups then repeats, the median and the spread, next to
+// a ceiling measured in the same run.
+#include <cstdint>
+#include <string>
+
+#include "swa/dut/dut.hpp"
+#include "swa/harness/problem.hpp"
+#include "swa/harness/scenario.hpp"
+
+namespace swa::harness {
+
+struct PerfRow {
+  std::string scenario_id, dut, mode, dtype, cache;
+  std::int64_t tokens = 0, window = 0, head_size = 0, heads = 0, kv_heads = 0, batch = 0, repeats = 0;
+  std::int64_t pairs = 0;     // attended (query, key) pairs per timed unit, counted exactly
+  std::int64_t kv_bytes = 0;  // KV cache bytes the DUT holds (K/V input bytes for prefill)
+  double time_ms = 0, min_ms = 0, max_ms = 0;  // median and spread; decode: per step
+  double gflops = 0;                            // 4 * D * pairs * Hq / time
+  double ceiling_gflops = 0;                    // same-run ceiling
+  double ceiling_fraction = 0;
+  std::string ceiling;                          // what the ceiling is
+};
+
+// Eigen's fp32 GEMM on a 2048^3 product, median of 3 after a warm-up: the CPU's practical ceiling.
+double measure_cpu_ceiling_gflops();
+
+// Times `dut` on the problem's schedule. prefill and chunked_prefill: the whole schedule. decode:
+// the decode steps alone, per step (the prompt is replayed untimed before each repeat).
+PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const PerfSettings& settings, double ceiling);
+
+}  // namespace swa::harness

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""swa-harness report end to end: a small real results file (with failures and /perf rows) becomes
+report.html and summary.md whose tables and figures match the HDF5 numbers; compare mode lists
+exactly the rows made worse.
+
+usage: test_report.py PATH/TO/swa-harness
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from collections import Counter
+
+import h5py
+
+HARNESS = None
+SWEEP = """
+sweeps:
+  accuracy:
+    duts: [cpu, mutant:window_plus_one]
+    matrix: {window: [4, 16], head_size: [64, 128], dtype: [fp16, bf16], batch: [[40, 7]]}
+  speed:
+    duts: [cpu]
+    perf: {warmups: 0, repeats: 2}
+    matrix: {mode: [prefill], window: [0, 32], batch: [[128], [256]]}
+    include:
+      - {mode: decode, window: 32, decode_steps: 4, batch: [100], cache: ring-modulo}
+      - {mode: decode, window: 32, decode_steps: 4, batch: [100], cache: linear}
+"""
+
+
+def run(*args):
+    return subprocess.run([HARNESS, *map(str, args)], capture_output=True, text=True, timeout=600)
+
+
+def s(x):
+    return x.decode() if isinstance(x, bytes) else x
+
+
+class Report(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp()
+        sweep = os.path.join(cls.tmp, "sweep.yaml")
+        with open(sweep, "w") as f:
+            f.write(SWEEP)
+        cls.results = os.path.join(cls.tmp, "results.h5")
+        r = run("run", sweep, "--out", cls.results)
+        assert r.returncode == 1, r.stderr  # the mutant fails
+        cls.out = os.path.join(cls.tmp, "report")
+        cls.report = run("report", cls.results, "-o", cls.out)
+        with open(os.path.join(cls.out, "report.html")) as f:
+            cls.html = f.read()
+        with open(os.path.join(cls.out, "summary.md")) as f:
+            cls.md = f.read()
+        with h5py.File(cls.results) as f:
+            cls.rows = f["results"][:]
+            cls.perf = f["perf"][:]
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def test_report_command_succeeds_and_says_where(self):
+        self.assertEqual(self.report.returncode, 0, self.report.stderr)
+        self.assertIn(os.path.join(self.out, "report.html"), self.report.stdout)
+
+    def test_totals_and_verdict_table_match_the_file(self):
+        totals = Counter(s(x) for x in self.rows["status"])
+        self.assertGreater(totals["fail"], 0)
+        for status in ("pass", "fail", "error", "skip"):
+            self.assertIn(f'<span id="total-{status}">{totals[status]} {status}</span>', self.html)
+        cells = Counter((s(r["dut"]), s(r["dtype"]), s(r["mode"]), s(r["status"])) for r in self.rows)
+        for (dut, dtype, mode) in {(k[0], k[1], k[2]) for k in cells}:
+            line = f"| {dut} | {dtype} | {mode} | " + " | ".join(str(cells[(dut, dtype, mode, st)]) for st in ("pass", "fail", "error", "skip")) + " |"
+            self.assertIn(line, self.md)
+
+    def test_figures_are_embedded(self):
+        images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]{1000,})"', self.html)
+        alts = " ".join(a for a, _ in images)
+        for expected in ("by window and head size: cpu", "by window and head size: mutant:window_plus_one",
+                         "Distributions", "distance to the window edge", "SWA vs causal", "ring vs linear",
+                         "same-run ceiling"):
+            self.assertIn(expected, alts)
+
+    def test_every_failure_is_listed_with_its_rerun_command(self):
+        for r in self.rows:
+            if s(r["status"]) == "fail":
+                self.assertIn(f"--filter &#x27;{s(r['scenario_id'])}&#x27; --dut {s(r['dut'])}", self.html)
+        self.assertIn("## Failing", self.md)
+
+    def test_perf_table_matches_the_file(self):
+        self.assertEqual(len(self.perf), 6)
+        for p in self.perf:
+            self.assertIn(f"<td>{p['time_ms']:.3f}</td><td>{p['min_ms']:.3f}..{p['max_ms']:.3f}</td><td>{p['gflops']:.1f}</td>", self.html)
+        self.assertIn("| cpu | 6 |", self.md)
+
+    def test_compare_lists_exactly_what_got_worse(self):
+        candidate = os.path.join(self.tmp, "candidate.h5")
+        shutil.copy(self.results, candidate)
+        with h5py.File(candidate, "r+") as f:
+            res, perf = f["results"][:], f["perf"][:]
+            passing = [i for i, r in enumerate(res) if s(r["status"]) == "pass" and s(r["dut"]) == "cpu"]
+            res["max_abs"][passing[0]] *= 5  # error up 5x
+            res["status"][passing[1]] = b"fail"
+            perf["time_ms"][0] *= 1.5  # 50% slower
+            f["results"][...] = res
+            f["perf"][...] = perf
+        out = os.path.join(self.tmp, "cmp")
+        same = run("report", "--compare", self.results, self.results, "-o", out)
+        self.assertEqual(same.returncode, 0, same.stdout + same.stderr)
+        self.assertIn("**0 got worse.**", same.stdout)
+        worse = run("report", "--compare", self.results, candidate, "-o", out)
+        self.assertEqual(worse.returncode, 1, worse.stdout + worse.stderr)
+        self.assertIn("**3 got worse.**", worse.stdout)
+        with open(os.path.join(out, "compare.md")) as f:
+            text = f.read()
+        for kind in ("| error |", "| verdict |", "| time |"):
+            self.assertIn(kind, text)
+
+    def test_bad_input_is_an_error(self):
+        r = run("report", os.path.join(self.tmp, "missing.h5"), "-o", os.path.join(self.tmp, "x"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("missing.h5 does not exist", r.stderr)
+
+
+if __name__ == "__main__":
+    HARNESS = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)
