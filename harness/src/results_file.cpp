@@ -348,6 +348,33 @@ void ResultsStore::add(const ScenarioRow& scenario, const std::vector<ResultRow>
   write_results(path_, contents_);
 }
 
+void ResultsStore::begin(const std::string& scenario_id) {
+  std::lock_guard lock(mutex_);
+  in_flight_.push_back(scenario_id);
+  write_in_flight();
+}
+
+void ResultsStore::end(const std::string& scenario_id) {
+  std::lock_guard lock(mutex_);
+  std::erase(in_flight_, scenario_id);
+  write_in_flight();
+}
+
+void ResultsStore::write_in_flight() const {
+  const fs::path marker = path_.string() + ".inflight";
+  if (in_flight_.empty()) {
+    std::error_code ignored;
+    fs::remove(marker, ignored);
+    return;
+  }
+  const fs::path temp = marker.string() + ".tmp";
+  {
+    std::ofstream out(temp);
+    for (const auto& id : in_flight_) out << id << "\n";
+  }
+  fs::rename(temp, marker);
+}
+
 std::vector<ResultRow> ResultsStore::results() const {
   std::lock_guard lock(mutex_);
   return contents_.results;

@@ -221,7 +221,9 @@ void run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, 
     for (std::size_t i; (i = next++) < scenarios.size();) {
       const Scenario& s = scenarios[i];
       const auto& duts = options.duts.empty() ? s.duts : options.duts;
+      store.begin(s.id());
       const std::vector<ResultRow> rows = run_scenario(s, duts, store, options);
+      store.end(s.id());
       std::lock_guard lock(log_mutex);
       ++finished;
       std::string verdicts;

@@ -18,6 +18,7 @@ namespace swa::cli {
 int cmd_run(const std::vector<std::string>& args) {
   std::string path, sweep, filter, duts_text, out = "results.h5", junit, shard_text, dump_text = "failures";
   int jobs = 1, perf_repeats = 5;
+  double exec_timeout = 300;
   std::int64_t memory_limit_mb = 0;
   po::options_description desc(
       "swa-harness run SWEEP.yaml: run the sweep's scenarios against DUTs\nexit status: 0 all pass, 1 some fail, 2 "
@@ -26,13 +27,14 @@ int cmd_run(const std::vector<std::string>& args) {
       ("sweep-file", po::value(&path)->required(), "the sweep file (positional)")
       ("sweep", po::value(&sweep), "only this named sweep (default: every sweep of the file)")
       ("filter", po::value(&filter), "an exact scenario ID, or a regex searched in the IDs")
-      ("dut", po::value(&duts_text), "comma-separated DUTs, replacing the sweep's: baseline, mutant:<fault>")
+      ("dut", po::value(&duts_text), "comma-separated DUTs, replacing the sweep's: baseline, cpu, mutant:<fault>, plugin:PATH.so; or one exec:'COMMAND ...' (the rest of the value is its command)")
       ("out", po::value(&out)->default_value(out), "results HDF5 file")
       ("junit", po::value(&junit), "also write JUnit XML here")
       ("resume", "keep the rows already in --out and run only what is missing")
       ("jobs", po::value(&jobs)->default_value(1), "scenarios run in parallel")
       ("shard", po::value(&shard_text), "K/N: every N-th scenario from the K-th (0 <= K < N)")
       ("dump", po::value(&dump_text)->default_value(dump_text), "failures|all: when to dump tensors to /dumps")
+      ("exec-timeout", po::value(&exec_timeout)->default_value(300), "seconds an exec: DUT may run per scenario")
       ("perf", "also time every DUT per scenario (warm-ups, then the median) into /perf; runs one job")
       ("perf-repeats", po::value(&perf_repeats)->default_value(5), "timed repeats in perf mode")
       ("memory-limit-mb", po::value(&memory_limit_mb)->default_value(0), "refuse larger scenarios (0: half the RAM)");
@@ -48,6 +50,8 @@ int cmd_run(const std::vector<std::string>& args) {
   const auto scenarios = harness::select_scenarios(file, vm.count("sweep") ? std::optional(sweep) : std::nullopt,
                                                    vm.count("filter") ? std::optional(filter) : std::nullopt,
                                                    parse_shard(shard_text));
+  if (!(exec_timeout > 0)) throw UsageError("option --exec-timeout must be > 0 seconds");
+  harness::set_exec_timeout(exec_timeout);
   harness::RunOptions options;
   options.jobs = jobs;
   if (vm.count("perf")) options.perf = harness::PerfSettings{1, static_cast<int>(require_range("--perf-repeats", perf_repeats, 1, 1000))};
@@ -60,7 +64,9 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   options.dump = dump_text == "all" ? harness::DumpPolicy::all : harness::DumpPolicy::failures;
   options.progress_on_terminal = ::isatty(STDERR_FILENO);
-  if (vm.count("dut")) {
+  if (vm.count("dut") && duts_text.rfind("exec:", 0) == 0) {
+    options.duts.push_back(duts_text);  // the command is the rest of the value, commas included
+  } else if (vm.count("dut")) {
     std::stringstream list(duts_text);
     for (std::string d; std::getline(list, d, ',');) options.duts.push_back(d);
   }
@@ -71,6 +77,7 @@ int cmd_run(const std::vector<std::string>& args) {
       } catch (const std::invalid_argument& e) {
         throw UsageError((options.duts.empty() ? "sweep " + s.sweep + " duts: " : "option --dut: ") + e.what());
       }
+
   if (scenarios.empty()) throw UsageError("no scenario selected (check --sweep, --filter and --shard)");
   for (const auto& s : scenarios)
     if (s.duts.empty() && options.duts.empty())

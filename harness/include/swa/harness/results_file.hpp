@@ -52,6 +52,10 @@ class ResultsStore {
   ResultsStore(std::filesystem::path path, Meta meta, bool resume);
 
   bool done(const std::string& scenario_id, const std::string& dut) const;
+  // RESULTS.h5.inflight lists the scenarios running now, so a DUT that kills the process (a crashing
+  // plugin) leaves its scenario's ID beside the results of everything finished before it.
+  void begin(const std::string& scenario_id);
+  void end(const std::string& scenario_id);
   void add(const ScenarioRow& scenario, const std::vector<ResultRow>& rows, const std::vector<PerfRow>& perf,
            const std::optional<Dump>& dump);
   std::vector<ResultRow> results() const;
@@ -61,6 +65,8 @@ class ResultsStore {
   std::filesystem::path path_;
   mutable std::mutex mutex_;
   ResultsContents contents_;
+  std::vector<std::string> in_flight_;
+  void write_in_flight() const;
 };
 
 // Joins shard files: rows deduplicated by (scenario, DUT), the first file's meta.

@@ -1,0 +1,25 @@
+#pragma once
+// Conversions between the C ABI structs (swa/dut_v1.h) and the C++ params and cache, shared by the
+// harness's plugin loader and the plugins built here.
+#include "swa/dut/kv_cache.hpp"
+#include "swa/dut_v1.h"
+#include "swa/params.hpp"
+
+namespace swa::dut::abi {
+
+swa_dut_v1_params to_c(const AttnParams& p);
+AttnParams from_c(const swa_dut_v1_params& c);
+
+// A C view of `cache` whose base/tokens_written arrays live in `scratch`; sync_back() copies them back.
+struct CacheView {
+  swa_dut_v1_cache c{};
+  std::vector<std::int64_t> base, tokens_written;
+  explicit CacheView(KvCache& cache);
+  void sync_back(KvCache& cache) const;
+};
+
+// A C++ KvCache holding a copy of a C cache (plugins); copy_back() returns the results.
+KvCache copy_from_c(const swa_dut_v1_cache& c);
+void copy_back_to_c(const KvCache& cache, swa_dut_v1_cache& c);
+
+}  // namespace swa::dut::abi

@@ -1,0 +1,103 @@
+#include "plugin_dut.hpp"
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "abi_convert.hpp"
+
+namespace swa::dut {
+namespace {
+
+struct Symbols {
+  uint32_t (*abi_version)();
+  const char* (*name)();
+  int (*supports)(const swa_dut_v1_params*, char*, size_t);
+  int (*prefill)(const swa_dut_v1_params*, swa_dut_v1_error*);
+  int (*chunked_prefill)(const swa_dut_v1_params*, swa_dut_v1_cache*, int, swa_dut_v1_error*);
+  int (*decode_step)(const swa_dut_v1_params*, swa_dut_v1_cache*, int, swa_dut_v1_error*);
+};
+
+class PluginDut final : public Dut {
+ public:
+  PluginDut(std::string path, void* handle, Symbols s) : path_(std::move(path)), handle_(handle), s_(s) {}
+  ~PluginDut() override { dlclose(handle_); }
+
+  std::string name() const override { return "plugin:" + path_; }
+
+  Support supports(const AttnParams& p) const override {
+    const swa_dut_v1_params c = abi::to_c(p);
+    char reason[512] = {};
+    return s_.supports(&c, reason, sizeof reason) ? Support::yes() : Support::skip(reason);
+  }
+
+  Status prefill(const AttnParams& p) override {
+    const swa_dut_v1_params c = abi::to_c(p);
+    swa_dut_v1_error e{};
+    return result(s_.prefill(&c, &e), e);
+  }
+
+  Status chunked_prefill(const AttnParams& p, KvCache& cache, int chunk_index) override {
+    const swa_dut_v1_params c = abi::to_c(p);
+    abi::CacheView view(cache);
+    swa_dut_v1_error e{};
+    const int rc = s_.chunked_prefill(&c, &view.c, chunk_index, &e);
+    view.sync_back(cache);
+    return result(rc, e);
+  }
+
+  Status decode_step(const AttnParams& p, KvCache& cache, int step) override {
+    const swa_dut_v1_params c = abi::to_c(p);
+    abi::CacheView view(cache);
+    swa_dut_v1_error e{};
+    const int rc = s_.decode_step(&c, &view.c, step, &e);
+    view.sync_back(cache);
+    return result(rc, e);
+  }
+
+ private:
+  Status result(int rc, const swa_dut_v1_error& e) const {
+    if (rc == 0) return Status::success();
+    return Status::failure(path_ + " returned " + std::to_string(rc) + " (code " + std::to_string(e.code) +
+                           "): " + std::string(e.message, strnlen(e.message, sizeof e.message)));
+  }
+
+  std::string path_;
+  void* handle_;
+  Symbols s_;
+};
+
+template <class F>
+void bind(void* handle, const std::string& path, const char* symbol, F& out) {
+  dlerror();
+  void* p = dlsym(handle, symbol);
+  if (!p) {
+    dlclose(handle);
+    throw std::runtime_error("plugin " + path + " does not export " + symbol +
+                             " (every swa_dut_v1_* function of swa/dut_v1.h is required)");
+  }
+  out = reinterpret_cast<F>(p);
+}
+
+}  // namespace
+
+std::unique_ptr<Dut> load_plugin(const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) throw std::runtime_error("cannot load plugin " + path + ": " + dlerror());
+  Symbols s{};
+  bind(handle, path, "swa_dut_v1_abi_version", s.abi_version);
+  if (const uint32_t v = s.abi_version(); v != SWA_DUT_V1_ABI_VERSION) {
+    dlclose(handle);
+    throw std::runtime_error("plugin " + path + " speaks ABI version " + std::to_string(v) + "; this harness speaks " +
+                             std::to_string(SWA_DUT_V1_ABI_VERSION));
+  }
+  bind(handle, path, "swa_dut_v1_name", s.name);
+  bind(handle, path, "swa_dut_v1_supports", s.supports);
+  bind(handle, path, "swa_dut_v1_prefill", s.prefill);
+  bind(handle, path, "swa_dut_v1_chunked_prefill", s.chunked_prefill);
+  bind(handle, path, "swa_dut_v1_decode_step", s.decode_step);
+  return std::make_unique<PluginDut>(path, handle, s);
+}
+
+}  // namespace swa::dut

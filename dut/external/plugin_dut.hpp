@@ -1,0 +1,14 @@
+#pragma once
+// A DUT loaded from a shared library that exports the C ABI of swa/dut_v1.h.
+#include <memory>
+#include <string>
+
+#include "swa/dut/dut.hpp"
+
+namespace swa::dut {
+
+// Throws std::runtime_error naming the library and the problem: cannot load, a missing symbol,
+// an ABI version other than SWA_DUT_V1_ABI_VERSION.
+std::unique_ptr<Dut> load_plugin(const std::string& path);
+
+}  // namespace swa::dut

@@ -1,0 +1,40 @@
+/* Deliberately broken plugins for the loader's tests, selected at compile time:
+ * BAD_MISSING_SYMBOLS exports only the version; BAD_ABI_VERSION reports version 2;
+ * BAD_CRASH segfaults in prefill. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "swa/dut_v1.h"
+
+uint32_t swa_dut_v1_abi_version(void) {
+#ifdef BAD_ABI_VERSION
+  return 2u;
+#else
+  return SWA_DUT_V1_ABI_VERSION;
+#endif
+}
+
+#ifndef BAD_MISSING_SYMBOLS
+const char* swa_dut_v1_name(void) { return "bad"; }
+int swa_dut_v1_supports(const swa_dut_v1_params* p, char* reason, size_t reason_len) {
+  (void)p; (void)reason; (void)reason_len;
+  return 1;
+}
+int swa_dut_v1_prefill(const swa_dut_v1_params* p, swa_dut_v1_error* error) {
+  (void)error;
+#ifdef BAD_CRASH
+  volatile int* nowhere = (volatile int*)(uintptr_t)p->seq_lens[0] - (uintptr_t)p->seq_lens[0];
+  *nowhere = 1;
+#endif
+  (void)p;
+  return 0;
+}
+int swa_dut_v1_chunked_prefill(const swa_dut_v1_params* p, swa_dut_v1_cache* c, int i, swa_dut_v1_error* e) {
+  (void)c; (void)i;
+  return swa_dut_v1_prefill(p, e);
+}
+int swa_dut_v1_decode_step(const swa_dut_v1_params* p, swa_dut_v1_cache* c, int s, swa_dut_v1_error* e) {
+  (void)p; (void)c; (void)s; (void)e;
+  return 0;
+}
+#endif

@@ -1,0 +1,185 @@
+#include "swa/harness/exec_dut.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "swa/harness/h5.hpp"
+
+namespace fs = std::filesystem;
+
+namespace swa::harness {
+namespace {
+
+std::atomic<int> request_counter{0};
+
+std::vector<float> read_tensor(const AttnParams& p, const void* base, std::int64_t row_stride, std::int64_t head_stride,
+                               int heads) {
+  const std::int64_t n = total_tokens(p);
+  std::vector<float> t(static_cast<std::size_t>(n) * heads * p.head_size);
+  const auto* bytes = static_cast<const unsigned char*>(base);
+  for (std::int64_t r = 0; r < n; ++r)
+    for (int h = 0; h < heads; ++h)
+      for (int d = 0; d < p.head_size; ++d)
+        t[(r * heads + h) * p.head_size + d] =
+            load_from(p.dtype, bytes + (r * row_stride + h * head_stride + d) * dtype_bytes(p.dtype));
+  return t;
+}
+
+void write_request(const fs::path& path, const AttnParams& p) {
+  h5::AtomicFile f(path);
+  const auto n = static_cast<hsize_t>(total_tokens(p)), hq = static_cast<hsize_t>(p.heads_q),
+             hkv = static_cast<hsize_t>(p.heads_kv), d = static_cast<hsize_t>(p.head_size);
+  h5::write_dataset(f.id(), "q", read_tensor(p, p.q, p.q_row_stride, p.q_head_stride, p.heads_q), {n, hq, d});
+  h5::write_dataset(f.id(), "k", read_tensor(p, p.k, p.k_row_stride, p.k_head_stride, p.heads_kv), {n, hkv, d});
+  h5::write_dataset(f.id(), "v", read_tensor(p, p.v, p.v_row_stride, p.v_head_stride, p.heads_kv), {n, hkv, d});
+  const std::vector<std::int32_t> lens(p.seq_lens, p.seq_lens + p.batch);
+  std::vector<std::int32_t> prompts(p.batch);
+  for (int b = 0; b < p.batch; ++b) prompts[b] = static_cast<std::int32_t>(prompt_len(p, b));
+  h5::write_dataset(f.id(), "seq_lens", lens, {static_cast<hsize_t>(p.batch)});
+  h5::write_dataset(f.id(), "prompt_lens", prompts, {static_cast<hsize_t>(p.batch)});
+  if (p.mask) {
+    const auto rows = static_cast<hsize_t>(p.mask_rows);
+    h5::write_dataset(f.id(), "mask", std::vector<float>(p.mask, p.mask + rows * rows), {rows, rows});
+  }
+  h5::Handle root(H5Gopen2(f.id(), "/", H5P_DEFAULT), H5Gclose, "open /");
+  const hid_t r = root.id();
+  h5::write_attr(r, "protocol_version", std::int64_t{kExecProtocolVersion});
+  h5::write_attr(r, "dtype", std::string(dtype_name(p.dtype)));
+  h5::write_attr(r, "mode", std::string(mode_name(p.mode)));
+  h5::write_attr(r, "heads", std::int64_t{p.heads_q});
+  h5::write_attr(r, "kv_heads", std::int64_t{p.heads_kv});
+  h5::write_attr(r, "head_size", std::int64_t{p.head_size});
+  h5::write_attr(r, "window_left", p.band.left);
+  h5::write_attr(r, "window_right", p.band.right);
+  h5::write_attr(r, "scale", static_cast<double>(p.scale));
+  h5::write_attr(r, "cache", std::string(cache_name(p.cache)));
+  h5::write_attr(r, "chunk", std::int64_t{p.chunk});
+  h5::write_attr(r, "decode_steps", std::int64_t{p.decode_steps});
+  h5::write_attr(r, "mask_format", std::string(mask_format_name(p.mask_format)));
+  h5::write_attr(r, "mask_block", std::int64_t{p.mask_block});
+  h5::write_attr(r, "mask_effective_window", p.mask_effective_window);
+  root.close();
+  f.commit();
+}
+
+std::string tail_of(const fs::path& path, std::size_t chars) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  const std::string text = s.str();
+  return text.size() > chars ? "..." + text.substr(text.size() - chars) : text;
+}
+
+class ExecDut final : public dut::Dut {
+ public:
+  ExecDut(std::string command, double timeout) : command_(std::move(command)), timeout_(timeout) {}
+  std::string name() const override { return "exec:" + command_; }
+  dut::Support supports(const AttnParams&) const override { return dut::Support::yes(); }
+
+  // The process runs the whole schedule from one request, so the first call does all the work.
+  dut::Status prefill(const AttnParams& p) override { return run(p); }
+  dut::Status chunked_prefill(const AttnParams& p, dut::KvCache&, int chunk_index) override {
+    return chunk_index == 0 ? run(p) : dut::Status::success();
+  }
+  dut::Status decode_step(const AttnParams&, dut::KvCache&, int) override { return dut::Status::success(); }
+
+ private:
+  dut::Status run(const AttnParams& p) const {
+    const fs::path dir = fs::temp_directory_path() /
+                         ("swa-exec-" + std::to_string(::getpid()) + "-" + std::to_string(request_counter++));
+    fs::create_directories(dir);
+    struct Cleanup {
+      fs::path dir;
+      ~Cleanup() {
+        std::error_code ignored;
+        fs::remove_all(dir, ignored);
+      }
+    } cleanup{dir};
+    const fs::path request = dir / "request.h5", response = dir / "response.h5", errors = dir / "stderr.txt";
+    write_request(request, p);
+    if (dut::Status s = spawn(request, response, errors); !s.ok) return s;
+    if (!fs::exists(response)) return fail("wrote no response file", errors);
+    return read_response(p, response, errors);
+  }
+
+  dut::Status spawn(const fs::path& request, const fs::path& response, const fs::path& errors) const {
+    const pid_t pid = ::fork();
+    if (pid < 0) return dut::Status::failure("exec: fork failed");
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      if (FILE* e = std::freopen(errors.c_str(), "w", stderr); !e) _exit(127);
+      if (!std::freopen("/dev/null", "r", stdin)) _exit(127);
+      // Other threads' open files (HDF5 files hold flock locks) must not leak into the DUT process.
+      ::close_range(3, ~0u, 0);
+      const std::string script = command_ + " \"$1\" \"$2\"";
+      ::execl("/bin/sh", "sh", "-c", script.c_str(), "swa-exec", request.c_str(), response.c_str(), nullptr);
+      _exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(-pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        return dut::Status::failure("exec: '" + command_ + "' timed out after " + std::to_string(timeout_) + " s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (WIFSIGNALED(status))
+      return fail("was killed by signal " + std::to_string(WTERMSIG(status)), errors);
+    if (WEXITSTATUS(status) != 0) return fail("exited with status " + std::to_string(WEXITSTATUS(status)), errors);
+    return dut::Status::success();
+  }
+
+  dut::Status fail(const std::string& what, const fs::path& errors) const {
+    return dut::Status::failure("exec: '" + command_ + "' " + what + "; stderr: " + tail_of(errors, 600));
+  }
+
+  dut::Status read_response(const AttnParams& p, const fs::path& response, const fs::path& errors) const {
+    try {
+      h5::Handle f = h5::open_file_readonly(response);
+      if (H5Aexists(f.id(), "error") > 0)
+        return dut::Status::failure("exec: the DUT reported: " + h5::read_string_attr(f.id(), "error"));
+      std::vector<hsize_t> dims;
+      const std::vector<float> out = h5::read_floats(f.id(), "out", &dims);
+      const std::vector<hsize_t> want = {static_cast<hsize_t>(total_tokens(p)), static_cast<hsize_t>(p.heads_q),
+                                         static_cast<hsize_t>(p.head_size)};
+      if (dims != want) {
+        std::ostringstream o;
+        o << "exec: response /out has shape [";
+        for (std::size_t i = 0; i < dims.size(); ++i) o << (i ? "," : "") << dims[i];
+        o << "], expected [" << want[0] << "," << want[1] << "," << want[2] << "]";
+        return dut::Status::failure(o.str());
+      }
+      auto* bytes = static_cast<unsigned char*>(p.out);
+      const std::size_t elem = dtype_bytes(p.dtype);
+      for (std::int64_t r = 0; r < static_cast<std::int64_t>(want[0]); ++r)
+        for (int h = 0; h < p.heads_q; ++h)
+          for (int d = 0; d < p.head_size; ++d)
+            store_as(p.dtype, out[(r * p.heads_q + h) * p.head_size + d],
+                     bytes + (r * p.out_row_stride + h * p.out_head_stride + d) * elem);
+      return dut::Status::success();
+    } catch (const h5::Error& e) {
+      return fail(std::string("wrote an unreadable response (") + e.what() + ")", errors);
+    }
+  }
+
+  std::string command_;
+  double timeout_;
+};
+
+}  // namespace
+
+std::unique_ptr<dut::Dut> make_exec_dut(const std::string& command, double timeout_seconds) {
+  return std::make_unique<ExecDut>(command, timeout_seconds);
+}
+
+}  // namespace swa::harness
