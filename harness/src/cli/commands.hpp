@@ -13,5 +13,6 @@ int cmd_list(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_merge(const std::vector<std::string>& args);
 int cmd_report(const std::vector<std::string>& args);
+int cmd_bisect(const std::vector<std::string>& args);
 
 }  // namespace swa::cli

@@ -23,6 +23,7 @@ constexpr Subcommand kSubcommands[] = {
     {"run", "run a sweep against DUTs: HDF5 results, JUnit, console summary", swa::cli::cmd_run},
     {"list", "print the expanded scenario IDs of a sweep file", swa::cli::cmd_list},
     {"merge", "join shard result files", swa::cli::cmd_merge},
+    {"bisect", "turn a failing scenario into a diagnosis and a minimal reproduction", swa::cli::cmd_bisect},
     {"report", "HTML and Markdown reports from results files; --compare BASE CAND for regressions", swa::cli::cmd_report},
     {"self-check", "check the golden's cache, chunk and decode paths against the dense definition",
      swa::cli::cmd_self_check},

@@ -1,0 +1,338 @@
+// bisect: reproduce, localize, diagnose, reduce, emit.
+#include "swa/harness/bisect.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "swa/baseline.hpp"
+#include "swa/golden.hpp"
+#include "swa/harness/dut_registry.hpp"
+#include "swa/harness/h5.hpp"
+#include "swa/harness/join.hpp"
+#include "swa/harness/metrics.hpp"
+
+namespace fs = std::filesystem;
+
+namespace swa::harness {
+namespace {
+
+std::optional<std::vector<double>> run_dut(const std::string& name, const Problem& pr, std::string& error) {
+  auto dut = make_dut(name);
+  const dut::Support support = dut->supports(pr.params);
+  if (!support.run) {
+    error = "skipped: " + support.skip_reason;
+    return std::nullopt;
+  }
+  std::vector<unsigned char> out(static_cast<std::size_t>(total_tokens(pr.params)) * pr.params.heads_q *
+                                 pr.params.head_size * dtype_bytes(pr.params.dtype));
+  for (std::size_t i = 0; i < out.size() / dtype_bytes(pr.params.dtype); ++i)
+    store_as(pr.params.dtype, std::numeric_limits<float>::quiet_NaN(), &out[i * dtype_bytes(pr.params.dtype)]);
+  AttnParams p = pr.params;
+  p.out = out.data();
+  const dut::Status s = dut::run_schedule(*dut, p);
+  if (!s.ok) {
+    error = s.message;
+    return std::nullopt;
+  }
+  std::vector<double> o(out.size() / dtype_bytes(p.dtype));
+  for (std::size_t i = 0; i < o.size(); ++i) o[i] = load_from(p.dtype, &out[i * dtype_bytes(p.dtype)]);
+  return o;
+}
+
+double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double e = std::abs(a[i] - b[i]);
+    if (!std::isfinite(e)) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, e);
+  }
+  return worst;
+}
+
+// One evaluation of the DUT on a scenario: its output, the reference, the tolerance.
+struct Evaluation {
+  std::unique_ptr<Problem> problem;
+  std::vector<double> ref, out;
+  double threshold = 0, max_abs = 0;
+  bool fails = false;
+  std::string error;  // the DUT could not run
+};
+
+Evaluation evaluate(const Scenario& s, const BisectOptions& o) {
+  Evaluation e;
+  e.problem = std::make_unique<Problem>();
+  build_problem(s.problem_spec(), *e.problem);
+  const Problem& pr = *e.problem;
+  const golden::Output g = golden::run(pr.params);
+  const std::vector<float> base = baseline::attention(pr.params);
+  e.threshold = s.tolerance.rtol_factor * compare(base, g.out, s.dtype, 0).max_abs + s.tolerance.atol_floor;
+  if (o.against == "golden") {
+    e.ref = g.out;
+  } else if (auto other = run_dut(o.against, pr, e.error)) {
+    e.ref = *other;
+  } else {
+    e.error = "the reference DUT " + o.against + " failed: " + e.error;
+    return e;
+  }
+  auto out = run_dut(o.dut, pr, e.error);
+  if (!out) return e;
+  e.out = *out;
+  e.max_abs = max_abs_difference(e.out, e.ref);
+  e.fails = !(e.max_abs <= e.threshold);
+  return e;
+}
+
+struct Diagnosis {
+  std::vector<std::pair<double, std::string>> ranked;  // error of the DUT against each variant
+  std::string best;
+  bool explained = false;
+};
+
+// A variant explains the DUT when the difference is at the baseline-level threshold, or under 1% of
+// the DUT's own error (a threshold of ~0, e.g. W = 1 where the baseline is exact, must not hide it).
+bool explains(double difference, const Evaluation& e) { return difference <= std::max(e.threshold, 1e-2 * e.max_abs); }
+
+Diagnosis diagnose(const Evaluation& e) {
+  Diagnosis d;
+  for (const Variant& v : bisect_variants())
+    if (auto out = v.output(*e.problem)) d.ranked.push_back({max_abs_difference(e.out, *out), v.name});
+  std::sort(d.ranked.begin(), d.ranked.end());
+  if (!d.ranked.empty()) {
+    d.best = d.ranked.front().second;
+    d.explained = explains(d.ranked.front().first, e);
+  }
+  return d;
+}
+
+// The first (scenario order) query row whose error exceeds the threshold.
+std::string localize(const Scenario& s, const Evaluation& e) {
+  const Problem& pr = *e.problem;
+  const int hq = s.heads, d = s.head_size;
+  std::int64_t best_seq = -1, best_token = std::numeric_limits<std::int64_t>::max(), best_head = -1, rows_over = 0;
+  double worst = 0;
+  for (int b = 0; b < pr.params.batch; ++b)
+    for (std::int64_t t = 0; t < pr.params.seq_lens[b]; ++t)
+      for (int h = 0; h < hq; ++h) {
+        double row = 0;
+        for (int k = 0; k < d; ++k) {
+          const std::size_t i = ((pr.seq_offsets[b] + t) * hq + h) * d + k;
+          const double err = std::abs(e.out[i] - e.ref[i]);
+          row = std::isfinite(err) ? std::max(row, err) : std::numeric_limits<double>::infinity();
+        }
+        if (!(row > e.threshold)) continue;
+        ++rows_over;
+        worst = std::max(worst, row);
+        if (t < best_token) {
+          best_token = t;
+          best_seq = b;
+          best_head = h;
+        }
+      }
+  std::ostringstream o;
+  if (best_seq < 0) return "no row over the threshold";
+  const std::int64_t prompt = prompt_len(pr.params, static_cast<int>(best_seq));
+  o << rows_over << " (token, head) rows exceed the threshold. The first is sequence " << best_seq << ", head "
+    << best_head << ", token " << best_token << ".\n";
+  if (s.mode == RunMode::decode && best_token >= prompt)
+    o << "   Decode: the first failing step is " << best_token - prompt << " (the prompt is " << prompt << " tokens).\n";
+  else if (s.mode != RunMode::prefill)
+    o << "   Chunked prefill: the first failing chunk is " << best_token / std::max(1, s.chunk > 0 ? s.chunk : static_cast<int>(prompt))
+      << " (chunk size " << (s.chunk > 0 ? s.chunk : prompt) << ").\n";
+  if (s.window > 0) {
+    const std::int64_t edge = best_token - (s.window - 1);
+    o << "   Window edge: token " << best_token << " is " << edge
+      << (edge >= 1 ? " rows past the first row whose window is full: it has lost keys to the window."
+                    : " rows from the first full window: it still sees every earlier token.") << "\n";
+  }
+  o << "   Tile position: token " << best_token << " is row " << best_token % 64 << " of its 64-row query tile.";
+  return o.str();
+}
+
+// Smaller versions of a scenario, most aggressive first.
+std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq) {
+  std::vector<Scenario> out;
+  if (s.prompt_lens.size() > 1) {
+    Scenario r = s;
+    r.prompt_lens = {s.prompt_lens[failing_seq]};
+    out.push_back(r);
+  }
+  for (auto [hq, hkv] : {std::pair{1, 1}, {2, 1}, {2, 2}, {4, 2}})
+    if (hq * 1.0 < s.heads || (hq == s.heads && hkv < s.kv_heads)) {
+      Scenario r = s;
+      r.heads = hq;
+      r.kv_heads = hkv;
+      out.push_back(r);
+    }
+  {
+    Scenario r = s;
+    bool shorter = false;
+    for (auto& len : r.prompt_lens)
+      if (len > 1) {
+        len = (len + 1) / 2;
+        shorter = true;
+      }
+    if (shorter) out.push_back(r);
+  }
+  if (s.mode == RunMode::decode && s.decode_steps > 1) {
+    Scenario r = s;
+    r.decode_steps = (s.decode_steps + 1) / 2;
+    out.push_back(r);
+  }
+  for (int d : {16, 32, 64})
+    if (d < s.head_size) {
+      Scenario r = s;
+      r.head_size = d;
+      out.push_back(r);
+      break;
+    }
+  if (s.window > 1 && s.mask == MaskFormat::none) {
+    Scenario r = s;
+    r.window = (s.window + 1) / 2;
+    if (r.chunk > 0 && s.mode != RunMode::prefill) r.chunk = std::max(1, std::min(r.chunk, static_cast<int>(r.window) + 1));
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::string yaml_case(const Scenario& s) {
+  std::ostringstream o;
+  o << "{mode: " << mode_name(s.mode) << ", batch: [" << join(s.prompt_lens, ", ") << "], heads: " << s.heads
+    << ", kv_heads: " << s.kv_heads << ", head_size: " << s.head_size << ", window: " << s.window;
+  if (s.mode != RunMode::prefill) o << ", chunk: " << s.chunk << ", cache: " << cache_name(s.cache);
+  if (s.mode == RunMode::decode) o << ", decode_steps: " << s.decode_steps;
+  o << ", mask: " << mask_format_name(s.mask) << ", dtype: " << dtype_name(s.dtype)
+    << ", inputs: " << distribution_name(s.inputs) << ", seed: " << s.seed << "}";
+  return o.str();
+}
+
+void write_dump(const fs::path& path, const Scenario& s, const Evaluation& e) {
+  const Problem& pr = *e.problem;
+  h5::AtomicFile f(path);
+  const auto n = static_cast<hsize_t>(pr.seq_offsets.back()), hq = static_cast<hsize_t>(s.heads),
+             hkv = static_cast<hsize_t>(s.kv_heads), d = static_cast<hsize_t>(s.head_size);
+  h5::write_dataset(f.id(), "q", pr.q, {n, hq, d});
+  h5::write_dataset(f.id(), "k", pr.k, {n, hkv, d});
+  h5::write_dataset(f.id(), "v", pr.v, {n, hkv, d});
+  h5::write_dataset(f.id(), "reference", e.ref, {n, hq, d});
+  h5::write_dataset(f.id(), "dut", e.out, {n, hq, d});
+  std::vector<double> err(e.out.size());
+  for (std::size_t i = 0; i < err.size(); ++i) err[i] = std::abs(e.out[i] - e.ref[i]);
+  h5::write_dataset(f.id(), "error", err, {n, hq, d});
+  h5::write_dataset(f.id(), "seq_lens", pr.spec.seq_lens, {static_cast<hsize_t>(pr.spec.seq_lens.size())});
+  h5::Handle root(H5Gopen2(f.id(), "/", H5P_DEFAULT), H5Gclose, "open /");
+  h5::write_attr(root.id(), "scenario_id", s.id());
+  h5::write_attr(root.id(), "threshold", e.threshold);
+  root.close();
+  f.commit();
+}
+
+}  // namespace
+
+int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::ostringstream r;
+  r << "swa-harness bisect report\n=========================\n"
+    << "DUT:        " << o.dut << "\nReference:  " << (o.against == "golden" ? "the fp64 golden" : o.against)
+    << "\nScenario:   " << original.id() << "\n\n";
+
+  // 1. Reproduce.
+  r << "1. Reproduce\n";
+  std::vector<double> errors;
+  Evaluation first = evaluate(original, o);
+  if (!first.error.empty()) {
+    r << "   The DUT could not run: " << first.error << "\n";
+    log << r.str();
+    return 1;
+  }
+  errors.push_back(first.max_abs);
+  for (int i = 1; i < o.reruns; ++i) errors.push_back(evaluate(original, o).max_abs);
+  const auto [lo, hi] = std::minmax_element(errors.begin(), errors.end());
+  r << "   Ran " << o.reruns << " times: max abs error " << *lo << " .. " << *hi << " against the threshold "
+    << first.threshold << " (" << original.tolerance.rtol_factor << " x the same-precision baseline's error + "
+    << original.tolerance.atol_floor << ").\n";
+  if (*hi != *lo) r << "   The error moves between identical runs: suspect a race or uninitialised memory.\n";
+  if (!first.fails) {
+    r << "   The failure does not reproduce: the DUT passes this scenario.\n";
+    log << r.str();
+    fs::create_directories(o.out_dir);
+    std::ofstream(o.out_dir / "report.txt") << r.str();
+    return 0;
+  }
+  r << "   It reproduces.\n\n";
+
+  // 2. Localize.
+  r << "2. Localize\n   " << localize(original, first) << "\n\n";
+
+  // 3. Diagnose.
+  const Diagnosis diag = diagnose(first);
+  r << "3. Diagnose: the DUT's output against references that each carry one suspected bug\n";
+  for (const auto& [err, name] : diag.ranked) {
+    const auto& v = *std::find_if(bisect_variants().begin(), bisect_variants().end(), [&](const Variant& x) { return x.name == name; });
+    r << "   " << (explains(err, first) ? "MATCH " : "      ") << name << ": max abs difference " << err << " ("
+      << v.meaning << ")\n";
+  }
+  if (diag.explained)
+    r << "   Diagnosis: " << diag.best << ". The DUT's output matches that variant (difference "
+      << diag.ranked.front().first << ", within the baseline-level threshold or 1% of the DUT's error "
+      << first.max_abs << ").\n\n";
+  else
+    r << "   No variant explains the output. The closest is " << (diag.best.empty() ? "none" : diag.best)
+      << "; the error is of another kind.\n\n";
+
+  // 4. Reduce while the same diagnosis holds.
+  Scenario minimal = original;
+  Evaluation minimal_eval = std::move(first);
+  for (int round = 0; round < 40; ++round) {
+    std::int64_t failing_seq = 0;  // the sequence holding the largest error
+    double worst = -1;
+    for (int b = 0; b < minimal_eval.problem->params.batch; ++b)
+      for (std::int64_t i = minimal_eval.problem->seq_offsets[b] * minimal.heads * minimal.head_size;
+           i < minimal_eval.problem->seq_offsets[b + 1] * minimal.heads * minimal.head_size; ++i) {
+        const double err = std::abs(minimal_eval.out[i] - minimal_eval.ref[i]);
+        if (!std::isfinite(err) || err > worst) {
+          worst = std::isfinite(err) ? err : std::numeric_limits<double>::infinity();
+          failing_seq = b;
+        }
+      }
+    bool reduced = false;
+    for (const Scenario& candidate : reductions(minimal, failing_seq)) {
+      Evaluation e = evaluate(candidate, o);
+      if (!e.error.empty() || !e.fails) continue;
+      const Diagnosis d = diagnose(e);
+      if (d.explained != diag.explained || (diag.explained && d.best != diag.best)) continue;
+      minimal = candidate;
+      minimal_eval = std::move(e);
+      reduced = true;
+      break;
+    }
+    if (!reduced) break;
+  }
+  r << "4. Reduce: the smallest case with the same diagnosis\n   " << minimal.id() << "\n   "
+    << minimal.prompt_lens.size() << " sequence(s), " << minimal.heads << " query head(s) / " << minimal.kv_heads
+    << " kv head(s), head size " << minimal.head_size << ", window " << minimal.window << ".\n   "
+    << localize(minimal, minimal_eval) << "\n\n";
+
+  // 5. Emit.
+  fs::create_directories(o.out_dir);
+  {
+    std::ofstream yaml(o.out_dir / "repro.yaml");
+    yaml << "# swa-harness bisect: minimal reproduction of\n#   " << original.id() << "\n# on DUT " << o.dut
+         << (diag.explained ? "; diagnosis: " + diag.best : "; no diagnosis") << "\nsweeps:\n  repro:\n    duts: [\""
+         << o.dut << "\"]\n    include:\n      - " << yaml_case(minimal) << "\n";
+  }
+  write_dump(o.out_dir / "repro.h5", minimal, minimal_eval);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r << "5. Files\n   " << (o.out_dir / "repro.yaml").string() << ": the minimal case; rerun it with\n     swa-harness run "
+    << (o.out_dir / "repro.yaml").string() << "\n   " << (o.out_dir / "repro.h5").string()
+    << ": its inputs, the reference, the DUT's output and the per-element error\n   "
+    << (o.out_dir / "report.txt").string() << ": this report\n\nBisect took " << seconds << " s.\n";
+  std::ofstream(o.out_dir / "report.txt") << r.str();
+  log << r.str();
+  return 1;
+}
+
+}  // namespace swa::harness

@@ -1,0 +1,75 @@
+// The golden variants bisect tries: each is the output of a reference with one suspected bug.
+#include <limits>
+
+#include "mutant_dut.hpp"
+#include "swa/golden.hpp"
+#include "swa/harness/bisect.hpp"
+
+namespace swa::harness {
+namespace {
+
+// The fp64 golden with a different band.
+Variant band_variant(std::string name, std::string meaning, std::function<std::optional<WindowBand>(WindowBand)> change) {
+  return {std::move(name), std::move(meaning), [change](const Problem& pr) -> std::optional<std::vector<double>> {
+            const std::optional<WindowBand> band = change(pr.params.band);
+            if (!band) return std::nullopt;
+            AttnParams p = pr.params;
+            p.band = *band;
+            if (p.mode != RunMode::prefill && p.cache != CachePolicy::linear && p.band.left < 0) p.cache = CachePolicy::linear;
+            return golden::run(p).out;
+          }};
+}
+
+// A plain fp32 kernel with one fault (dut/mutants): the same bug, independent of the DUT's code.
+Variant fault_variant(dut::Fault fault, std::string meaning, bool needs_ring = false, bool needs_gqa = false) {
+  return {std::string(dut::fault_name(fault)), std::move(meaning),
+          [=](const Problem& pr) -> std::optional<std::vector<double>> {
+            const AttnParams& base = pr.params;
+            if (needs_ring && (base.mode == RunMode::prefill || base.cache == CachePolicy::linear)) return std::nullopt;
+            if (needs_gqa && (base.heads_kv < 2 || base.heads_q == base.heads_kv)) return std::nullopt;
+            std::vector<unsigned char> out(static_cast<std::size_t>(total_tokens(base)) * base.heads_q * base.head_size *
+                                           dtype_bytes(base.dtype));
+            AttnParams p = base;
+            p.out = out.data();
+            auto dut = dut::make_mutant(fault);
+            if (!dut::run_schedule(*dut, p).ok) return std::nullopt;
+            std::vector<double> o(out.size() / dtype_bytes(p.dtype));
+            for (std::size_t i = 0; i < o.size(); ++i) o[i] = load_from(p.dtype, &out[i * dtype_bytes(p.dtype)]);
+            return o;
+          }};
+}
+
+}  // namespace
+
+const std::vector<Variant>& bisect_variants() {
+  static const std::vector<Variant> variants = {
+      band_variant("window_plus_one", "attends W+1 keys (the FlexAttention / ATB-prose reading of the window)",
+                   [](WindowBand b) -> std::optional<WindowBand> {
+                     if (b.left < 0) return std::nullopt;
+                     return WindowBand{b.left + 1, b.right};
+                   }),
+      {"window_minus_one", "attends W-1 keys (loses the oldest key of the window)",
+       [](const Problem& pr) -> std::optional<std::vector<double>> {
+         const WindowBand b = pr.params.band;
+         if (b.left < 0) return std::nullopt;
+         // W = 1 leaves no key at all: every row outputs 0 (FlashAttention's rule for empty rows).
+         if (b.left == 0) return std::vector<double>(static_cast<std::size_t>(total_tokens(pr.params)) * pr.params.heads_q * pr.params.head_size, 0.0);
+         AttnParams p = pr.params;
+         p.band.left -= 1;
+         return golden::run(p).out;
+       }},
+      band_variant("no_window", "ignores the window: plain causal attention",
+                   [](WindowBand b) -> std::optional<WindowBand> {
+                     if (b.left < 0) return std::nullopt;
+                     return causal_band();
+                   }),
+      fault_variant(dut::Fault::ring_slot_off_by_one, "writes position p into ring slot(p)+1", true),
+      fault_variant(dut::Fault::stale_slot_after_wrap, "a ring write that wraps leaves the old K/V in the slot", true),
+      fault_variant(dut::Fault::gqa_modulo_mapping, "maps query head h to kv head h % Hkv instead of h / (Hq/Hkv)", false, true),
+      fault_variant(dut::Fault::fp16_pv_accumulation, "accumulates P.V in fp16"),
+      fault_variant(dut::Fault::no_max_subtraction, "computes the softmax without subtracting the row max"),
+  };
+  return variants;
+}
+
+}  // namespace swa::harness

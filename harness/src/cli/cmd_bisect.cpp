@@ -1,0 +1,91 @@
+// swa-harness bisect: a failing scenario into a diagnosis and a minimal reproduction.
+#include <algorithm>
+#include <iostream>
+#include <sstream>
+
+#include "commands.hpp"
+#include "options.hpp"
+#include "swa/harness/bisect.hpp"
+#include "swa/harness/dut_registry.hpp"
+#include "swa/harness/results_file.hpp"
+
+namespace swa::cli {
+namespace {
+
+// A scenario rebuilt from its /scenarios row, judged with the thresholds its /results rows recorded.
+harness::Scenario scenario_from_results(const std::string& path, const std::string& id) {
+  const harness::ResultsContents c = harness::read_results(path);
+  const auto row = std::find_if(c.scenarios.begin(), c.scenarios.end(), [&](const auto& s) { return s.id == id; });
+  if (row == c.scenarios.end()) throw UsageError("option --id: no scenario '" + id + "' in " + path);
+  harness::Scenario s;
+  s.mode = *parse_mode(row->mode);
+  s.dtype = *parse_dtype(row->dtype);
+  if (row->cache != "none") s.cache = *parse_cache(row->cache);
+  s.mask = *parse_mask_format(row->mask);
+  s.inputs = *harness::parse_distribution(row->inputs);
+  std::stringstream lens(row->seq_lens);
+  for (std::string len; std::getline(lens, len, ',');) s.prompt_lens.push_back(std::stoi(len));
+  s.heads = static_cast<int>(row->heads);
+  s.kv_heads = static_cast<int>(row->kv_heads);
+  s.head_size = static_cast<int>(row->head_size);
+  s.window = row->window;
+  s.chunk = static_cast<int>(row->chunk);
+  s.decode_steps = static_cast<int>(row->decode_steps);
+  s.seed = static_cast<std::uint64_t>(row->seed);
+  s.sweep = row->sweep;
+  s.tolerance = harness::default_tolerance(s.dtype);
+  for (const auto& r : c.results)
+    if (r.scenario_id == id && r.rtol_factor > 0) s.tolerance = {r.rtol_factor, r.atol_floor};
+  if (s.id() != id) throw UsageError("results file " + path + ": scenario row does not rebuild ID " + id);
+  return s;
+}
+
+}  // namespace
+
+int cmd_bisect(const std::vector<std::string>& args) {
+  std::string path, from, id, filter;
+  harness::BisectOptions o;
+  std::string out_dir = "bisect-out";
+  po::options_description desc(
+      "swa-harness bisect (--from results.h5 --id ID | SWEEP.yaml --filter ID) --dut NAME [--against golden|DUT] "
+      "[--out DIR]\nReproduce, localize, diagnose, reduce, and write DIR/report.txt, DIR/repro.yaml, DIR/repro.h5.\n"
+      "exit status: 0 does not reproduce, 1 reproduces, 2 invalid input");
+  desc.add_options()
+      ("sweep-file", po::value(&path), "the sweep file (positional), with --filter")
+      ("filter", po::value(&filter), "the scenario ID (exactly one scenario must match)")
+      ("from", po::value(&from), "a results file, with --id")
+      ("id", po::value(&id), "the scenario ID in --from")
+      ("dut", po::value(&o.dut)->required(), "the DUT to bisect")
+      ("against", po::value(&o.against)->default_value("golden"), "golden, or a DUT to compare with")
+      ("reruns", po::value(&o.reruns)->default_value(3), "runs of the original case (the spread exposes races)")
+      ("out", po::value(&out_dir)->default_value(out_dir), "output directory");
+  po::positional_options_description positional;
+  positional.add("sweep-file", 1);
+  po::variables_map vm;
+  if (!parse_options("bisect", args, desc, vm, &positional)) return kOk;
+  require_range("--reruns", o.reruns, 1, 100);
+  o.out_dir = out_dir;
+  for (const std::string& d : {o.dut, o.against})
+    if (d != "golden") try {
+        harness::make_dut(d);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("option --dut/--against: ") + e.what());
+      }
+  harness::Scenario s;
+  if (vm.count("from")) {
+    if (!vm.count("id")) throw UsageError("option --from needs --id");
+    s = scenario_from_results(from, id);
+    o.sweep_file = from;
+  } else {
+    if (path.empty() || filter.empty()) throw UsageError("give SWEEP.yaml --filter ID, or --from results.h5 --id ID");
+    const auto file = load_sweep_or_usage_error(path);
+    const auto picked = harness::select_scenarios(file, std::nullopt, filter, {});
+    if (picked.size() != 1)
+      throw UsageError("option --filter: matches " + std::to_string(picked.size()) + " scenarios; give one exact ID");
+    s = picked.front();
+    o.sweep_file = path;
+  }
+  return harness::bisect(s, o, std::cout);
+}
+
+}  // namespace swa::cli

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""swa-harness bisect: every mutant diagnosed right with a minimal case, a correct DUT does not
+reproduce, DUT against DUT, the emitted files, and the time limit.
+
+usage: test_bisect.py PATH/TO/swa-harness CI_YAML
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import h5py
+
+HARNESS = CI = None
+MUTANTS = ["window_plus_one", "window_minus_one", "ring_slot_off_by_one", "stale_slot_after_wrap",
+           "gqa_modulo_mapping", "fp16_pv_accumulation", "no_max_subtraction"]
+
+
+def run(*args):
+    return subprocess.run([HARNESS, *map(str, args)], capture_output=True, text=True, timeout=600)
+
+
+def first_failure(path):
+    with h5py.File(path) as f:
+        r = f["results"][:]
+    return next(x["scenario_id"].decode() for x in r if x["status"] == b"fail")
+
+
+class Bisect(unittest.TestCase):
+    def test_every_mutant_gets_the_right_diagnosis_and_a_minimal_case(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for m in MUTANTS:
+                with self.subTest(m):
+                    results = os.path.join(tmp, m + ".h5")
+                    run("run", CI, "--dut", "mutant:" + m, "--jobs", "2", "--out", results)
+                    out = os.path.join(tmp, "bisect-" + m)
+                    start = time.time()
+                    r = run("bisect", "--from", results, "--id", first_failure(results), "--dut", "mutant:" + m, "--out", out)
+                    self.assertLess(time.time() - start, 60)
+                    self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                    self.assertIn(f"Diagnosis: {m}.", r.stdout)
+                    heads = "4 query head(s) / 2 kv head(s)" if m == "gqa_modulo_mapping" else "1 query head(s) / 1 kv head(s)"
+                    self.assertIn(f"1 sequence(s), {heads}", r.stdout)
+                    for name in ("report.txt", "repro.yaml", "repro.h5"):
+                        self.assertTrue(os.path.exists(os.path.join(out, name)), name)
+                    # The emitted case reproduces the failure on its own.
+                    rerun = run("run", os.path.join(out, "repro.yaml"), "--out", os.path.join(out, "r.h5"))
+                    self.assertEqual(rerun.returncode, 1, rerun.stdout)
+                    with h5py.File(os.path.join(out, "repro.h5")) as f:
+                        self.assertEqual(set(f.keys()) >= {"q", "k", "v", "reference", "dut", "error"}, True)
+
+    def test_a_correct_dut_does_not_reproduce(self):
+        scenario = run("list", CI, "--sweep", "caches").stdout.split()[3]
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run("bisect", CI, "--filter", scenario, "--dut", "cpu", "--out", tmp)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("does not reproduce", r.stdout)
+
+    def test_dut_against_dut(self):
+        scenario = run("list", CI, "--sweep", "caches").stdout.split()[3]
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run("bisect", CI, "--filter", scenario, "--dut", "mutant:ring_slot_off_by_one", "--against", "cpu", "--out", tmp)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("Reference:  cpu", r.stdout)
+            self.assertIn("Diagnosis: ring_slot_off_by_one.", r.stdout)
+
+    def test_bad_input(self):
+        r = run("bisect", CI, "--filter", "mode=", "--dut", "cpu")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("give one exact ID", r.stderr)
+        r = run("bisect", CI, "--filter", "x", "--dut", "nope")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown DUT 'nope'", r.stderr)
+
+
+if __name__ == "__main__":
+    HARNESS, CI = (os.path.abspath(sys.argv.pop(1)) for _ in range(2))
+    unittest.main(verbosity=2)
