@@ -39,24 +39,24 @@ class PluginDut final : public Dut {
   }
 
   Status chunked_prefill(const AttnParams& p, KvCache& cache, int chunk_index) override {
-    const swa_dut_v1_params c = abi::to_c(p);
-    abi::CacheView view(cache);
-    swa_dut_v1_error e{};
-    const int rc = s_.chunked_prefill(&c, &view.c, chunk_index, &e);
-    view.sync_back(cache);
-    return result(rc, e);
+    return with_cache(p, cache, s_.chunked_prefill, chunk_index);
   }
 
   Status decode_step(const AttnParams& p, KvCache& cache, int step) override {
+    return with_cache(p, cache, s_.decode_step, step);
+  }
+
+ private:
+  using CacheCall = int (*)(const swa_dut_v1_params*, swa_dut_v1_cache*, int, swa_dut_v1_error*);
+  Status with_cache(const AttnParams& p, KvCache& cache, CacheCall call, int index) const {
     const swa_dut_v1_params c = abi::to_c(p);
     abi::CacheView view(cache);
     swa_dut_v1_error e{};
-    const int rc = s_.decode_step(&c, &view.c, step, &e);
+    const int rc = call(&c, &view.c, index, &e);
     view.sync_back(cache);
     return result(rc, e);
   }
 
- private:
   Status result(int rc, const swa_dut_v1_error& e) const {
     if (rc == 0) return Status::success();
     return Status::failure(path_ + " returned " + std::to_string(rc) + " (code " + std::to_string(e.code) +

@@ -222,7 +222,18 @@ void run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, 
       const Scenario& s = scenarios[i];
       const auto& duts = options.duts.empty() ? s.duts : options.duts;
       store.begin(s.id());
-      const std::vector<ResultRow> rows = run_scenario(s, duts, store, options);
+      std::vector<ResultRow> rows;
+      try {
+        rows = run_scenario(s, duts, store, options);
+      } catch (const std::exception& e) {
+        // Never let one scenario take the sweep down: its DUTs get error rows, the rest runs on.
+        for (const auto& d : duts) rows.push_back(non_result(s, d, "error", std::string("harness: ") + e.what()));
+        try {
+          store.add(scenario_row(s), rows, {}, std::nullopt);
+        } catch (const std::exception&) {
+          // The results file itself cannot be written; the console still reports the rows.
+        }
+      }
       store.end(s.id());
       std::lock_guard lock(log_mutex);
       ++finished;
