@@ -53,15 +53,22 @@ std::vector<float> read_output(const std::vector<unsigned char>& storage, DType 
   return out;
 }
 
-ResultRow judge(const Scenario& s, const Problem& pr, const std::string& dut, const std::vector<float>& out,
-                const golden::Output& g, const Comparison& base) {
+ResultRow non_result(const Scenario& s, const std::string& dut, const std::string& status, const std::string& reason) {
   ResultRow r;
   r.scenario_id = s.id();
   r.dut = dut;
   r.dtype = dtype_name(s.dtype);
   r.mode = mode_name(s.mode);
+  r.status = status;
+  r.reason = reason;
   r.rtol_factor = s.tolerance.rtol_factor;
   r.atol_floor = s.tolerance.atol_floor;
+  return r;
+}
+
+ResultRow judge(const Scenario& s, const Problem& pr, const std::string& dut, const std::vector<float>& out,
+                const golden::Output& g, const Comparison& base) {
+  ResultRow r = non_result(s, dut, "", "");
   r.threshold = r.rtol_factor * base.max_abs + r.atol_floor;
   r.baseline_max_abs = base.max_abs;
   r.baseline_rel_l2 = base.rel_l2;
@@ -100,19 +107,6 @@ ResultRow judge(const Scenario& s, const Problem& pr, const std::string& dut, co
     r.status = "pass";
   }
   r.reason = why.str();
-  return r;
-}
-
-ResultRow non_result(const Scenario& s, const std::string& dut, const std::string& status, const std::string& reason) {
-  ResultRow r;
-  r.scenario_id = s.id();
-  r.dut = dut;
-  r.dtype = dtype_name(s.dtype);
-  r.mode = mode_name(s.mode);
-  r.status = status;
-  r.reason = reason;
-  r.rtol_factor = s.tolerance.rtol_factor;
-  r.atol_floor = s.tolerance.atol_floor;
   return r;
 }
 

@@ -22,25 +22,7 @@ namespace {
 
 std::optional<std::vector<double>> run_dut(const std::string& name, const Problem& pr, std::string& error) {
   auto dut = make_dut(name);
-  const dut::Support support = dut->supports(pr.params);
-  if (!support.run) {
-    error = "skipped: " + support.skip_reason;
-    return std::nullopt;
-  }
-  std::vector<unsigned char> out(static_cast<std::size_t>(total_tokens(pr.params)) * pr.params.heads_q *
-                                 pr.params.head_size * dtype_bytes(pr.params.dtype));
-  for (std::size_t i = 0; i < out.size() / dtype_bytes(pr.params.dtype); ++i)
-    store_as(pr.params.dtype, std::numeric_limits<float>::quiet_NaN(), &out[i * dtype_bytes(pr.params.dtype)]);
-  AttnParams p = pr.params;
-  p.out = out.data();
-  const dut::Status s = dut::run_schedule(*dut, p);
-  if (!s.ok) {
-    error = s.message;
-    return std::nullopt;
-  }
-  std::vector<double> o(out.size() / dtype_bytes(p.dtype));
-  for (std::size_t i = 0; i < o.size(); ++i) o[i] = load_from(p.dtype, &out[i * dtype_bytes(p.dtype)]);
-  return o;
+  return run_to_output(*dut, pr, &error);
 }
 
 double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
@@ -231,6 +213,29 @@ void write_dump(const fs::path& path, const Scenario& s, const Evaluation& e) {
 }
 
 }  // namespace
+
+std::optional<std::vector<double>> run_to_output(dut::Dut& dut, const Problem& pr, std::string* error) {
+  const dut::Support support = dut.supports(pr.params);
+  if (!support.run) {
+    if (error) *error = "skipped: " + support.skip_reason;
+    return std::nullopt;
+  }
+  const DType dt = pr.params.dtype;
+  std::vector<unsigned char> out(static_cast<std::size_t>(total_tokens(pr.params)) * pr.params.heads_q *
+                                 pr.params.head_size * dtype_bytes(dt));
+  for (std::size_t i = 0; i < out.size() / dtype_bytes(dt); ++i)
+    store_as(dt, std::numeric_limits<float>::quiet_NaN(), &out[i * dtype_bytes(dt)]);
+  AttnParams p = pr.params;
+  p.out = out.data();
+  const dut::Status s = dut::run_schedule(dut, p);
+  if (!s.ok) {
+    if (error) *error = s.message;
+    return std::nullopt;
+  }
+  std::vector<double> o(out.size() / dtype_bytes(dt));
+  for (std::size_t i = 0; i < o.size(); ++i) o[i] = load_from(dt, &out[i * dtype_bytes(dt)]);
+  return o;
+}
 
 int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) {
   const auto t0 = std::chrono::steady_clock::now();

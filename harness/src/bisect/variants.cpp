@@ -27,15 +27,8 @@ Variant fault_variant(dut::Fault fault, std::string meaning, bool needs_ring = f
             const AttnParams& base = pr.params;
             if (needs_ring && (base.mode == RunMode::prefill || base.cache == CachePolicy::linear)) return std::nullopt;
             if (needs_gqa && (base.heads_kv < 2 || base.heads_q == base.heads_kv)) return std::nullopt;
-            std::vector<unsigned char> out(static_cast<std::size_t>(total_tokens(base)) * base.heads_q * base.head_size *
-                                           dtype_bytes(base.dtype));
-            AttnParams p = base;
-            p.out = out.data();
             auto dut = dut::make_mutant(fault);
-            if (!dut::run_schedule(*dut, p).ok) return std::nullopt;
-            std::vector<double> o(out.size() / dtype_bytes(p.dtype));
-            for (std::size_t i = 0; i < o.size(); ++i) o[i] = load_from(p.dtype, &out[i * dtype_bytes(p.dtype)]);
-            return o;
+            return run_to_output(*dut, pr);
           }};
 }
 

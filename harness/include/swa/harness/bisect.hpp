@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "swa/dut/dut.hpp"
 #include "swa/harness/problem.hpp"
 #include "swa/harness/scenario.hpp"
 
@@ -20,6 +21,10 @@ struct Variant {
   std::function<std::optional<std::vector<double>>(const Problem&)> output;
 };
 const std::vector<Variant>& bisect_variants();
+
+// Runs `dut` through the problem's schedule on a NaN-poisoned output; nullopt (and `error`) when it
+// skips or fails.
+std::optional<std::vector<double>> run_to_output(dut::Dut& dut, const Problem& pr, std::string* error = nullptr);
 
 struct BisectOptions {
   std::string dut;
