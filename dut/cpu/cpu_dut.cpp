@@ -179,25 +179,6 @@ class CpuDut final : public Dut {
     return Status::success();
   }
 
-  // Sequence rows [s, e) into the cache, in order: later positions overwrite earlier ones.
-  template <class T>
-  static void write_cache(const AttnParams& p, KvCache& cache, int b, std::int64_t s, std::int64_t e) {
-    if (cache.tokens_written[b] == 0 && cache.policy == CachePolicy::ring_compact)
-      cache.geometry[b].base = compact_ring_base(e - s, cache.slots);
-    const std::size_t bytes = static_cast<std::size_t>(p.head_size) * sizeof(T);
-    for (std::int64_t pos = std::max(s, cache.geometry[b].base); pos < e; ++pos) {
-      const std::int64_t slot = cache.slot_of(b, pos);
-      const std::int64_t row = p.seq_offsets[b] + pos;
-      for (int g = 0; g < p.heads_kv; ++g) {
-        const auto* k = reinterpret_cast<const unsigned char*>(typed<T>(p.k) + row * p.k_row_stride + g * p.k_head_stride);
-        const auto* v = reinterpret_cast<const unsigned char*>(typed<T>(p.v) + row * p.v_row_stride + g * p.v_head_stride);
-        std::copy_n(k, bytes, &cache.k[cache.offset(b, slot, g)]);
-        std::copy_n(v, bytes, &cache.v[cache.offset(b, slot, g)]);
-      }
-    }
-    cache.tokens_written[b] = e;
-  }
-
   template <class T>
   Status chunk_typed(const AttnParams& p, KvCache& cache, int chunk_index) const {
     std::vector<std::vector<float>> k_bufs(static_cast<std::size_t>(p.batch) * p.heads_kv), v_bufs(k_bufs.size());
@@ -216,7 +197,7 @@ class CpuDut final : public Dut {
     run_tasks<T>(p, tasks, [&](int b, int g) { return blocks[b * p.heads_kv + g]; });
     for (int b = 0; b < p.batch; ++b) {
       const std::int64_t s = chunk_begin(p, b, chunk_index), e = chunk_end(p, b, chunk_index);
-      if (s < e) write_cache<T>(p, cache, b, s, e);
+      if (s < e) write_rows_to_cache(p, cache, b, s, e);
     }
     return Status::success();
   }
@@ -227,7 +208,7 @@ class CpuDut final : public Dut {
   Status decode_typed(const AttnParams& p, KvCache& cache, int step) const {
     for (int b = 0; b < p.batch; ++b) {
       const std::int64_t i = prompt_len(p, b) + step;
-      write_cache<T>(p, cache, b, i, i + 1);
+      write_rows_to_cache(p, cache, b, i, i + 1);
     }
     const int group = p.heads_q / p.heads_kv;
     const int d = p.head_size;

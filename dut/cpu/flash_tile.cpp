@@ -59,8 +59,8 @@ void attend_rows(const float* q, int heads, std::int64_t rows, std::int64_t q_po
   const Eigen::Map<const RowMatrix> queries(q, stacked, head_size);
   ws.state.reset(stacked, head_size);
   const std::int64_t block_end = keys.first_pos + keys.count;
-  std::int64_t first = std::max(keys.first_pos, band_first_key(band, q_pos0));
-  std::int64_t end = std::min(block_end, band_end_key(band, q_pos0 + rows - 1, block_end));
+  const KeyRange range = band_key_range(band, q_pos0, q_pos0 + rows, keys.first_pos, block_end);
+  std::int64_t first = range.first, end = range.end;
   const int tile = vis.required_tile() > 0 ? vis.required_tile() : key_tile;
   if (vis.required_tile() > 0) {  // the compressed mask is read on whole, aligned tiles
     first = std::max(keys.first_pos, first / tile * tile);

@@ -11,6 +11,7 @@ using namespace swa;
 using namespace swa::dut;
 using test::Case;
 using test::make_case;
+using test::masked_case;
 
 namespace {
 
@@ -68,28 +69,6 @@ BOOST_AUTO_TEST_CASE(one_and_two_threads_both_match_the_golden_and_repeat_exactl
   }
   omp_set_num_threads(omp_get_num_procs());
 }
-
-namespace {
-
-Case masked_case(MaskFormat format, std::vector<float>& storage, std::int64_t window, int d) {
-  Case c = make_case({700, 300}, 4, 2, d, window, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, DType::fp16);
-  MaskSpec spec;
-  spec.type = format == MaskFormat::swa_norm ? MaskType::swa_norm : MaskType::swa_compress;
-  spec.window = window;
-  spec.max_seq = 700;
-  spec.head_size = d;
-  spec.dtype = DType::fp16;
-  const Mask m = generate_mask(spec);
-  storage = m.values;
-  c.p.mask_format = format;
-  c.p.mask = storage.data();
-  c.p.mask_rows = m.rows;
-  c.p.mask_block = static_cast<int>(m.block);
-  c.p.mask_effective_window = m.effective_window;
-  return c;
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(masks_are_read_not_assumed) {
   for (std::int64_t w : {129, 300}) {

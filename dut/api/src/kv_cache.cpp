@@ -11,6 +11,24 @@ std::int64_t KvCache::position_in(int b, std::int64_t slot) const {
   return ring_slot_position(geometry[b], slot, newest);
 }
 
+void write_rows_to_cache(const AttnParams& p, KvCache& cache, int b, std::int64_t s, std::int64_t e) {
+  if (cache.tokens_written[b] == 0 && cache.policy == CachePolicy::ring_compact)
+    cache.geometry[b].base = compact_ring_base(e - s, cache.slots);
+  const std::size_t elem = dtype_bytes(p.dtype);
+  const std::size_t bytes = static_cast<std::size_t>(p.head_size) * elem;
+  const auto* k = static_cast<const unsigned char*>(p.k);
+  const auto* v = static_cast<const unsigned char*>(p.v);
+  for (std::int64_t pos = std::max(s, cache.geometry[b].base); pos < e; ++pos) {
+    const std::int64_t slot = cache.slot_of(b, pos);
+    const std::int64_t row = p.seq_offsets[b] + pos;
+    for (int g = 0; g < p.heads_kv; ++g) {
+      std::copy_n(k + (row * p.k_row_stride + g * p.k_head_stride) * elem, bytes, &cache.k[cache.offset(b, slot, g)]);
+      std::copy_n(v + (row * p.v_row_stride + g * p.v_head_stride) * elem, bytes, &cache.v[cache.offset(b, slot, g)]);
+    }
+  }
+  cache.tokens_written[b] = e;
+}
+
 KvCache make_kv_cache(const AttnParams& p) {
   KvCache c;
   c.policy = p.cache;

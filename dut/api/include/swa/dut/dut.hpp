@@ -3,6 +3,7 @@
 // and external backends. A DUT reads the inputs and writes params.out in params.dtype; it reports
 // errors as values and never calls the golden.
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "swa/dut/kv_cache.hpp"
@@ -44,6 +45,10 @@ class Dut {
 
   // Row prompt_len(b) + step of each sequence: write its K/V into `cache`, then attend to the cache.
   virtual Status decode_step(const AttnParams& p, KvCache& cache, int step) = 0;
+
+  // Device time of the last call's kernels in milliseconds, apart from host<->device copies, for
+  // DUTs that can measure it (the CUDA DUT times its kernels with events); nullopt otherwise.
+  virtual std::optional<double> last_kernel_ms() const { return std::nullopt; }
 };
 
 // Drives p's schedule through the three entry points: the harness's only way to run a DUT.
