@@ -1,0 +1,145 @@
+#pragma once
+// What the CUDA kernels need beyond AttnParams, and the index arithmetic they share with the host:
+// which sequence a CTA serves, where a key position lives (cache slot or fresh row), which slots a
+// decode step reads and which chunk positions survive a ring write. Everything here is plain
+// host/device code so dut/cuda/tests checks it on a CPU.
+#include <cstdint>
+
+#include "swa/dut/visibility.hpp"
+#include "swa/params.hpp"
+#include "swa/ring_slots.hpp"
+
+namespace swa::dut::cuda {
+
+// Query rows [row_begin[b], row_end[b]) of each sequence b that one launch computes, cut into tiles
+// of the kernel's row count; tile_prefix[b] counts the tiles of sequences before b, so
+// tile_prefix[batch] is the grid size. Device pointers.
+struct RowWork {
+  const std::int64_t* row_begin = nullptr;
+  const std::int64_t* row_end = nullptr;
+  const std::int32_t* tile_prefix = nullptr;
+};
+
+// The sequence a tile belongs to: the b with tile_prefix[b] <= tile < tile_prefix[b + 1]. Sequences
+// with no tiles (equal neighbours) are never returned.
+SWA_HOST_DEVICE inline int sequence_of_tile(const std::int32_t* tile_prefix, int batch, std::int32_t tile) {
+  int lo = 0, hi = batch;  // tile_prefix[lo] <= tile < tile_prefix[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (tile_prefix[mid] <= tile) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// What CTA (tile, head) of a prefill launch serves: query rows [r0, r1) of sequence b for q head
+// `head` (kv head `kv_head`), and the keys the band lets those rows see among [0, rows_end), the end
+// of this call's rows; keys before fresh_begin come from the cache.
+struct QueryTile {
+  int b = 0, head = 0, kv_head = 0;
+  std::int64_t r0 = 0, r1 = 0;
+  std::int64_t fresh_begin = 0, rows_end = 0;
+  std::int64_t seq_len = 0;
+  KeyRange keys;
+};
+
+SWA_HOST_DEVICE inline QueryTile query_tile(const AttnParams& p, const RowWork& work, std::int32_t tile, int head,
+                                            int tile_rows) {
+  QueryTile t;
+  t.b = sequence_of_tile(work.tile_prefix, p.batch, tile);
+  t.head = head;
+  t.kv_head = kv_head_for(head, p.heads_q, p.heads_kv);
+  t.fresh_begin = work.row_begin[t.b];
+  t.rows_end = work.row_end[t.b];
+  t.r0 = t.fresh_begin + static_cast<std::int64_t>(tile - work.tile_prefix[t.b]) * tile_rows;
+  t.r1 = t.r0 + tile_rows < t.rows_end ? t.r0 + tile_rows : t.rows_end;
+  t.seq_len = p.seq_lens[t.b];
+  t.keys = band_key_range(p.band, t.r0, t.r1, 0, t.rows_end);
+  return t;
+}
+
+SWA_HOST_DEVICE constexpr std::int64_t tiles_for_rows(std::int64_t rows, int tile_rows) {
+  return rows > 0 ? (rows + tile_rows - 1) / tile_rows : 0;
+}
+
+// A KV cache on the device, laid out as swa::dut::KvCache: [batch, slots, heads_kv, head_size] in
+// the run's dtype. k == nullptr means no cache (prefill).
+struct CacheView {
+  CachePolicy policy = CachePolicy::linear;
+  std::int64_t slots = 0;
+  int heads_kv = 0;
+  int head_size = 0;
+  void* k = nullptr;
+  void* v = nullptr;
+  const RingGeometry* geometry = nullptr;  // [batch]
+};
+
+SWA_HOST_DEVICE inline std::int64_t cache_slot(const CacheView& c, int b, std::int64_t pos) {
+  return c.policy == CachePolicy::linear ? pos : ring_slot(c.geometry[b], pos);
+}
+
+SWA_HOST_DEVICE inline std::int64_t cache_element(const CacheView& c, int b, std::int64_t slot, int head) {
+  return ((static_cast<std::int64_t>(b) * c.slots + slot) * c.heads_kv + head) * c.head_size;
+}
+
+// Position a slot holds once positions up to `newest` were written in order; -1 when none.
+SWA_HOST_DEVICE inline std::int64_t cached_position(const CacheView& c, int b, std::int64_t slot,
+                                                    std::int64_t newest) {
+  if (newest < 0) return -1;
+  if (c.policy == CachePolicy::linear) return slot <= newest ? slot : -1;
+  return ring_slot_position(c.geometry[b], slot, newest);
+}
+
+// Where key position `pos` of sequence b, kv head `head`, is read in a (chunked) prefill: positions
+// from `fresh_begin` on are this call's rows of p.k/p.v, earlier ones are in the cache.
+struct KeyLocation {
+  bool in_cache = false;
+  std::int64_t k_element = 0, v_element = 0;
+};
+
+SWA_HOST_DEVICE inline KeyLocation locate_key(const AttnParams& p, const CacheView& c, std::int64_t fresh_begin,
+                                              int b, std::int64_t pos, int head) {
+  if (c.k == nullptr || pos >= fresh_begin) {
+    const std::int64_t row = p.seq_offsets[b] + pos;
+    return {false, row * p.k_row_stride + head * p.k_head_stride, row * p.v_row_stride + head * p.v_head_stride};
+  }
+  const std::int64_t e = cache_element(c, b, cache_slot(c, b, pos), head);
+  return {true, e, e};
+}
+
+// Whether position pos of a chunk [s, e) written in order ends in the cache: at or above a compact
+// ring's base, and not overwritten by a later position of the same chunk. A parallel write kernel
+// writes exactly these, so no two threads race for a slot.
+SWA_HOST_DEVICE constexpr bool survives_chunk_write(CachePolicy policy, RingGeometry g, std::int64_t pos,
+                                                    std::int64_t e) {
+  if (pos < g.base) return false;
+  return policy == CachePolicy::linear || pos + g.capacity >= e;
+}
+
+// Slots a decode step at q_pos visits: the whole ring, or the window of a linear cache.
+SWA_HOST_DEVICE constexpr KeyRange decode_slot_range(CachePolicy policy, std::int64_t slots, WindowBand band,
+                                                     std::int64_t q_pos) {
+  if (policy != CachePolicy::linear) return {0, slots};
+  return {band_first_key(band, q_pos), q_pos + 1 < slots ? q_pos + 1 : slots};
+}
+
+// Split `split` of `splits` near-equal, contiguous parts of r (flash-decoding); may be empty.
+SWA_HOST_DEVICE constexpr KeyRange split_range(KeyRange r, int splits, int split) {
+  const std::int64_t n = r.end > r.first ? r.end - r.first : 0;
+  const std::int64_t per = (n + splits - 1) / splits;
+  const std::int64_t first = r.first + split * per;
+  const std::int64_t end = first + per < r.end ? first + per : r.end;
+  return {first, end > first ? end : first};
+}
+
+// Splits of a decode launch: enough CTAs (ctas = batch x q heads per split) to fill twice the
+// multiprocessors, but no split shorter than 128 slots, and at most 64.
+SWA_HOST_DEVICE constexpr int decode_split_count(std::int64_t longest_range, int ctas, int multiprocessors) {
+  std::int64_t splits = (2 * static_cast<std::int64_t>(multiprocessors) + ctas - 1) / ctas;
+  const std::int64_t by_length = longest_range / 128;
+  if (splits > by_length) splits = by_length;
+  if (splits > 64) splits = 64;
+  return splits < 1 ? 1 : static_cast<int>(splits);
+}
+
+}  // namespace swa::dut::cuda

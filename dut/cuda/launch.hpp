@@ -1,0 +1,44 @@
+#pragma once
+// Host entry points of the kernels, one explicit instantiation per storage type (float, __half,
+// __nv_bfloat16) in the .cu files. Pointers inside the arguments are device pointers.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernel_args.hpp"
+
+namespace swa::dut::cuda {
+
+// Query rows per CTA of every prefill kernel (tensor-core and fp32), so one RowWork fits both.
+inline constexpr int kPrefillTileRows = 64;
+
+// Attention of the rows in `work` (tiles = work.tile_prefix[batch] CTAs per q head) against the
+// keys the band lets them see: this call's rows of p.k/p.v, and the cache below work.row_begin.
+template <class T>
+void launch_prefill(const AttnParams& p, const RowWork& work, const CacheView& cache, int tiles, cudaStream_t stream);
+
+// Sequence rows [row_begin[b], row_end[b]) of p.k/p.v into the cache slots they survive in;
+// max_rows >= every row_end[b] - row_begin[b].
+template <class T>
+void launch_cache_write(const AttnParams& p, const CacheView& cache, const std::int64_t* row_begin,
+                        const std::int64_t* row_end, std::int64_t max_rows, cudaStream_t stream);
+
+// One decode query per sequence at q_pos[b] against the cache: `splits` partial states per
+// (sequence, q head) into `partials` (batch * heads_q * splits * (head_size + 2) floats), then
+// merged by log-sum-exp into p.out.
+template <class T>
+void launch_decode(const AttnParams& p, const CacheView& cache, const std::int64_t* q_pos, int splits,
+                   float* partials, cudaStream_t stream);
+
+// Defined per storage type: the tensor-core kernel for fp16/bf16 (prefill_mma_*.cu), the CUDA-core
+// kernel for fp32 (prefill_simt.cu).
+template <>
+void launch_prefill<float>(const AttnParams&, const RowWork&, const CacheView&, int, cudaStream_t);
+template <>
+void launch_prefill<__half>(const AttnParams&, const RowWork&, const CacheView&, int, cudaStream_t);
+template <>
+void launch_prefill<__nv_bfloat16>(const AttnParams&, const RowWork&, const CacheView&, int, cudaStream_t);
+
+}  // namespace swa::dut::cuda

@@ -1,0 +1,10 @@
+// Tensor-core prefill for bf16 storage (its own translation unit, so the dtypes compile in parallel).
+#include "prefill_mma.cuh"
+
+namespace swa::dut::cuda {
+template <>
+void launch_prefill<__nv_bfloat16>(const AttnParams& p, const RowWork& work, const CacheView& cache, int tiles,
+                                   cudaStream_t stream) {
+  launch_prefill_mma<__nv_bfloat16>(p, work, cache, tiles, stream);
+}
+}  // namespace swa::dut::cuda
