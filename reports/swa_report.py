@@ -277,11 +277,11 @@ def write_report(paths, out_dir):
                          f"<td class='why'>{html.escape(r['reason'])}</td><td><code>{html.escape(rerun_command(sweep_of, r))}</code></td></tr>")
     fail_rows.append("</table>")
 
-    perf_rows = ["<table><tr><th>DUT</th><th>scenario</th><th>median ms</th><th>min..max ms</th><th>GFLOP/s</th><th>of ceiling</th><th>KV bytes</th></tr>"]
+    perf_rows = ["<table><tr><th>DUT</th><th>scenario</th><th>median ms</th><th>min..max ms</th><th>GFLOP/s</th><th>of ceiling</th><th>KV bytes</th><th>timer</th></tr>"]
     for p in perf:
         perf_rows.append(f"<tr><td>{html.escape(p['dut'])}</td><td><code>{html.escape(p['scenario_id'])}</code></td>"
                          f"<td>{p['time_ms']:.3f}</td><td>{p['min_ms']:.3f}..{p['max_ms']:.3f}</td><td>{p['gflops']:.1f}</td>"
-                         f"<td>{p['ceiling_fraction']:.3f}</td><td>{p['kv_bytes']}</td></tr>")
+                         f"<td>{p['ceiling_fraction']:.3f}</td><td>{p['kv_bytes']}</td><td>{html.escape(p.get('timer', ''))}</td></tr>")
     perf_rows.append("</table>")
 
     body = [

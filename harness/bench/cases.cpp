@@ -1,7 +1,9 @@
 #include "cases.hpp"
 
 #include <Eigen/Core>
+#include <optional>
 #include <random>
+#include <stdexcept>
 
 #include "dense_masked.hpp"
 #include "swa/dut/kv_cache.hpp"
@@ -41,6 +43,25 @@ BenchRow row_for(const std::string& case_name, const std::string& dut, DType dty
   return r;
 }
 
+// One DUT call per measurement: its own kernel time when it reports one, else the host clock.
+// A failed call stops the benchmark: a timing of an error is no timing.
+template <class Call>
+Timing time_dut_calls(dut::Dut& dut, Call&& call, const BenchSettings& settings, std::string& timer) {
+  bool device = true;
+  const Timing t = time_reported(
+      [&] {
+        dut::Status status;
+        const double host = host_ms([&] { status = call(); });
+        if (!status.ok) throw std::runtime_error(dut.name() + ": " + status.message);
+        const std::optional<double> kernels = dut.last_kernel_ms();
+        device = device && kernels.has_value();
+        return kernels ? *kernels : host;
+      },
+      settings.warmups, settings.repeats);
+  timer = device ? "device events" : "host wall clock";
+  return t;
+}
+
 }  // namespace
 
 double sgemm_gflops(int n, const BenchSettings& settings) {
@@ -62,7 +83,7 @@ BenchRow bench_prefill(const std::string& case_name, const std::string& dut_name
     r.timing = time_median([&] { dense_masked_attention(p); }, settings.warmups, settings.repeats);
   } else {
     auto dut = harness::make_dut(dut_name);
-    r.timing = time_median([&] { dut->prefill(p); }, settings.warmups, settings.repeats);
+    r.timing = time_dut_calls(*dut, [&] { return dut->prefill(p); }, settings, r.timer);
   }
   const std::int64_t pairs = band_pair_count(p.band, shape.s) * shape.batch;
   r.gflops = 4.0 * shape.d * static_cast<double>(pairs) * shape.hq / (r.timing.median_ms * 1e6);
@@ -100,7 +121,7 @@ BenchRow bench_decode(const std::string& case_name, const std::string& dut_name,
   auto dut = harness::make_dut(dut_name);
   int step = 0;
   BenchRow r = row_for(case_name, dut_name, dtype, shape, "decode", cache_name(cache));
-  r.timing = time_median([&] { dut->decode_step(p, kv, step++); }, settings.warmups, settings.repeats);
+  r.timing = time_dut_calls(*dut, [&] { return dut->decode_step(p, kv, step++); }, settings, r.timer);
   const std::int64_t keys = std::min<std::int64_t>(context + 1, shape.w > 0 ? shape.w : context + 1);
   r.gflops = 4.0 * shape.d * static_cast<double>(keys) * shape.hq * shape.batch / (r.timing.median_ms * 1e6);
   r.kv_bytes = shape.batch * kv_cache_bytes(cache, shape.w, context, shape.hkv, shape.d, dtype);

@@ -20,6 +20,7 @@ struct BenchRow {
   double gflops = 0;        // 4 * D * attended pairs * Hq / time
   double sgemm_gflops = 0;  // the same run's ceiling
   std::int64_t kv_bytes = 0;
+  std::string timer = "host wall clock";  // or "device events": a device DUT's kernels alone
   double ratio_to_sgemm() const { return sgemm_gflops > 0 ? gflops / sgemm_gflops : 0; }
 };
 

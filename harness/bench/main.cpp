@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "cases.hpp"
+#include "cuda_bench.hpp"
 
 namespace po = boost::program_options;
 using namespace swa;
@@ -33,12 +34,12 @@ Plan quick_plan() {
 
 void print_csv(const std::vector<BenchRow>& rows) {
   std::cout << "case,dut,dtype,mode,cache,S,W,D,Hq,Hkv,batch,time_ms,min_ms,max_ms,repeats,gflops,sgemm_gflops,"
-               "ratio_to_sgemm,kv_bytes\n";
+               "ratio_to_sgemm,kv_bytes,timer\n";
   for (const auto& r : rows)
     std::cout << r.case_name << "," << r.dut << "," << r.dtype << "," << r.mode << "," << r.cache << "," << r.s << ","
               << r.w << "," << r.d << "," << r.hq << "," << r.hkv << "," << r.batch << "," << r.timing.median_ms << ","
               << r.timing.min_ms << "," << r.timing.max_ms << "," << r.timing.repeats << "," << r.gflops << ","
-              << r.sgemm_gflops << "," << r.ratio_to_sgemm() << "," << r.kv_bytes << "\n";
+              << r.sgemm_gflops << "," << r.ratio_to_sgemm() << "," << r.kv_bytes << "," << r.timer << "\n";
 }
 
 void print_table(const std::vector<BenchRow>& rows) {
@@ -87,11 +88,16 @@ void print_targets(const std::map<std::string, BenchRow>& by_case, const std::st
 int main(int argc, char** argv) {
   std::string dut = "cpu", format = "table", only;
   BenchSettings settings;
+  CudaBenchOptions cuda_options;
   po::options_description desc(
       "swa-bench: SWA kernel timings (warm-ups, then the median), GFLOP/s = 4 D pairs Hq / time with pairs "
       "counted exactly, each against the same run's Eigen SGEMM");
   desc.add_options()("help,h", "show this help")
-      ("dut", po::value(&dut)->default_value(dut), "the DUT to time (cpu, baseline, mutant:none)")
+      ("dut", po::value(&dut)->default_value(dut),
+       "the DUT to time (cpu, baseline, mutant:none; cuda: its kernels by device events, beside PyTorch)")
+      ("torch-python", po::value(&cuda_options.torch_python)->default_value(cuda_options.torch_python),
+       "--dut cuda: the Python with PyTorch that times FlexAttention and SDPA in the same run")
+      ("no-torch", "--dut cuda: skip the PyTorch comparison")
       ("format", po::value(&format)->default_value(format), "table|csv")
       ("quick", "small shapes, for a smoke test")
       ("only", po::value(&only), "regex: run only the matching cases (SGEMM always runs)")
@@ -111,8 +117,31 @@ int main(int argc, char** argv) {
     std::cout << desc << "\n";
     return 0;
   }
+  std::regex filter;
+  try {
+    filter = std::regex(only.empty() ? ".*" : only);
+  } catch (const std::regex_error& e) {
+    std::cerr << "swa-bench: error: option --only: '" << only << "' is not a regular expression (" << e.what() << ")\n";
+    return 2;
+  }
+  if (dut == "cuda") {
+    cuda_options.quick = vm.count("quick") > 0;
+    if (vm.count("no-torch")) cuda_options.torch_python.clear();
+    try {
+      const CudaBenchResult result = run_cuda_bench(settings, cuda_options, filter, format == "table");
+      if (format == "csv") {
+        print_csv(result.rows);
+      } else {
+        print_table(result.rows);
+        print_cuda_targets(result);
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "swa-bench: error: " << e.what() << "\n";
+      return 2;
+    }
+    return 0;
+  }
   const Plan plan = vm.count("quick") ? quick_plan() : full_plan();
-  const std::regex filter(only.empty() ? ".*" : only);
   const BenchSettings once{settings.warmups, std::max(1, std::min(settings.repeats, 2))};  // the slow dense baseline
   std::vector<BenchRow> rows;
   try {

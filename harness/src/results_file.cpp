@@ -1,4 +1,5 @@
 #include "swa/harness/results_file.hpp"
+#include "swa/harness/dut_registry.hpp"
 
 #include <unistd.h>
 
@@ -95,7 +96,7 @@ const std::vector<Column<PerfRow>>& perf_columns() {
       {"heads", &R::heads}, {"kv_heads", &R::kv_heads}, {"batch", &R::batch}, {"repeats", &R::repeats},
       {"pairs", &R::pairs}, {"kv_bytes", &R::kv_bytes}, {"time_ms", &R::time_ms}, {"min_ms", &R::min_ms},
       {"max_ms", &R::max_ms}, {"gflops", &R::gflops}, {"ceiling_gflops", &R::ceiling_gflops},
-      {"ceiling_fraction", &R::ceiling_fraction}, {"ceiling", &R::ceiling},
+      {"ceiling_fraction", &R::ceiling_fraction}, {"ceiling", &R::ceiling}, {"timer", &R::timer},
   };
   return c;
 }
@@ -268,7 +269,7 @@ Meta collect_meta(const std::string& sweep_file, const std::string& sweep_text, 
   ::gethostname(host, sizeof host - 1);
   m.host = host;
   m.cpu = cpu_model();
-  m.gpu = "none";
+  m.gpu = cuda_dut_built() ? cuda_device() : "none (CUDA DUT not built)";
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   char stamp[64];
   std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));

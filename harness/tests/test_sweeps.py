@@ -107,7 +107,7 @@ class Validation(unittest.TestCase):
     def test_unknown_dut_and_shard(self):
         r = run("run", CI_YAML, "--dut", "gpu9000", "--out", "/tmp/never.h5")
         self.assertEqual(r.returncode, 2)
-        self.assertIn("option --dut: unknown DUT 'gpu9000' (known: baseline|cpu|mutant:<none|", r.stderr)
+        self.assertIn("option --dut: unknown DUT 'gpu9000' (known: baseline|cpu|cuda|mutant:<none|", r.stderr)
         r = run("list", CI_YAML, "--shard", "2/2")
         self.assertEqual(r.returncode, 2)
         self.assertIn("expected K/N with 0 <= K < N", r.stderr)

@@ -27,7 +27,7 @@ int cmd_run(const std::vector<std::string>& args) {
       ("sweep-file", po::value(&path)->required(), "the sweep file (positional)")
       ("sweep", po::value(&sweep), "only this named sweep (default: every sweep of the file)")
       ("filter", po::value(&filter), "an exact scenario ID, or a regex searched in the IDs")
-      ("dut", po::value(&duts_text), "comma-separated DUTs, replacing the sweep's: baseline, cpu, mutant:<fault>, plugin:PATH.so; or one exec:'COMMAND ...' (the rest of the value is its command)")
+      ("dut", po::value(&duts_text), "comma-separated DUTs, replacing the sweep's: baseline, cpu, cuda, mutant:<fault>, plugin:PATH.so; or one exec:'COMMAND ...' (the rest of the value is its command)")
       ("out", po::value(&out)->default_value(out), "results HDF5 file")
       ("junit", po::value(&junit), "also write JUnit XML here")
       ("resume", "keep the rows already in --out and run only what is missing")

@@ -7,11 +7,16 @@
 
 namespace swa::harness {
 
-// DUTs by name: baseline, cpu, mutant:<fault>, plugin:PATH (a shared library with the C ABI of
+// DUTs by name: baseline, cpu, cuda (when built with nvcc), mutant:<fault>, plugin:PATH (a shared library with the C ABI of
 // swa/dut_v1.h), exec:'COMMAND' (the process protocol). Throws std::invalid_argument naming the
 // problem (an unknown name lists the names it knows; a bad plugin says what is wrong with it).
 std::unique_ptr<dut::Dut> make_dut(const std::string& name);
 std::string dut_choices();
+// Whether this build has the CUDA DUT, and its device ("NVIDIA H100 ... (sm_90, 132 SMs)") or why none.
+bool cuda_dut_built();
+std::string cuda_device();
+// The device's measured copy bandwidth in GB/s (read + write bytes); throws without a device or CUDA DUT.
+double cuda_copy_bandwidth_gbps();
 // Time limit of each exec: DUT run (default 300 s).
 void set_exec_timeout(double seconds);
 

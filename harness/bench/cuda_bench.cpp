@@ -1,0 +1,159 @@
+#include "cuda_bench.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "swa/harness/dut_registry.hpp"
+
+namespace swa::bench {
+namespace {
+
+struct CudaPlan {
+  Shape prefill, causal, decode;
+  std::vector<std::int64_t> contexts;
+};
+
+CudaPlan full_plan() {
+  return {{16384, 4096, 128, 32, 8, 1}, {16384, 0, 128, 32, 8, 1}, {0, 4096, 128, 32, 8, 4}, {4096, 16384, 65536}};
+}
+CudaPlan quick_plan() { return {{1024, 256, 64, 8, 2, 1}, {1024, 0, 64, 8, 2, 1}, {0, 256, 64, 8, 2, 2}, {512, 2048}}; }
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Bytes a decode step must move: each sequence's visible K and V rows, its query and its output.
+std::int64_t decode_bytes(const BenchRow& r) {
+  const std::int64_t keys = std::min<std::int64_t>(r.s + 1, r.w);
+  const std::int64_t elem = static_cast<std::int64_t>(dtype_bytes(*parse_dtype(r.dtype)));
+  return r.batch * (2 * keys * r.hkv * r.d + 2 * r.hq * r.d) * elem;
+}
+
+// FlexAttention and SDPA rows from harness/bench/torch_swa.py, or notes saying why not.
+void torch_rows(const CudaBenchOptions& options, const BenchSettings& settings, DType dtype, const Shape& shape,
+                const std::string& case_suffix, CudaBenchResult& result) {
+  std::ostringstream cmd;
+  cmd << options.torch_python << " " << shell_quote(SWA_TORCH_SCRIPT) << " --s " << shape.s << " --w " << shape.w
+      << " --d " << shape.d << " --hq " << shape.hq << " --hkv " << shape.hkv << " --dtype " << dtype_name(dtype)
+      << " --warmups " << std::max(2, settings.warmups) << " --repeats " << settings.repeats << " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.str().c_str(), "r"), pclose);
+  if (!pipe) {
+    result.notes.push_back("PyTorch: could not start " + cmd.str());
+    return;
+  }
+  char buf[4096];
+  const std::int64_t pairs = band_pair_count(
+      shape.w > 0 ? band_from_window(shape.w, WindowConvention::keys_including_self) : causal_band(), shape.s);
+  while (std::fgets(buf, sizeof buf, pipe.get())) {
+    std::string line(buf);
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    if (f.size() >= 3 && (f[0] == "flex" || f[0] == "sdpa") && f[1] == "error") {
+      result.notes.push_back("PyTorch " + f[0] + " " + std::string(dtype_name(dtype)) + ": " + line.substr(f[0].size() + 7));
+      continue;
+    }
+    if (f.size() != 5 || (f[0] != "flex" && f[0] != "sdpa")) {
+      if (!line.empty()) result.notes.push_back("PyTorch said: " + line.substr(0, 300));
+      continue;
+    }
+    BenchRow r;
+    r.case_name = "torch_" + f[0] + "_" + case_suffix;
+    r.dut = f[0] == "flex" ? "torch-flex" : "torch-sdpa";
+    r.dtype = dtype_name(dtype);
+    r.mode = "prefill";
+    r.cache = "none";
+    r.s = shape.s;
+    r.w = shape.w > 0 ? shape.w : shape.s;
+    r.d = shape.d;
+    r.hq = shape.hq;
+    r.hkv = shape.hkv;
+    r.batch = shape.batch;
+    r.timing = {std::stod(f[2]), std::stod(f[3]), std::stod(f[4]), settings.repeats};
+    r.timer = "device events";
+    r.gflops = 4.0 * shape.d * static_cast<double>(pairs) * shape.hq / (r.timing.median_ms * 1e6);
+    result.rows.push_back(r);
+  }
+}
+
+const BenchRow* find(const CudaBenchResult& r, const std::string& name) {
+  for (const auto& row : r.rows)
+    if (row.case_name == name) return &row;
+  return nullptr;
+}
+
+}  // namespace
+
+CudaBenchResult run_cuda_bench(const BenchSettings& settings, const CudaBenchOptions& options, const std::regex& filter,
+                               bool progress) {
+  const CudaPlan plan = options.quick ? quick_plan() : full_plan();
+  CudaBenchResult result;
+  result.copy_bandwidth_gbps = harness::cuda_copy_bandwidth_gbps();
+  auto add = [&](const std::string& name, auto&& make) {
+    if (!std::regex_search(name, filter)) return;
+    result.rows.push_back(make());
+    if (progress) std::cerr << "  done " << name << "\n";
+  };
+  for (DType dt : {DType::fp16, DType::bf16, DType::fp32}) {
+    const std::string suffix = std::string(dtype_name(dt));
+    add("prefill_" + suffix, [&] { return bench_prefill("prefill_" + suffix, "cuda", dt, plan.prefill, settings); });
+    if (dt != DType::fp32 && !options.torch_python.empty() && std::regex_search("torch_" + suffix, filter)) {
+      torch_rows(options, settings, dt, plan.prefill, suffix, result);
+      if (progress) std::cerr << "  done torch " << suffix << "\n";
+    }
+  }
+  add("prefill_causal_fp16", [&] { return bench_prefill("prefill_causal_fp16", "cuda", DType::fp16, plan.causal, settings); });
+  for (auto c : plan.contexts)
+    for (CachePolicy cache : {CachePolicy::ring_modulo, CachePolicy::linear}) {
+      const std::string name = std::string("decode_") + (cache == CachePolicy::linear ? "linear_" : "ring_") + std::to_string(c);
+      Shape shape = plan.decode;
+      shape.s = c;
+      add(name, [&] { return bench_decode(name, "cuda", DType::fp16, shape, cache, settings); });
+    }
+  return result;
+}
+
+void print_cuda_targets(const CudaBenchResult& result) {
+  std::cout << std::fixed << "\ntargets (cuda, this run; " << harness::cuda_device() << "):\n";
+  for (const char* dt : {"fp16", "bf16"}) {
+    const BenchRow* ours = find(result, std::string("prefill_") + dt);
+    const BenchRow* flex = find(result, std::string("torch_flex_") + dt);
+    const BenchRow* sdpa = find(result, std::string("torch_sdpa_") + dt);
+    if (!ours) continue;
+    std::cout << std::setprecision(1) << "  " << dt << " prefill S=" << ours->s << " W=" << ours->w << " D=" << ours->d
+              << " Hq=" << ours->hq << " Hkv=" << ours->hkv << ": cuda " << ours->gflops / 1e3 << " TFLOP/s";
+    if (flex)
+      std::cout << ", FlexAttention " << flex->gflops / 1e3 << " TFLOP/s, cuda/flex " << std::setprecision(3)
+                << ours->gflops / flex->gflops << " (target >= 0.5)";
+    if (sdpa) std::cout << std::setprecision(1) << ", SDPA (explicit mask) " << sdpa->gflops / 1e3 << " TFLOP/s";
+    std::cout << "\n";
+  }
+  if (const BenchRow *swa = find(result, "prefill_fp16"), *causal = find(result, "prefill_causal_fp16"); swa && causal) {
+    const double pair_ratio =
+        static_cast<double>(band_pair_count(causal_band(), causal->s)) /
+        band_pair_count(band_from_window(swa->w, WindowConvention::keys_including_self), swa->s);
+    std::cout << std::setprecision(3) << "  causal / SWA fp16 prefill time: "
+              << causal->timing.median_ms / swa->timing.median_ms << " (pair-count ratio " << pair_ratio << ")\n";
+  }
+  std::cout << std::setprecision(1) << "  copy bandwidth (device-to-device, read + write, this run): "
+            << result.copy_bandwidth_gbps << " GB/s\n";
+  for (const auto& r : result.rows) {
+    if (r.mode != "decode") continue;
+    const std::int64_t bytes = decode_bytes(r);
+    const double floor_ms = bytes / (result.copy_bandwidth_gbps * 1e6);
+    std::cout << std::setprecision(4) << "  " << r.case_name << ": step " << r.timing.median_ms * 1e3 << " us, reads "
+              << bytes << " B, bandwidth floor " << floor_ms * 1e3 << " us, floor/step " << std::setprecision(3)
+              << floor_ms / r.timing.median_ms << "\n";
+  }
+  for (const auto& n : result.notes) std::cout << "  note: " << n << "\n";
+}
+
+}  // namespace swa::bench

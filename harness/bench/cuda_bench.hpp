@@ -1,0 +1,29 @@
+#pragma once
+// swa-bench --dut cuda: the CUDA DUT's kernels (device events) at the shapes, PyTorch's
+// FlexAttention and SDPA at the same shapes in the same run, and decode steps against the
+// bytes-over-bandwidth floor measured in the same run.
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "cases.hpp"
+
+namespace swa::bench {
+
+struct CudaBenchOptions {
+  bool quick = false;
+  std::string torch_python = "python3";  // "" skips the PyTorch comparison
+};
+
+struct CudaBenchResult {
+  std::vector<BenchRow> rows;
+  double copy_bandwidth_gbps = 0;
+  std::vector<std::string> notes;  // PyTorch failures and the like, printed with the targets
+};
+
+CudaBenchResult run_cuda_bench(const BenchSettings& settings, const CudaBenchOptions& options, const std::regex& filter,
+                               bool progress);
+
+void print_cuda_targets(const CudaBenchResult& result);
+
+}  // namespace swa::bench

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""scenarios/ci.yaml through the CUDA DUT, next to the CPU DUT on the same inputs: every scenario
+passes against the golden. Without a usable device every row is a
+skip saying so, and this test exits 77 ("skipped: no CUDA device"), which CTest reports as skipped.
+
+usage: test_cuda_sweep.py PATH/TO/swa-harness CI_YAML
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import h5py
+
+
+def text(x):
+    return x.decode() if isinstance(x, bytes) else x
+
+
+def main(harness, ci):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cuda.h5")
+        r = subprocess.run([harness, "run", ci, "--dut", "cuda,cpu", "--jobs", "1", "--out", out],
+                           capture_output=True, text=True, timeout=3000)
+        with h5py.File(out) as f:
+            gpu = text(f["meta"].attrs["gpu"])
+            rows = [(text(x["scenario_id"]), text(x["dut"]), text(x["status"]), text(x["reason"]), float(x["max_abs"]))
+                    for x in f["results"][:]]
+    cuda = [row for row in rows if row[1] == "cuda"]
+    if cuda and all(row[2] == "skip" and "no CUDA device" in row[3] for row in cuda):
+        print(f"skipped: no CUDA device ({cuda[0][3]})")
+        return 77
+    print(f"device: {gpu}")
+    problems = [row for row in cuda if row[2] not in ("pass", "skip")]
+    for row in problems[:20]:
+        print("FAIL", row)
+    passed = sum(row[2] == "pass" for row in cuda)
+    skipped = [row for row in cuda if row[2] == "skip"]
+    print(f"cuda: {passed} passed, {len(problems)} not passed, {len(skipped)} skipped of {len(cuda)}")
+    for row in skipped[:5]:
+        print("skip", row[0], row[3])
+    if r.returncode != 0 or problems or passed == 0:
+        print(r.stdout[-3000:], r.stderr[-3000:])
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
