@@ -40,7 +40,7 @@ std::int64_t decode_bytes(const BenchRow& r) {
 void torch_rows(const CudaBenchOptions& options, const BenchSettings& settings, DType dtype, const Shape& shape,
                 const std::string& case_suffix, CudaBenchResult& result) {
   std::ostringstream cmd;
-  cmd << options.torch_python << " " << shell_quote(SWA_TORCH_SCRIPT) << " --s " << shape.s << " --w " << shape.w
+  cmd << options.torch_python << " " << shell_quote(options.torch_script) << " --s " << shape.s << " --w " << shape.w
       << " --d " << shape.d << " --hq " << shape.hq << " --hkv " << shape.hkv << " --dtype " << dtype_name(dtype)
       << " --warmups " << std::max(2, settings.warmups) << " --repeats " << settings.repeats << " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.str().c_str(), "r"), pclose);

@@ -13,6 +13,7 @@ namespace swa::bench {
 struct CudaBenchOptions {
   bool quick = false;
   std::string torch_python = "python3";  // "" skips the PyTorch comparison
+  std::string torch_script = SWA_TORCH_SCRIPT;
 };
 
 struct CudaBenchResult {

@@ -97,6 +97,8 @@ int main(int argc, char** argv) {
        "the DUT to time (cpu, baseline, mutant:none; cuda: its kernels by device events, beside PyTorch)")
       ("torch-python", po::value(&cuda_options.torch_python)->default_value(cuda_options.torch_python),
        "--dut cuda: the Python with PyTorch that times FlexAttention and SDPA in the same run")
+      ("torch-script", po::value(&cuda_options.torch_script)->default_value(cuda_options.torch_script),
+       "--dut cuda: harness/bench/torch_swa.py, where this checkout has it")
       ("no-torch", "--dut cuda: skip the PyTorch comparison")
       ("format", po::value(&format)->default_value(format), "table|csv")
       ("quick", "small shapes, for a smoke test")

@@ -3,7 +3,7 @@
 passes against the golden. Without a usable device every row is a
 skip saying so, and this test exits 77 ("skipped: no CUDA device"), which CTest reports as skipped.
 
-usage: test_cuda_sweep.py PATH/TO/swa-harness CI_YAML
+usage: test_cuda_sweep.py PATH/TO/swa-harness CI_YAML   (any Python with h5py)
 """
 import os
 import subprocess
@@ -20,7 +20,7 @@ def text(x):
 def main(harness, ci):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cuda.h5")
-        r = subprocess.run([harness, "run", ci, "--dut", "cuda,cpu", "--jobs", "1", "--out", out],
+        r = subprocess.run([harness, "run", ci, "--dut", "cuda,cpu", "--jobs", str(min(4, os.cpu_count() or 1)), "--out", out],
                            capture_output=True, text=True, timeout=3000)
         with h5py.File(out) as f:
             gpu = text(f["meta"].attrs["gpu"])

@@ -39,6 +39,26 @@ double difference(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
+// Small cases through every kernel (both prefill kernels, a ragged batch, chunked prefill through
+// each cache, split decode, both masks): what compute-sanitizer memcheck and racecheck run on.
+BOOST_AUTO_TEST_CASE(sanitizer_smoke) {
+  for (DType dt : kAllDTypes) {
+    Case pre = make_case({70, 1, 130}, 4, 2, 64, 40, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, dt);
+    BOOST_TEST(cuda_error(pre) < bound(dt), "prefill " << dtype_name(dt));
+    for (CachePolicy cache : kAllCachePolicies) {
+      Case chunked = make_case({90, 33}, 4, 2, 64, 24, RunMode::chunked_prefill, cache, 30, 0, dt);
+      BOOST_TEST(cuda_error(chunked) < bound(dt), "chunked " << cache_name(cache) << " " << dtype_name(dt));
+      Case dec = make_case({300, 40}, 4, 1, 64, 200, RunMode::decode, cache, 64, 6, dt);
+      BOOST_TEST(cuda_error(dec) < bound(dt), "decode " << cache_name(cache) << " " << dtype_name(dt));
+    }
+  }
+  std::vector<float> mask;
+  for (MaskFormat f : {MaskFormat::swa_norm, MaskFormat::swa_compress}) {
+    Case c = masked_case(f, mask, 129, 64);
+    BOOST_TEST(cuda_error(c) < bound(DType::fp16), mask_format_name(f));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(prefill_every_head_size_and_dtype) {
   for (int d : {64, 80, 96, 128, 160, 192, 256})
     for (DType dt : kAllDTypes)
