@@ -1,36 +1,9 @@
-// The chunk's (or decode step's) K/V into the device cache after attention: CTA (row, kv head,
-// sequence) copies one head row. Only positions that survive an in-order write are copied, so a
-// chunk longer than the ring never has two CTAs racing for a slot.
-#include <cstdint>
-
+// The cache write's launcher (the kernel is in cache_write_kernel.cuh).
+#include "cache_write_kernel.cuh"
 #include "cuda_check.hpp"
 #include "launch.hpp"
 
 namespace swa::dut::cuda {
-namespace {
-
-constexpr int kCopyThreads = 64;
-
-template <class T>
-__global__ void __launch_bounds__(kCopyThreads) cache_write_kernel(AttnParams p, CacheView cache,
-                                                                   const std::int64_t* row_begin,
-                                                                   const std::int64_t* row_end) {
-  const int head = blockIdx.y, b = blockIdx.z;
-  const std::int64_t pos = row_begin[b] + blockIdx.x, end = row_end[b];
-  if (pos >= end || !survives_chunk_write(cache.policy, cache.geometry[b], pos, end)) return;
-  const std::int64_t dst = cache_element(cache, b, cache_slot(cache, b, pos), head);
-  const std::int64_t row = p.seq_offsets[b] + pos;
-  const T* k = static_cast<const T*>(p.k) + row * p.k_row_stride + head * p.k_head_stride;
-  const T* v = static_cast<const T*>(p.v) + row * p.v_row_stride + head * p.v_head_stride;
-  T* cache_k = static_cast<T*>(cache.k) + dst;
-  T* cache_v = static_cast<T*>(cache.v) + dst;
-  for (int d = threadIdx.x; d < p.head_size; d += kCopyThreads) {
-    cache_k[d] = k[d];
-    cache_v[d] = v[d];
-  }
-}
-
-}  // namespace
 
 template <class T>
 void launch_cache_write(const AttnParams& p, const CacheView& cache, const std::int64_t* row_begin,

@@ -1,5 +1,5 @@
 // Tensor-core prefill for fp16 storage (its own translation unit, so the dtypes compile in parallel).
-#include "prefill_mma.cuh"
+#include "prefill_mma_launch.cuh"
 
 namespace swa::dut::cuda {
 template <>

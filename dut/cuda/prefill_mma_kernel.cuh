@@ -6,13 +6,14 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cmath>
 #include <cstdint>
-#include <string>
+#include <cstring>
 
-#include "cuda_check.hpp"
-#include "dispatch.hpp"
+#include "kernel_args.hpp"
 #include "launch.hpp"
 #include "mma_fragment.hpp"
+#include "shared_memory.cuh"
 
 namespace swa::dut::cuda {
 
@@ -23,13 +24,17 @@ template <>
 struct TensorCoreOps<__half> {
   __device__ static unsigned pack(float lo, float hi) {
     const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const unsigned*>(&h);
+    unsigned bits;
+    memcpy(&bits, &h, sizeof bits);  // not a pointer cast: that breaks strict aliasing
+    return bits;
   }
   __device__ static void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(SWA_CUDA_HOST_EMULATION)
+    emulator::warp_mma<__half>(d, a, b);
 #else
     __trap();  // built for an architecture without m16n8k16 (needs sm_80+)
 #endif
@@ -40,13 +45,17 @@ template <>
 struct TensorCoreOps<__nv_bfloat16> {
   __device__ static unsigned pack(float lo, float hi) {
     const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const unsigned*>(&h);
+    unsigned bits;
+    memcpy(&bits, &h, sizeof bits);
+    return bits;
   }
   __device__ static void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(SWA_CUDA_HOST_EMULATION)
+    emulator::warp_mma<__nv_bfloat16>(d, a, b);
 #else
     __trap();
 #endif
@@ -73,8 +82,7 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
   using Tile = MmaTile<T, D>;
   using Ops = TensorCoreOps<T>;
   constexpr int kKeys = Tile::kKeys, kRS = Tile::kRowStride, kKS = Tile::kKeyStride, kChunks = Tile::kChunks;
-  extern __shared__ uint4 smem_words[];
-  T* qs = reinterpret_cast<T*>(smem_words);  // [kRows][kRS]
+  T* qs = dynamic_shared<T>();  // [kRows][kRS]
   T* ks = qs + Tile::kRows * kRS;             // [kKeys][kRS]
   T* vt = ks + kKeys * kRS;                   // [D][kKS], V transposed
 
@@ -126,7 +134,8 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
         v_chunk = *reinterpret_cast<const uint4*>((at.in_cache ? cache_v : v) + at.v_element + col);
       }
       *reinterpret_cast<uint4*>(ks + j * kRS + col) = k_chunk;
-      const T* v_elems = reinterpret_cast<const T*>(&v_chunk);
+      T v_elems[8];
+      memcpy(static_cast<void*>(v_elems), &v_chunk, sizeof v_chunk);  // a pointer cast would break strict aliasing
 #pragma unroll
       for (int x = 0; x < 8; ++x) vt[(col + x) * kKS + j] = v_elems[x];
     }
@@ -238,21 +247,6 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
     for (int db = 0; db < D / 8; ++db)
       *reinterpret_cast<unsigned*>(dst + db * 8) = Ops::pack(o[db][2 * h] * inv, o[db][2 * h + 1] * inv);
   }
-}
-
-template <class T>
-void launch_prefill_mma(const AttnParams& p, const RowWork& work, const CacheView& cache, int tiles,
-                        cudaStream_t stream) {
-  if (tiles == 0) return;
-  const bool compiled = with_head_size(p.head_size, [&](auto head_size) {
-    constexpr int D = decltype(head_size)::value;
-    using Tile = MmaTile<T, D>;
-    check(cudaFuncSetAttribute(prefill_mma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes),
-          "cudaFuncSetAttribute(prefill_mma_kernel)");
-    prefill_mma_kernel<T, D><<<dim3(tiles, p.heads_q), Tile::kThreads, Tile::kSmemBytes, stream>>>(p, work, cache);
-    check_launch("prefill_mma_kernel");
-  });
-  if (!compiled) throw CudaError("prefill: no kernel compiled for head size " + std::to_string(p.head_size));
 }
 
 }  // namespace swa::dut::cuda

@@ -1,0 +1,34 @@
+#pragma once
+// Runs the CUDA kernels' own source on the CPU (compiled with SWA_CUDA_HOST_EMULATION): each CTA
+// of a grid is a set of host threads sharing one shared-memory buffer, with __syncthreads as a
+// CTA barrier, __shfl_xor_sync as a warp exchange, and mma.sync.m16n8k16 computed from the lanes'
+// registers through the PTX fragment layouts (mma_fragment.hpp). It checks the kernels' indexing,
+// masking, online softmax, register reuse and synchronisation; not the tensor cores themselves,
+// nor timing, nor memory ordering beyond the barriers.
+#include <vector_types.h>
+
+#include <cstddef>
+#include <functional>
+
+#define __launch_bounds__(...)
+
+extern thread_local uint3 threadIdx;
+extern thread_local uint3 blockIdx;
+void __syncthreads();
+float __shfl_xor_sync(unsigned mask, float value, int lane_mask);
+[[noreturn]] void __trap();
+
+namespace swa::dut::cuda::emulator {
+
+void* cta_shared_memory();
+
+// The warp's D += A B for one m16n8k16 tile; every lane of the warp must call it.
+template <class T>
+void warp_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]);
+
+// Runs body() as CTA (x, y, z) of `grid` for every CTA in turn, `threads` host threads per CTA
+// (a multiple of 32), with `shared_bytes` of shared memory filled with 0xFF bytes (NaN in every
+// dtype) so a read of shared memory the kernel never wrote shows up.
+void launch(dim3 grid, int threads, std::size_t shared_bytes, const std::function<void()>& body);
+
+}  // namespace swa::dut::cuda::emulator

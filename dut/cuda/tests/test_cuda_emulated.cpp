@@ -1,0 +1,194 @@
+#define BOOST_TEST_MODULE dut_cuda_emulated
+// The CUDA kernels' own source, run on the CPU by the CTA emulator (cta_emulator.hpp), driven
+// through prefill, chunked prefill and decode the way the CUDA DUT drives them, against the golden.
+// The device cache the kernels write is compared byte for byte with the host cache after every call.
+// Runs everywhere, so CI checks the kernels' logic on every commit; it cannot check the hardware.
+#include "cta_emulator.hpp"  // first: the CUDA built-ins the kernel headers use
+
+#include <boost/test/unit_test.hpp>
+#include <type_traits>
+
+#include "cache_write_kernel.cuh"
+#include "decode_kernel.cuh"
+#include "dispatch.hpp"
+#include "dut_case.hpp"
+#include "prefill_mma_kernel.cuh"
+#include "prefill_simt_kernel.cuh"
+
+using namespace swa;
+using namespace swa::dut;
+using namespace swa::dut::cuda;
+using test::Case;
+using test::make_case;
+using test::masked_case;
+
+namespace {
+
+double bound(DType dt) { return dt == DType::fp32 ? 2e-6 : dt == DType::fp16 ? 4e-3 : 3e-2; }
+
+struct Work {
+  std::vector<std::int64_t> begin, end;
+  std::vector<std::int32_t> prefix;
+  std::int64_t longest = 0;
+
+  Work(std::vector<std::int64_t> b, std::vector<std::int64_t> e) : begin(std::move(b)), end(std::move(e)) {
+    prefix.assign(begin.size() + 1, 0);
+    for (std::size_t s = 0; s < begin.size(); ++s) {
+      prefix[s + 1] = prefix[s] + static_cast<std::int32_t>(tiles_for_rows(end[s] - begin[s], kPrefillTileRows));
+      longest = std::max(longest, end[s] - begin[s]);
+    }
+  }
+  RowWork rows() const { return {begin.data(), end.data(), prefix.data()}; }
+  int tiles() const { return prefix.back(); }
+};
+
+template <class T, int D>
+void prefill_kernel(const AttnParams& p, const Work& w, const CacheView& c) {
+  if (w.tiles() == 0) return;
+  const RowWork rows = w.rows();
+  if constexpr (std::is_same_v<T, float>) {
+    emulator::launch(dim3(w.tiles(), p.heads_q), SimtTile<D>::kThreads, SimtTile<D>::kSmemBytes,
+                     [&] { prefill_simt_kernel<D>(p, rows, c); });
+  } else {
+    emulator::launch(dim3(w.tiles(), p.heads_q), MmaTile<T, D>::kThreads, MmaTile<T, D>::kSmemBytes,
+                     [&] { prefill_mma_kernel<T, D>(p, rows, c); });
+  }
+}
+
+template <class T>
+void cache_write(const AttnParams& p, const Work& w, const CacheView& c) {
+  if (w.longest == 0) return;
+  emulator::launch(dim3(static_cast<unsigned>(w.longest), p.heads_kv, p.batch), kCopyThreads, 0,
+                   [&] { cache_write_kernel<T>(p, c, w.begin.data(), w.end.data()); });
+}
+
+template <class T, int D>
+void decode_kernels(const AttnParams& p, const CacheView& c, const Work& w, int splits) {
+  std::vector<float> partials(static_cast<std::size_t>(p.batch) * p.heads_q * splits * (D + 2));
+  emulator::launch(dim3(splits, p.heads_q, p.batch), kDecodeThreads, sizeof(DecodeShared<D>),
+                   [&] { decode_split_kernel<T, D>(p, c, w.begin.data(), splits, partials.data()); });
+  emulator::launch(dim3(p.heads_q, p.batch), kMergeThreads, 0,
+                   [&] { decode_merge_kernel<T>(p, w.begin.data(), splits, partials.data()); });
+}
+
+// The CUDA DUT's schedule with host memory standing in for device memory, and a separate "device"
+// cache that only the emulated kernels write.
+class EmulatedCudaDut final : public Dut {
+ public:
+  std::string name() const override { return "cuda-emulated"; }
+  Support supports(const AttnParams&) const override { return Support::yes(); }
+
+  Status prefill(const AttnParams& p) override {
+    const Work w(std::vector<std::int64_t>(p.batch, 0), std::vector<std::int64_t>(p.seq_lens, p.seq_lens + p.batch));
+    dispatch(p, [&](auto tag, auto d) { prefill_kernel<typename decltype(tag)::type, decltype(d)::value>(p, w, {}); });
+    return Status::success();
+  }
+
+  Status chunked_prefill(const AttnParams& p, KvCache& cache, int chunk_index) override {
+    std::vector<std::int64_t> begin(p.batch), end(p.batch);
+    for (int b = 0; b < p.batch; ++b) {
+      begin[b] = chunk_begin(p, b, chunk_index);
+      end[b] = chunk_end(p, b, chunk_index);
+    }
+    const Work w(begin, end);
+    if (chunk_index == 0) device_k_ = cache.k, device_v_ = cache.v;
+    for (int b = 0; b < p.batch; ++b)
+      if (begin[b] < end[b]) write_rows_to_cache(p, cache, b, begin[b], end[b]);
+    const CacheView view = device_view(cache);
+    dispatch(p, [&](auto tag, auto d) {
+      using T = typename decltype(tag)::type;
+      prefill_kernel<T, decltype(d)::value>(p, w, view);
+      cache_write<T>(p, w, view);
+    });
+    return same_cache(cache);
+  }
+
+  Status decode_step(const AttnParams& p, KvCache& cache, int step) override {
+    std::vector<std::int64_t> begin(p.batch), end(p.batch);
+    std::int64_t longest = 0;
+    for (int b = 0; b < p.batch; ++b) {
+      begin[b] = prompt_len(p, b) + step;
+      end[b] = begin[b] + 1;
+      write_rows_to_cache(p, cache, b, begin[b], end[b]);
+      const KeyRange r = decode_slot_range(cache.policy, cache.slots, p.band, begin[b]);
+      longest = std::max(longest, r.end - r.first);
+    }
+    const Work w(begin, end);
+    const CacheView view = device_view(cache);
+    const int splits = decode_split_count(longest, p.batch * p.heads_q, 8);  // 8 "SMs": several splits
+    dispatch(p, [&](auto tag, auto d) {
+      using T = typename decltype(tag)::type;
+      cache_write<T>(p, w, view);
+      decode_kernels<T, decltype(d)::value>(p, view, w, splits);
+    });
+    return same_cache(cache);
+  }
+
+ private:
+  template <class F>
+  static void dispatch(const AttnParams& p, F&& f) {
+    with_storage_type(p.dtype, [&](auto tag) {
+      BOOST_REQUIRE(with_head_size(p.head_size, [&](auto d) { f(tag, d); }));
+    });
+  }
+
+  CacheView device_view(const KvCache& cache) {
+    return {cache.policy, cache.slots, cache.heads_kv, cache.head_size, device_k_.data(), device_v_.data(),
+            cache.geometry.data()};
+  }
+
+  Status same_cache(const KvCache& cache) const {
+    if (device_k_ != cache.k || device_v_ != cache.v)
+      return Status::failure("the kernels' cache differs from the host's in-order write");
+    return Status::success();
+  }
+
+  std::vector<unsigned char> device_k_, device_v_;
+};
+
+double emulated_error(Case& c) {
+  EmulatedCudaDut dut;
+  return test::relative_error(dut, c);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(tensor_core_and_fp32_prefill_match_the_golden) {
+  for (DType dt : kAllDTypes)
+    for (auto [d, w] : {std::pair{64, 17}, std::pair{64, 1000}, std::pair{160, 40}}) {  // 64- and 32-key tiles
+      Case c = make_case({130, 1, 67}, 4, 2, d, w, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, dt);
+      BOOST_TEST(emulated_error(c) < bound(dt), dtype_name(dt) << " D=" << d << " W=" << w);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(chunked_prefill_reads_and_writes_every_cache) {
+  for (CachePolicy cache : kAllCachePolicies)
+    for (DType dt : {DType::fp16, DType::fp32}) {
+      Case gt = make_case({100, 40}, 4, 2, 64, 20, RunMode::chunked_prefill, cache, 33, 0, dt);  // C > W
+      BOOST_TEST(emulated_error(gt) < bound(dt), cache_name(cache) << " C>W " << dtype_name(dt));
+      if (dt == DType::fp32) continue;
+      Case lt = make_case({60, 9}, 4, 2, 64, 20, RunMode::chunked_prefill, cache, 7, 0, dt);  // wraps inside chunks
+      BOOST_TEST(emulated_error(lt) < bound(dt), cache_name(cache) << " C<W " << dtype_name(dt));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(split_decode_matches_the_golden_through_every_cache) {
+  for (CachePolicy cache : kAllCachePolicies)
+    for (DType dt : {DType::bf16, DType::fp32}) {
+      Case dec = make_case({240, 30}, 4, 2, 80, 200, RunMode::decode, cache, 100, 3, dt);  // several splits
+      const double e = emulated_error(dec);
+      BOOST_TEST(e < bound(dt), cache_name(cache) << " " << dtype_name(dt) << " error " << e);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(masks_are_read_tile_by_tile) {
+  std::vector<float> mask;
+  for (MaskFormat f : {MaskFormat::swa_norm, MaskFormat::swa_compress}) {
+    Case c = masked_case(f, mask, 129, 64);
+    BOOST_TEST(emulated_error(c) < bound(DType::fp16), mask_format_name(f));
+    Case broken = masked_case(f, mask, 129, 64);
+    const std::int64_t row = f == MaskFormat::swa_norm ? 650 : 100, col = f == MaskFormat::swa_norm ? 649 : 50;
+    mask[row * broken.p.mask_rows + col] = -65536.f;
+    BOOST_TEST(emulated_error(broken) > 1e-3, mask_format_name(f) << " corrupted");
+  }
+}
