@@ -88,6 +88,9 @@ inline Case masked_case(MaskFormat format, std::vector<float>& storage, std::int
   return c;
 }
 
+// Relative error bounds of a DUT against the golden, a few times the same-precision baseline's level.
+inline double error_bound(DType dt) { return dt == DType::fp32 ? 2e-6 : dt == DType::fp16 ? 4e-3 : 3e-2; }
+
 // Runs the DUT through the schedule; max |out - golden| / max |golden|, infinity on NaN/Inf.
 inline double relative_error(Dut& dut, Case& c) {
   if (!run_schedule(dut, c.p).ok) return std::numeric_limits<double>::infinity();
