@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <sstream>
 

@@ -55,12 +55,13 @@ PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const Perf
   };
   for (int r = 0; r < settings.warmups + settings.repeats; ++r) {
     double elapsed = 0;
-    dut::KvCache cache = dut::make_kv_cache(p);
     if (s.mode == RunMode::decode) {
+      dut::KvCache cache = dut::make_kv_cache(p);
       for (int c = 0, n = dut::chunk_count(p); c < n; ++c) require_ok(dut.chunked_prefill(p, cache, c));
       for (int t = 0; t < p.decode_steps; ++t) elapsed += timed([&] { return dut.decode_step(p, cache, t); });
       elapsed /= p.decode_steps;
     } else if (s.mode == RunMode::chunked_prefill) {
+      dut::KvCache cache = dut::make_kv_cache(p);
       for (int c = 0, n = dut::chunk_count(p); c < n; ++c)
         elapsed += timed([&] { return dut.chunked_prefill(p, cache, c); });
     } else {
