@@ -28,6 +28,8 @@ class BaselineDut final : public Dut {
   }
 
   Status decode_step(const AttnParams&, KvCache&, int) override { return Status::success(); }
+
+  CacheReport cache_report() const override { return CacheReport::none; }  // dense, no cache
 };
 
 }  // namespace

@@ -124,7 +124,7 @@ class CudaDut final : public Dut {
       const AttnParams d = to_device(p, rows);
       mirror_cache(cache, chunk_index == 0);
       for (int b = 0; b < p.batch; ++b)
-        if (begin[b] < end[b]) write_rows_to_cache(p, cache, b, begin[b], end[b]);
+        if (begin[b] < end[b]) advance_cache_metadata(cache, b, begin[b], end[b]);
       const CacheView view = cache_view(cache);
       const int tiles = upload_row_work(rows);
       timed([&] {
@@ -135,6 +135,7 @@ class CudaDut final : public Dut {
         });
       });
       download_outputs(p, rows);
+      download_cache(cache);
       mirror_.record(cache);
     });
   }
@@ -151,7 +152,7 @@ class CudaDut final : public Dut {
       mirror_cache(cache, false);
       std::int64_t longest = 0;
       for (int b = 0; b < p.batch; ++b) {
-        write_rows_to_cache(p, cache, b, begin[b], end[b]);
+        advance_cache_metadata(cache, b, begin[b], end[b]);
         const KeyRange r = decode_slot_range(cache.policy, cache.slots, p.band, begin[b]);
         longest = std::max(longest, r.end - r.first);
       }
@@ -168,6 +169,7 @@ class CudaDut final : public Dut {
         });
       });
       download_outputs(p, rows);
+      download_cache(cache);
       mirror_.record(cache);
     });
   }
@@ -275,6 +277,16 @@ class CudaDut final : public Dut {
             "cudaMemcpy2DAsync D2H");
     }
     check(cudaStreamSynchronize(stream_), "download (cudaStreamSynchronize)");
+  }
+
+  // The host cache becomes what the kernels wrote on the device: the harness checks the cache a DUT
+  // leaves against the golden cache model, so it must be the device's, not a host-side copy.
+  void download_cache(KvCache& cache) {
+    check(cudaMemcpyAsync(cache.k.data(), cache_k_.get(), cache.k.size(), cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync cache K D2H");
+    check(cudaMemcpyAsync(cache.v.data(), cache_v_.get(), cache.v.size(), cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync cache V D2H");
+    check(cudaStreamSynchronize(stream_), "cache download (cudaStreamSynchronize)");
   }
 
   // Makes the device cache equal to the host cache (whole re-upload unless the mirror matches).

@@ -11,9 +11,14 @@ std::int64_t KvCache::position_in(int b, std::int64_t slot) const {
   return ring_slot_position(geometry[b], slot, newest);
 }
 
-void write_rows_to_cache(const AttnParams& p, KvCache& cache, int b, std::int64_t s, std::int64_t e) {
+void advance_cache_metadata(KvCache& cache, int b, std::int64_t s, std::int64_t e) {
   if (cache.tokens_written[b] == 0 && cache.policy == CachePolicy::ring_compact)
     cache.geometry[b].base = compact_ring_base(e - s, cache.slots);
+  cache.tokens_written[b] = e;
+}
+
+void write_rows_to_cache(const AttnParams& p, KvCache& cache, int b, std::int64_t s, std::int64_t e) {
+  advance_cache_metadata(cache, b, s, e);
   const std::size_t elem = dtype_bytes(p.dtype);
   const std::size_t bytes = static_cast<std::size_t>(p.head_size) * elem;
   const auto* k = static_cast<const unsigned char*>(p.k);
@@ -26,7 +31,6 @@ void write_rows_to_cache(const AttnParams& p, KvCache& cache, int b, std::int64_
       std::copy_n(v + (row * p.v_row_stride + g * p.v_head_stride) * elem, bytes, &cache.v[cache.offset(b, slot, g)]);
     }
   }
-  cache.tokens_written[b] = e;
 }
 
 KvCache make_kv_cache(const AttnParams& p) {

@@ -2,14 +2,18 @@
 
 namespace swa::dut {
 
-Status run_schedule(Dut& dut, const AttnParams& p) {
+Status run_schedule(Dut& dut, const AttnParams& p, ScheduleObserver* observer) {
   if (p.mode == RunMode::prefill) return dut.prefill(p);
   KvCache cache = make_kv_cache(p);
-  for (int c = 0, n = chunk_count(p); c < n; ++c)
+  for (int c = 0, n = chunk_count(p); c < n; ++c) {
     if (Status s = dut.chunked_prefill(p, cache, c); !s.ok) return s;
+    if (observer) observer->after_chunk(p, cache, c);
+  }
   if (p.mode == RunMode::decode)
-    for (int t = 0; t < p.decode_steps; ++t)
+    for (int t = 0; t < p.decode_steps; ++t) {
       if (Status s = dut.decode_step(p, cache, t); !s.ok) return s;
+      if (observer) observer->after_decode_step(p, cache, t);
+    }
   return Status::success();
 }
 

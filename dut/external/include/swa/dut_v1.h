@@ -1,6 +1,6 @@
 /* swa-harness external DUT ABI, version 1 (C, stable).
  *
- * A plugin is a shared library exporting the seven functions below; load it with
+ * A plugin is a shared library exporting the six functions below; load it with
  *   swa-harness run SWEEP.yaml --dut plugin:/path/to/libmydut.so
  * The harness dlopens it, checks swa_dut_v1_abi_version() == SWA_DUT_V1_ABI_VERSION, and calls it
  * from one thread at a time per loaded instance.
@@ -17,19 +17,28 @@
  * Schedule: mode PREFILL computes every row with swa_dut_v1_prefill. CHUNKED_PREFILL calls
  * swa_dut_v1_chunked_prefill for chunk_index 0, 1, ...: rows [c*chunk, min((c+1)*chunk, prompt)) of
  * each sequence attend to the cache plus the chunk, then the chunk's K/V are written into the cache.
- * DECODE: the prompt (seq_lens[b] - decode_steps tokens) through chunked_prefill (chunk 0 = whole
- * prompt), then swa_dut_v1_decode_step for step 0..decode_steps-1: row prompt + step of each
- * sequence writes its K/V into the cache, then attends to the cache.
+ * DECODE: the prompt (seq_lens[b] - decode_steps tokens) through chunked_prefill in chunks of
+ * `chunk` tokens (only chunk == 0 means the whole prompt as one chunk), then swa_dut_v1_decode_step
+ * for step 0..decode_steps-1: row prompt + step of each sequence writes its K/V into the cache,
+ * then attends to the cache. A sequence whose prompt ends before chunk_index * chunk has nothing
+ * to do at that index.
  *
  * Cache: k and v are [batch, slots, heads_kv, head_size] in the storage dtype, owned by the harness.
  * LINEAR: slots = longest sequence, slot = position. RING_MODULO: slots = W, slot = p mod W.
  * RING_COMPACT (the ring-cache patent): slots = W, slot = (p - base[b]) mod W, where base[b] is set
  * by the DUT at the sequence's first write of k tokens: max(0, k - W); positions below base are not
  * stored. tokens_written[b] counts positions [0, tokens_written[b]) written; the DUT updates it.
+ * The cache starts zeroed. It is part of the contract, as in ATB and serving stacks where other
+ * kernels read it: after every chunk and decode step the harness compares it with its golden cache
+ * model (slot by slot, bit for bit in the storage dtype, plus base and tokens_written); a slot that
+ * holds the wrong position fails the scenario even when the outputs are right, and a slot never
+ * written must stay zero. (`--no-cache-check` or `cache_check: false` for a private layout.)
  *
  * Masks (mask != NULL): mask_format SWA_NORM is [mask_rows, mask_rows] float over absolute positions,
  * SWA_COMPRESS is [512, 512] read tile by tile with block mask_block and effective window
- * mask_effective_window (golden/README.md, "tile-walk rule"). 0 = visible.
+ * mask_effective_window (golden/README.md, "tile-walk rule"). The mask is a visibility pattern:
+ * 0 = visible, ANY nonzero value hides the key. Never add it to the scores: the bf16 mask's fill is
+ * +1, so adding it leaves hidden keys visible (the harness has a mutant that does this, and fails).
  *
  * Errors: a function returns 0 on success, nonzero on failure with a message in error->message.
  */

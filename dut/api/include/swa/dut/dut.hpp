@@ -27,6 +27,13 @@ struct Support {
   static Support skip(std::string why) { return {false, std::move(why)}; }
 };
 
+// When the KV cache a DUT leaves behind can be compared with the golden cache model.
+enum class CacheReport {
+  every_call,       // after every chunk and decode step: the DUT keeps its cache in the KvCache it is handed
+  end_of_schedule,  // only after the whole schedule: the DUT runs the schedule at once (a process DUT)
+  none,             // never: the DUT keeps no cache (it recomputes the dense result)
+};
+
 class Dut {
  public:
   virtual ~Dut() = default;
@@ -49,9 +56,19 @@ class Dut {
   // Device time of the last call's kernels in milliseconds, apart from host<->device copies, for
   // DUTs that can measure it (the CUDA DUT times its kernels with events); nullopt otherwise.
   virtual std::optional<double> last_kernel_ms() const { return std::nullopt; }
+
+  virtual CacheReport cache_report() const { return CacheReport::every_call; }
+};
+
+// Sees the cache after each call of a schedule (the harness checks it against the golden's model).
+class ScheduleObserver {
+ public:
+  virtual ~ScheduleObserver() = default;
+  virtual void after_chunk(const AttnParams& p, const KvCache& cache, int chunk_index) = 0;
+  virtual void after_decode_step(const AttnParams& p, const KvCache& cache, int step) = 0;
 };
 
 // Drives p's schedule through the three entry points: the harness's only way to run a DUT.
-Status run_schedule(Dut& dut, const AttnParams& p);
+Status run_schedule(Dut& dut, const AttnParams& p, ScheduleObserver* observer = nullptr);
 
 }  // namespace swa::dut

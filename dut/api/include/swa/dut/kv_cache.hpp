@@ -33,6 +33,10 @@ struct KvCache {
   std::int64_t position_in(int b, std::int64_t slot) const;
 };
 
+// The bookkeeping of writing sequence rows [s, e) without the copy (a device DUT copies on the device
+// and downloads): the first write fixes a compact ring's base; tokens_written becomes e.
+void advance_cache_metadata(KvCache& cache, int b, std::int64_t s, std::int64_t e);
+
 // Host copy of sequence rows [s, e) of p.k/p.v into the cache, in order (later positions overwrite
 // earlier ones in a ring); the first write fixes a compact ring's base. Positions below it are not stored.
 void write_rows_to_cache(const AttnParams& p, KvCache& cache, int b, std::int64_t s, std::int64_t e);

@@ -1,0 +1,257 @@
+/* A plugin DUT in plain C, written from swa/dut_v1.h alone: the template an outside team copies.
+ *
+ *   swa-harness run scenarios/ci.yaml --dut plugin:/abs/path/libswa_c_plugin.so
+ *
+ * One query row at a time, fp32 accumulation, softmax with the row max subtracted, output rounded
+ * to the storage dtype. Prefill reads K/V from the inputs; chunked prefill and decode read earlier
+ * positions from the harness's cache and write each chunk (or decode token) into it in order.
+ * Visibility is the window band; an SWA_NORM mask is read as a pattern (nonzero hides the key), an
+ * SWA_COMPRESS mask encodes the same band and is not read.
+ *
+ * SWA_C_PLUGIN_FAULT=window_plus_one|cache_slot_shift makes it a wrong kernel on purpose, for the
+ * harness's own tests: W+1 keys, or every ring write one slot late (read back consistently, so
+ * the outputs stay right and only the cache is wrong).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "swa/dut_v1.h"
+
+static int fault(const char* name) {
+  const char* f = getenv("SWA_C_PLUGIN_FAULT");
+  return f && strcmp(f, name) == 0;
+}
+
+/* ---- storage dtypes ------------------------------------------------------------------------ */
+static float load(int32_t dtype, const void* base, int64_t i) {
+  if (dtype == SWA_DUT_FP32) return ((const float*)base)[i];
+  if (dtype == SWA_DUT_FP16) return (float)((const _Float16*)base)[i];
+  uint32_t u = (uint32_t)((const uint16_t*)base)[i] << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static void store(int32_t dtype, void* base, int64_t i, float x) {
+  if (dtype == SWA_DUT_FP32) {
+    ((float*)base)[i] = x;
+  } else if (dtype == SWA_DUT_FP16) {
+    ((_Float16*)base)[i] = (_Float16)x; /* round to nearest even */
+  } else {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if (isnan(x)) u = 0x7fc00000u;
+    else u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
+    ((uint16_t*)base)[i] = (uint16_t)(u >> 16);
+  }
+}
+
+static size_t dtype_bytes(int32_t dtype) { return dtype == SWA_DUT_FP32 ? 4 : 2; }
+
+/* ---- visibility ------------------------------------------------------------------------------ */
+static int64_t window_left(const swa_dut_v1_params* p) {
+  return p->window_left >= 0 && fault("window_plus_one") ? p->window_left + 1 : p->window_left;
+}
+
+static int visible(const swa_dut_v1_params* p, int64_t i, int64_t j) {
+  const int64_t d = i - j, left = window_left(p);
+  if (left >= 0 && d > left) return 0;
+  if (p->window_right >= 0 && -d > p->window_right) return 0;
+  if (p->mode == SWA_DUT_PREFILL && p->mask && p->mask_format == SWA_DUT_MASK_SWA_NORM)
+    return i < p->mask_rows && j < p->mask_rows && p->mask[i * p->mask_rows + j] == 0.0f;
+  return 1;
+}
+
+/* ---- the cache ------------------------------------------------------------------------------- */
+static int64_t ring_slot(const swa_dut_v1_cache* c, int b, int64_t pos) {
+  int64_t s = (pos - c->base[b]) % c->slots;
+  if (s < 0) s += c->slots;
+  if (fault("cache_slot_shift")) s = (s + 1) % c->slots;
+  return s;
+}
+
+static int64_t slot_of(const swa_dut_v1_cache* c, int b, int64_t pos) {
+  return c->policy == SWA_DUT_LINEAR ? pos : ring_slot(c, b, pos);
+}
+
+static size_t cache_offset(const swa_dut_v1_cache* c, int b, int64_t slot, int head) {
+  return (((size_t)b * c->slots + slot) * c->heads_kv + head) * c->head_size;
+}
+
+/* Writes positions [s, e) of sequence b in order; the first write fixes a compact ring's base. */
+static void write_cache(const swa_dut_v1_params* p, swa_dut_v1_cache* c, int b, int64_t s, int64_t e) {
+  if (s >= e) return;
+  if (c->tokens_written[b] == 0 && c->policy == SWA_DUT_RING_COMPACT) c->base[b] = e - s > c->slots ? e - s - c->slots : 0;
+  const size_t elem = dtype_bytes(p->dtype);
+  for (int64_t pos = s > c->base[b] ? s : c->base[b]; pos < e; ++pos) {
+    const int64_t slot = slot_of(c, b, pos), row = p->seq_offsets[b] + pos;
+    for (int g = 0; g < p->heads_kv; ++g) {
+      const char* k = (const char*)p->k + (row * p->k_row_stride + g * p->k_head_stride) * elem;
+      const char* v = (const char*)p->v + (row * p->v_row_stride + g * p->v_head_stride) * elem;
+      memcpy((char*)c->k + cache_offset(c, b, slot, g) * elem, k, p->head_size * elem);
+      memcpy((char*)c->v + cache_offset(c, b, slot, g) * elem, v, p->head_size * elem);
+    }
+  }
+  c->tokens_written[b] = e;
+}
+
+/* Position held by a cache slot of sequence b (every position below tokens_written was written in
+ * order), or -1. */
+static int64_t held_position(const swa_dut_v1_cache* c, int b, int64_t slot) {
+  const int64_t newest = c->tokens_written[b] - 1;
+  if (newest < 0) return -1;
+  if (c->policy == SWA_DUT_LINEAR) return slot <= newest ? slot : -1;
+  int64_t back = ring_slot(c, b, newest) - slot;
+  if (back < 0) back += c->slots;
+  return newest - back >= c->base[b] ? newest - back : -1;
+}
+
+/* ---- one query row --------------------------------------------------------------------------- */
+typedef struct {
+  float* scores;
+  const void** keys;
+  const void** values;
+  int64_t count, capacity;
+} Keys;
+
+static int add_key(Keys* ks, const void* k, const void* v) {
+  if (ks->count == ks->capacity) {
+    const int64_t cap = ks->capacity ? 2 * ks->capacity : 256;
+    void* a = realloc(ks->keys, cap * sizeof *ks->keys);
+    if (!a) return -1;
+    ks->keys = a;
+    void* b = realloc(ks->values, cap * sizeof *ks->values);
+    if (!b) return -1;
+    ks->values = b;
+    void* s = realloc(ks->scores, cap * sizeof *ks->scores);
+    if (!s) return -1;
+    ks->scores = s;
+    ks->capacity = cap;
+  }
+  ks->keys[ks->count] = k;
+  ks->values[ks->count] = v;
+  ++ks->count;
+  return 0;
+}
+
+/* softmax(scale q.k) v over the collected keys; a row with no visible key outputs 0. */
+static void attend(const swa_dut_v1_params* p, Keys* ks, int b, int64_t i, int h) {
+  const int32_t dt = p->dtype;
+  const size_t elem = dtype_bytes(dt);
+  const int64_t row = p->seq_offsets[b] + i;
+  const char* q = (const char*)p->q + (row * p->q_row_stride + h * p->q_head_stride) * elem;
+  float m = -INFINITY, sum = 0.0f;
+  for (int64_t n = 0; n < ks->count; ++n) {
+    float s = 0.0f;
+    for (int d = 0; d < p->head_size; ++d) s += load(dt, q, d) * load(dt, ks->keys[n], d);
+    ks->scores[n] = s * p->scale;
+    if (ks->scores[n] > m) m = ks->scores[n];
+  }
+  for (int64_t n = 0; n < ks->count; ++n) sum += (ks->scores[n] = expf(ks->scores[n] - m));
+  char* out = (char*)p->out + (row * p->out_row_stride + h * p->out_head_stride) * elem;
+  for (int d = 0; d < p->head_size; ++d) {
+    float acc = 0.0f;
+    for (int64_t n = 0; n < ks->count; ++n) acc += ks->scores[n] * load(dt, ks->values[n], d);
+    store(dt, out, d, ks->count ? acc / sum : 0.0f);
+  }
+}
+
+static int kv_head(const swa_dut_v1_params* p, int h) { return h / (p->heads_q / p->heads_kv); }
+
+static const void* input_row(const swa_dut_v1_params* p, const void* base, int64_t row_stride, int64_t head_stride,
+                             int b, int64_t pos, int head) {
+  return (const char*)base + ((p->seq_offsets[b] + pos) * row_stride + head * head_stride) * dtype_bytes(p->dtype);
+}
+
+/* Row i of sequence b, head h: visible cache slots, then the rows [s, i] of the current chunk. */
+static int row_from_cache(const swa_dut_v1_params* p, const swa_dut_v1_cache* c, Keys* ks, int b, int64_t i, int h,
+                          int64_t s) {
+  const int g = kv_head(p, h);
+  const size_t elem = dtype_bytes(p->dtype);
+  ks->count = 0;
+  for (int64_t slot = 0; slot < c->slots; ++slot) {
+    const int64_t pos = held_position(c, b, slot);
+    if (pos < 0 || pos >= s || !visible(p, i, pos)) continue;
+    const size_t off = cache_offset(c, b, slot, g) * elem;
+    if (add_key(ks, (const char*)c->k + off, (const char*)c->v + off)) return -1;
+  }
+  for (int64_t j = s; j <= i; ++j)
+    if (visible(p, i, j) &&
+        add_key(ks, input_row(p, p->k, p->k_row_stride, p->k_head_stride, b, j, g),
+                input_row(p, p->v, p->v_row_stride, p->v_head_stride, b, j, g)))
+      return -1;
+  attend(p, ks, b, i, h);
+  return 0;
+}
+
+static int out_of_memory(swa_dut_v1_error* e, Keys* ks) {
+  free(ks->scores), free(ks->keys), free(ks->values);
+  e->code = 12;
+  snprintf(e->message, sizeof e->message, "c_plugin: out of memory");
+  return 1;
+}
+
+static int64_t prompt_len(const swa_dut_v1_params* p, int b) {
+  return p->mode == SWA_DUT_DECODE ? p->seq_lens[b] - p->decode_steps : p->seq_lens[b];
+}
+
+/* ---- the ABI --------------------------------------------------------------------------------- */
+uint32_t swa_dut_v1_abi_version(void) { return SWA_DUT_V1_ABI_VERSION; }
+
+const char* swa_dut_v1_name(void) { return "c_plugin"; }
+
+int swa_dut_v1_supports(const swa_dut_v1_params* p, char* reason, size_t reason_len) {
+  if (p->heads_kv <= 0 || p->heads_q % p->heads_kv != 0) {
+    snprintf(reason, reason_len, "heads_q must be a multiple of heads_kv");
+    return 0;
+  }
+  return 1;
+}
+
+int swa_dut_v1_prefill(const swa_dut_v1_params* p, swa_dut_v1_error* error) {
+  Keys ks = {0};
+  for (int b = 0; b < p->batch; ++b)
+    for (int64_t i = 0; i < p->seq_lens[b]; ++i)
+      for (int h = 0; h < p->heads_q; ++h) {
+        const int g = kv_head(p, h);
+        ks.count = 0;
+        for (int64_t j = 0; j < p->seq_lens[b]; ++j)
+          if (visible(p, i, j) && add_key(&ks, input_row(p, p->k, p->k_row_stride, p->k_head_stride, b, j, g),
+                                          input_row(p, p->v, p->v_row_stride, p->v_head_stride, b, j, g)))
+            return out_of_memory(error, &ks);
+        attend(p, &ks, b, i, h);
+      }
+  free(ks.scores), free(ks.keys), free(ks.values);
+  return 0;
+}
+
+int swa_dut_v1_chunked_prefill(const swa_dut_v1_params* p, swa_dut_v1_cache* cache, int chunk_index,
+                               swa_dut_v1_error* error) {
+  Keys ks = {0};
+  for (int b = 0; b < p->batch; ++b) {
+    const int64_t prompt = prompt_len(p, b), chunk = p->chunk > 0 ? p->chunk : prompt;
+    int64_t s = (int64_t)chunk_index * chunk, e = s + chunk;
+    if (s > prompt) s = prompt;
+    if (e > prompt) e = prompt;
+    for (int64_t i = s; i < e; ++i)
+      for (int h = 0; h < p->heads_q; ++h)
+        if (row_from_cache(p, cache, &ks, b, i, h, s)) return out_of_memory(error, &ks);
+    write_cache(p, cache, b, s, e);
+  }
+  free(ks.scores), free(ks.keys), free(ks.values);
+  return 0;
+}
+
+int swa_dut_v1_decode_step(const swa_dut_v1_params* p, swa_dut_v1_cache* cache, int step, swa_dut_v1_error* error) {
+  Keys ks = {0};
+  for (int b = 0; b < p->batch; ++b) {
+    const int64_t i = prompt_len(p, b) + step;
+    write_cache(p, cache, b, i, i + 1);
+    for (int h = 0; h < p->heads_q; ++h)
+      if (row_from_cache(p, cache, &ks, b, i, h, i + 1)) return out_of_memory(error, &ks);
+  }
+  free(ks.scores), free(ks.keys), free(ks.values);
+  return 0;
+}
