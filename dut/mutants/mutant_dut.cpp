@@ -3,8 +3,11 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "swa/dut/visibility.hpp"
 #include "swa/enum_names.hpp"
 
 namespace swa::dut {
@@ -18,7 +21,14 @@ std::string_view fault_name(Fault f) {
     case Fault::stale_slot_after_wrap: return "stale_slot_after_wrap";
     case Fault::gqa_modulo_mapping: return "gqa_modulo_mapping";
     case Fault::fp16_pv_accumulation: return "fp16_pv_accumulation";
+    case Fault::fp16_pv_decode_only: return "fp16_pv_decode_only";
     case Fault::no_max_subtraction: return "no_max_subtraction";
+    case Fault::cache_slot_shifted: return "cache_slot_shifted";
+    case Fault::p_low_precision: return "p_low_precision";
+    case Fault::scores_low_precision: return "scores_low_precision";
+    case Fault::additive_mask: return "additive_mask";
+    case Fault::mask_block_cpp_rule: return "mask_block_cpp_rule";
+    case Fault::none_reversed: return "none_reversed";
   }
   return "?";
 }
@@ -38,11 +48,15 @@ class MutantDut final : public Dut {
 
   Status prefill(const AttnParams& p) override {
     for (int b = 0; b < p.batch; ++b)
-      for (std::int64_t i = 0; i < p.seq_lens[b]; ++i)
+      for (std::int64_t i = (sequence_length_ = p.seq_lens[b], 0); i < p.seq_lens[b]; ++i)
         for (int h = 0; h < p.heads_q; ++h) {
           keys_.clear();
+          bias_.clear();
           for (std::int64_t j = 0; j < p.seq_lens[b]; ++j)
-            if (visible(p, i, j)) keys_.push_back({input_k(p, b, j, h), input_v(p, b, j, h)});
+            if (visible(p, i, j)) {
+              keys_.push_back({input_k(p, b, j, h), input_v(p, b, j, h)});
+              if (adds_mask(p)) bias_.push_back(mask_value(p, i, j));
+            }
           attend(p, b, i, h);
         }
     return Status::success();
@@ -64,6 +78,7 @@ class MutantDut final : public Dut {
   }
 
   Status decode_step(const AttnParams& p, KvCache& cache, int step) override {
+    decoding_ = true;
     for (int b = 0; b < p.batch; ++b) {
       const std::int64_t i = prompt_len(p, b) + step;
       write_cache(p, cache, b, i, i + 1);
@@ -81,7 +96,30 @@ class MutantDut final : public Dut {
     const unsigned char* v;
   };
 
+  bool adds_mask(const AttnParams& p) const {
+    return fault_ == Fault::additive_mask && p.mask && p.mode == RunMode::prefill;
+  }
+
+  // The ATB mask's value for (query i, key j), read as a kernel that adds it would read it.
+  float mask_value(const AttnParams& p, std::int64_t i, std::int64_t j) const {
+    if (p.mask_format == MaskFormat::swa_norm) return p.mask[i * p.mask_rows + j];
+    const std::int64_t block = p.mask_block, qt = i / block, kt = j / block;
+    const std::int64_t shift = p.band.left + 1 - p.mask_effective_window;
+    const std::int64_t row = (qt == kt ? 0 : (qt - kt) * block - shift) + i % block;
+    return row >= 0 && row < p.mask_rows ? p.mask[row * p.mask_rows + j % block] : 0.f;
+  }
+
   bool visible(const AttnParams& p, std::int64_t i, std::int64_t j) const {
+    if (adds_mask(p)) return j <= i;  // every causal key, the mask added to its score
+    if (fault_ == Fault::mask_block_cpp_rule && p.mask && p.mask_format == MaskFormat::swa_compress &&
+        p.mode == RunMode::prefill) {
+      // The doc's C++ sample: block 16384/D/16*16 above D = 128, and its effective-window rule.
+      AttnParams other = p;
+      other.mask_block = p.head_size > 128 ? 16384 / p.head_size / 16 * 16 : 128;
+      const std::int64_t w = p.band.left + 1, b = other.mask_block;
+      other.mask_effective_window = w > 3 * b ? 2 * b + w % b : w;
+      return Visibility(other).visible_in_sequence(i, j, sequence_length_);
+    }
     WindowBand band = p.band;
     if (band.left >= 0 && fault_ == Fault::window_plus_one) band.left += 1;
     if (band.left >= 0 && fault_ == Fault::window_minus_one) {
@@ -109,7 +147,7 @@ class MutantDut final : public Dut {
   void gather_cache(const AttnParams& p, const KvCache& cache, int b, std::int64_t i, int h) {
     keys_.clear();
     for (std::int64_t slot = 0; slot < cache.slots; ++slot) {
-      const std::int64_t pos = cache.position_in(b, slot);
+      const std::int64_t pos = cache.position_in(b, shifted_back(cache, slot));
       if (pos < 0 || !visible(p, i, pos)) continue;
       const std::size_t off = cache.offset(b, slot, kv_head(p, h));
       keys_.push_back({&cache.k[off], &cache.v[off]});
@@ -124,7 +162,8 @@ class MutantDut final : public Dut {
       if (pos < cache.geometry[b].base) continue;
       const bool ring = cache.policy != CachePolicy::linear;
       std::int64_t slot = cache.slot_of(b, pos);
-      if (ring && fault_ == Fault::ring_slot_off_by_one) slot = (slot + 1) % cache.slots;
+      if (ring && (fault_ == Fault::ring_slot_off_by_one || fault_ == Fault::cache_slot_shifted))
+        slot = (slot + 1) % cache.slots;
       const bool wraps = ring && pos - cache.geometry[b].base >= cache.slots;
       if (wraps && fault_ == Fault::stale_slot_after_wrap) continue;
       for (int g = 0; g < p.heads_kv; ++g) {
@@ -136,6 +175,26 @@ class MutantDut final : public Dut {
     cache.tokens_written[b] = e;
   }
 
+  // The slot a consistent shifted writer put the position of `slot` into is slot + 1: reading slot s
+  // as holding what position_in says of s - 1 gives back the right keys.
+  std::int64_t shifted_back(const KvCache& cache, std::int64_t slot) const {
+    if (fault_ != Fault::cache_slot_shifted || cache.policy == CachePolicy::linear) return slot;
+    return (slot + cache.slots - 1) % cache.slots;
+  }
+
+  static int mantissa_bits(DType dt) { return dt == DType::fp32 ? 23 : dt == DType::fp16 ? 10 : 7; }
+
+  // Rounds to `bits` explicit mantissa bits, nearest even (exponent range of fp32).
+  static float round_mantissa(float x, int bits) {
+    std::uint32_t u;
+    std::memcpy(&u, &x, 4);
+    const int drop = 23 - bits;
+    const std::uint32_t half = 1u << (drop - 1), lsb = (u >> drop) & 1u;
+    u = (u + half - 1 + lsb) & ~((1u << drop) - 1);
+    std::memcpy(&x, &u, 4);
+    return x;
+  }
+
   // Softmax(scale q.k) . v over keys_ in fp32, output rounded to the dtype.
   void attend(const AttnParams& p, int b, std::int64_t i, int h) {
     const int D = p.head_size;
@@ -145,19 +204,26 @@ class MutantDut final : public Dut {
     for (std::size_t n = 0; n < keys_.size(); ++n) {
       float s = 0.f;
       for (int d = 0; d < D; ++d) s += load_from(dt, q + d * dtype_bytes(dt)) * load_from(dt, keys_[n].k + d * dtype_bytes(dt));
-      scores_[n] = s * p.scale;
+      scores_[n] = s * p.scale + (adds_mask(p) ? bias_[n] : 0.f);
+      if (fault_ == Fault::scores_low_precision) scores_[n] = round_mantissa(scores_[n], mantissa_bits(dt) - 3);
     }
     const float m = fault_ == Fault::no_max_subtraction || scores_.empty()
                         ? 0.f
                         : *std::max_element(scores_.begin(), scores_.end());
     float sum = 0.f;
     for (float& s : scores_) sum += (s = std::exp(s - m));
+    if (fault_ == Fault::p_low_precision) {
+      for (float& s : scores_) s = round_mantissa(s, mantissa_bits(dt) - 3);
+    }
     acc_.assign(D, 0.f);
-    for (std::size_t n = 0; n < keys_.size(); ++n)
+    for (std::size_t k = 0; k < keys_.size(); ++k) {
+      const std::size_t n = fault_ == Fault::none_reversed ? keys_.size() - 1 - k : k;
       for (int d = 0; d < D; ++d) {
         const float x = scores_[n] * load_from(dt, keys_[n].v + d * dtype_bytes(dt));
-        acc_[d] = fault_ == Fault::fp16_pv_accumulation ? static_cast<float>(Eigen::half(acc_[d] + x)) : acc_[d] + x;
+        const bool half = fault_ == Fault::fp16_pv_accumulation || (fault_ == Fault::fp16_pv_decode_only && decoding_);
+        acc_[d] = half ? static_cast<float>(Eigen::half(acc_[d] + x)) : acc_[d] + x;
       }
+    }
     auto* out = static_cast<unsigned char*>(p.out) +
                 ((p.seq_offsets[b] + i) * p.out_row_stride + h * p.out_head_stride) * dtype_bytes(dt);
     for (int d = 0; d < D; ++d)
@@ -165,8 +231,10 @@ class MutantDut final : public Dut {
   }
 
   Fault fault_;
+  std::int64_t sequence_length_ = 0;  // of the sequence prefill is on
+  bool decoding_ = false;
   std::vector<Key> keys_;
-  std::vector<float> scores_, acc_;
+  std::vector<float> scores_, acc_, bias_;
 };
 
 }  // namespace

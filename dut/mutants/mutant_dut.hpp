@@ -19,7 +19,14 @@ enum class Fault {
   stale_slot_after_wrap,   // a write that wraps the ring leaves the old K/V in the slot
   gqa_modulo_mapping,      // kv head = h % Hkv instead of h / (Hq / Hkv)
   fp16_pv_accumulation,    // P.V accumulated in fp16
+  fp16_pv_decode_only,     // P.V accumulated in fp16 in decode steps only (llama.cpp's per-row path)
   no_max_subtraction,      // softmax without subtracting the row max
+  cache_slot_shifted,      // ring writes go to slot(p) + 1 and reads follow them: right outputs, wrong cache
+  p_low_precision,         // P rounded to 3 fewer mantissa bits than the dtype (fp32 20, fp16 7, bf16 4)
+  scores_low_precision,    // the scaled scores rounded to 3 fewer mantissa bits than the dtype
+  additive_mask,           // adds the ATB mask to the scores instead of hiding every nonzero (bf16's fill is +1)
+  mask_block_cpp_rule,     // reads SWA_COMPRESS with the C++ sample's block (16384/D/16*16 for D > 128)
+  none_reversed,           // a correct control: keys summed in reverse order (another accumulation order)
 };
 
 inline constexpr Fault kAllFaults[] = {Fault::none,
@@ -29,7 +36,17 @@ inline constexpr Fault kAllFaults[] = {Fault::none,
                                        Fault::stale_slot_after_wrap,
                                        Fault::gqa_modulo_mapping,
                                        Fault::fp16_pv_accumulation,
-                                       Fault::no_max_subtraction};
+                                       Fault::fp16_pv_decode_only,
+                                       Fault::no_max_subtraction,
+                                       Fault::cache_slot_shifted,
+                                       Fault::p_low_precision,
+                                       Fault::scores_low_precision,
+                                       Fault::additive_mask,
+                                       Fault::mask_block_cpp_rule,
+                                       Fault::none_reversed};
+
+// The controls: correct kernels that must pass everything.
+inline bool is_control(Fault f) { return f == Fault::none || f == Fault::none_reversed; }
 
 std::string_view fault_name(Fault f);
 std::optional<Fault> parse_fault(std::string_view name);

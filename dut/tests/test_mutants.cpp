@@ -22,15 +22,35 @@ double max_error(Case& c, Fault fault) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(fault_free_kernel_matches_the_golden_through_every_schedule) {
-  for (CachePolicy cache : kAllCachePolicies) {
-    Case chunked = make_case({37, 1, 20}, 4, 2, 16, 6, RunMode::chunked_prefill, cache, 7, 0);
-    BOOST_TEST(max_error(chunked, Fault::none) < 1e-5, cache_name(cache));
-    Case decode = make_case({30, 12}, 4, 2, 16, 6, RunMode::decode, cache, 5, 9);
-    BOOST_TEST(max_error(decode, Fault::none) < 1e-5, cache_name(cache));
+BOOST_AUTO_TEST_CASE(fault_free_kernels_match_the_golden_through_every_schedule) {
+  // The controls, and a cache fault whose outputs are right by construction (only the harness's
+  // cache check sees it).
+  for (Fault f : {Fault::none, Fault::none_reversed, Fault::cache_slot_shifted}) {
+    for (CachePolicy cache : kAllCachePolicies) {
+      Case chunked = make_case({37, 1, 20}, 4, 2, 16, 6, RunMode::chunked_prefill, cache, 7, 0);
+      BOOST_TEST(max_error(chunked, f) < 1e-5, fault_name(f) << " " << cache_name(cache));
+      Case decode = make_case({30, 12}, 4, 2, 16, 6, RunMode::decode, cache, 5, 9);
+      BOOST_TEST(max_error(decode, f) < 1e-5, fault_name(f) << " " << cache_name(cache));
+    }
+    Case prefill = make_case({25, 3}, 4, 1, 24, 5, RunMode::prefill, CachePolicy::ring_modulo, 0, 0);
+    BOOST_TEST(max_error(prefill, f) < 1e-5, fault_name(f));
   }
-  Case prefill = make_case({25, 3}, 4, 1, 24, 5, RunMode::prefill, CachePolicy::ring_modulo, 0, 0);
-  BOOST_TEST(max_error(prefill, Fault::none) < 1e-5);
+  BOOST_TEST(is_control(Fault::none_reversed));
+  BOOST_TEST(!is_control(Fault::cache_slot_shifted));
+}
+
+BOOST_AUTO_TEST_CASE(precision_faults_move_the_output_by_about_their_lost_bits) {
+  // fp32 loses 3 of 23 bits: the error grows past fp32 rounding, far below a real bug's.
+  for (Fault f : {Fault::p_low_precision, Fault::scores_low_precision}) {
+    Case c = make_case({60}, 4, 2, 32, 20, RunMode::prefill, CachePolicy::ring_modulo, 0, 0);
+    const double e = max_error(c, f);
+    BOOST_TEST((e > 1e-7 && e < 1e-4), fault_name(f) << " " << e);
+  }
+  // decode-only fp16 accumulation leaves the prompt as the control computes it.
+  Case prompt_only = make_case({30, 12}, 4, 2, 16, 6, RunMode::chunked_prefill, CachePolicy::linear, 7, 0);
+  BOOST_TEST(max_error(prompt_only, Fault::fp16_pv_decode_only) < 1e-5);
+  Case decode = make_case({30, 12}, 4, 2, 16, 6, RunMode::decode, CachePolicy::linear, 7, 9);
+  BOOST_TEST(max_error(decode, Fault::fp16_pv_decode_only) > 1e-5);
 }
 
 BOOST_AUTO_TEST_CASE(every_fault_changes_the_output_where_it_should) {
