@@ -22,8 +22,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-STATUSES = ("pass", "fail", "error", "skip")
-COLORS = {"pass": "#d9f2d9", "fail": "#f8c9c9", "error": "#f3ddb0", "skip": "#e4e4e4"}
+STATUSES = ("pass", "warn", "fail", "error", "skip")
+COLORS = {"pass": "#d9f2d9", "warn": "#fff1a8", "fail": "#f8c9c9", "error": "#f3ddb0", "skip": "#e4e4e4"}
 # numerics.md: relative L2 levels for N(0,1) inputs (fp32: far below 1e-5).
 REL_L2_LEVEL = {"fp32": 1e-5, "fp16": 2e-4, "bf16": 2e-3}
 
@@ -262,6 +262,7 @@ def write_report(paths, out_dir):
         for r in d["results"]:
             sweep_of[r["scenario_id"]] = d["meta"].get("sweep_file", "SWEEP.yaml")
     failing = [r for r in results if r["status"] in ("fail", "error")]
+    warned = [r for r in results if r["status"] == "warn"]
 
     prov = ["<table><tr><th>file</th><th>commit</th><th>version</th><th>host</th><th>CPU</th><th>GPU</th><th>compiler</th><th>start</th><th>sweep</th></tr>"]
     for d in files:
@@ -276,6 +277,11 @@ def write_report(paths, out_dir):
         fail_rows.append(f"<tr><td>{r['status']}</td><td>{html.escape(r['dut'])}</td><td><code>{html.escape(r['scenario_id'])}</code></td>"
                          f"<td class='why'>{html.escape(r['reason'])}</td><td><code>{html.escape(rerun_command(sweep_of, r))}</code></td></tr>")
     fail_rows.append("</table>")
+    warn_rows = ["<table><tr><th>DUT</th><th>scenario</th><th>why</th><th>rerun</th></tr>"]
+    for r in warned:
+        warn_rows.append(f"<tr><td>{html.escape(r['dut'])}</td><td><code>{html.escape(r['scenario_id'])}</code></td>"
+                         f"<td class='why'>{html.escape(r['reason'])}</td><td><code>{html.escape(rerun_command(sweep_of, r))}</code></td></tr>")
+    warn_rows.append("</table>")
 
     perf_rows = ["<table><tr><th>DUT</th><th>scenario</th><th>median ms</th><th>min..max ms</th><th>GFLOP/s</th><th>of ceiling</th><th>KV bytes</th><th>timer</th></tr>"]
     for p in perf:
@@ -293,6 +299,9 @@ def write_report(paths, out_dir):
         "<h2>Error distributions</h2>", *distributions(results),
         "<h2>Error by distance to the window edge</h2>", *window_edge(results),
         f"<h2>Failing scenarios ({len(failing)})</h2>", "\n".join(fail_rows) if failing else "<p>None.</p>",
+        f"<h2>Precision warnings ({len(warned)})</h2>",
+        ("<p>Passed, with a relative L2 error well above the same-precision baseline's in some phase "
+         "(harness/README.md, tolerance profiles):</p>" + "\n".join(warn_rows)) if warned else "<p>None.</p>",
         "<h2>Performance</h2>", *(perf_figures(perf) + ["\n".join(perf_rows)] if perf else ["<p>No /perf rows: run with <code>--perf</code> or a sweep with <code>perf:</code>.</p>"]),
         "<h2>Provenance</h2>", "\n".join(prov),
     ]
@@ -305,17 +314,18 @@ def write_report(paths, out_dir):
                 + "\n".join(body) + "</body></html>\n")
 
     md = ["# SWA verification summary", "",
-          f"**{totals['pass']} passed, {totals['fail']} failed, {totals['error']} errors, {totals['skip']} skipped** "
+          f"**{totals['pass']} passed, {totals['warn']} warnings, {totals['fail']} failed, {totals['error']} errors, {totals['skip']} skipped** "
           f"over {len(scenarios)} scenarios (commit {files[0]['meta'].get('git_commit')}, {files[0]['meta'].get('host')}).", "",
-          "| DUT | dtype | mode | pass | fail | error | skip |", "|---|---|---|---|---|---|---|"]
+          "| DUT | dtype | mode | pass | warn | fail | error | skip |", "|---|---|---|---|---|---|---|---|"]
     for (dut, dtype, mode), c in sorted(counts.items()):
-        md.append(f"| {dut} | {dtype} | {mode} | {c['pass']} | {c['fail']} | {c['error']} | {c['skip']} |")
-    if failing:
-        md += ["", f"## Failing ({len(failing)})", ""]
-        for r in failing[:20]:
-            md.append(f"- `{r['dut']}` `{r['scenario_id']}`: {r['reason']}")
-        if len(failing) > 20:
-            md.append(f"- ... and {len(failing) - 20} more (see report.html)")
+        md.append(f"| {dut} | {dtype} | {mode} | {c['pass']} | {c['warn']} | {c['fail']} | {c['error']} | {c['skip']} |")
+    for title, listed in (("Failing", failing), ("Precision warnings", warned)):
+        if not listed:
+            continue
+        md += ["", f"## {title} ({len(listed)})", ""]
+        md += [f"- `{r['dut']}` `{r['scenario_id']}`: {r['reason']}" for r in listed[:20]]
+        if len(listed) > 20:
+            md.append(f"- ... and {len(listed) - 20} more (see report.html)")
     if perf:
         md += ["", "## Performance", "", "| DUT | timed scenarios | median fraction of ceiling | best GFLOP/s |", "|---|---|---|---|"]
         by_dut = defaultdict(list)
@@ -337,7 +347,7 @@ def compare(base_path, cand_path, out_dir, error_factor, time_pct):
         b = b_res.get((r["scenario_id"], r["dut"]))
         if b is None:
             continue
-        if b["status"] == "pass" and r["status"] in ("fail", "error"):
+        if b["status"] in ("pass", "warn") and r["status"] in ("warn", "fail", "error") and b["status"] != r["status"]:
             worse.append((r, "verdict", f"{b['status']} -> {r['status']}: {r['reason']}"))
         elif (r["nan_count"] + r["inf_count"] == 0 and r["max_abs"] > error_factor * b["max_abs"]
               and r["max_abs"] > r["atol_floor"]):

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -61,6 +62,7 @@ void write_request(const fs::path& path, const AttnParams& p) {
   h5::write_attr(r, "window_right", p.band.right);
   h5::write_attr(r, "scale", static_cast<double>(p.scale));
   h5::write_attr(r, "cache", std::string(cache_name(p.cache)));
+  if (p.mode != RunMode::prefill) h5::write_attr(r, "cache_slots", dut::make_kv_cache(p).slots);
   h5::write_attr(r, "chunk", std::int64_t{p.chunk});
   h5::write_attr(r, "decode_steps", std::int64_t{p.decode_steps});
   h5::write_attr(r, "mask_format", std::string(mask_format_name(p.mask_format)));
@@ -84,15 +86,17 @@ class ExecDut final : public dut::Dut {
   std::string name() const override { return "exec:" + command_; }
   dut::Support supports(const AttnParams&) const override { return dut::Support::yes(); }
 
-  // The process runs the whole schedule from one request, so the first call does all the work.
-  dut::Status prefill(const AttnParams& p) override { return run(p); }
-  dut::Status chunked_prefill(const AttnParams& p, dut::KvCache&, int chunk_index) override {
-    return chunk_index == 0 ? run(p) : dut::Status::success();
+  // The process runs the whole schedule from one request, so the first call does all the work and
+  // leaves the cache the process ended with.
+  dut::Status prefill(const AttnParams& p) override { return run(p, nullptr); }
+  dut::Status chunked_prefill(const AttnParams& p, dut::KvCache& cache, int chunk_index) override {
+    return chunk_index == 0 ? run(p, &cache) : dut::Status::success();
   }
   dut::Status decode_step(const AttnParams&, dut::KvCache&, int) override { return dut::Status::success(); }
+  dut::CacheReport cache_report() const override { return dut::CacheReport::end_of_schedule; }
 
  private:
-  dut::Status run(const AttnParams& p) const {
+  dut::Status run(const AttnParams& p, dut::KvCache* cache) const {
     const fs::path dir = fs::temp_directory_path() /
                          ("swa-exec-" + std::to_string(::getpid()) + "-" + std::to_string(request_counter++));
     fs::create_directories(dir);
@@ -107,7 +111,7 @@ class ExecDut final : public dut::Dut {
     write_request(request, p);
     if (dut::Status s = spawn(request, response, errors); !s.ok) return s;
     if (!fs::exists(response)) return fail("wrote no response file", errors);
-    return read_response(p, response, errors);
+    return read_response(p, cache, response, errors);
   }
 
   dut::Status spawn(const fs::path& request, const fs::path& response, const fs::path& errors) const {
@@ -143,7 +147,8 @@ class ExecDut final : public dut::Dut {
     return dut::Status::failure("exec: '" + command_ + "' " + what + "; stderr: " + tail_of(errors, 600));
   }
 
-  dut::Status read_response(const AttnParams& p, const fs::path& response, const fs::path& errors) const {
+  dut::Status read_response(const AttnParams& p, dut::KvCache* cache, const fs::path& response,
+                            const fs::path& errors) const {
     try {
       h5::Handle f = h5::open_file_readonly(response);
       if (H5Aexists(f.id(), "error") > 0)
@@ -166,10 +171,42 @@ class ExecDut final : public dut::Dut {
           for (int d = 0; d < p.head_size; ++d)
             store_as(p.dtype, out[(r * p.heads_q + h) * p.head_size + d],
                      bytes + (r * p.out_row_stride + h * p.out_head_stride + d) * elem);
-      return dut::Status::success();
+      return cache ? read_cache(f.id(), *cache) : dut::Status::success();
     } catch (const h5::Error& e) {
       return fail(std::string("wrote an unreadable response (") + e.what() + ")", errors);
     }
+  }
+
+  // /cache: the KV cache the process ended the schedule with, in the harness's layout. Without it
+  // the cache says it was not reported (tokens_written -1), which the cache check names.
+  dut::Status read_cache(hid_t file, dut::KvCache& cache) const {
+    if (H5Lexists(file, "cache", H5P_DEFAULT) <= 0) {
+      std::fill(cache.tokens_written.begin(), cache.tokens_written.end(), -1);
+      return dut::Status::success();
+    }
+    const auto batch = static_cast<hsize_t>(cache.tokens_written.size());
+    const std::vector<hsize_t> want = {batch, static_cast<hsize_t>(cache.slots), static_cast<hsize_t>(cache.heads_kv),
+                                       static_cast<hsize_t>(cache.head_size)};
+    std::vector<hsize_t> k_dims, v_dims, b_dims, t_dims;
+    const std::vector<float> k = h5::read_floats(file, "cache/k", &k_dims);
+    const std::vector<float> v = h5::read_floats(file, "cache/v", &v_dims);
+    const std::vector<std::int64_t> base = h5::read_int64s(file, "cache/base", &b_dims);
+    const std::vector<std::int64_t> written = h5::read_int64s(file, "cache/tokens_written", &t_dims);
+    if (k_dims != want || v_dims != want || b_dims != std::vector<hsize_t>{batch} || t_dims != b_dims)
+      return dut::Status::failure("exec: response /cache has the wrong shapes: k and v must be [batch, cache_slots, "
+                                  "kv_heads, head_size] = [" + std::to_string(want[0]) + "," + std::to_string(want[1]) +
+                                  "," + std::to_string(want[2]) + "," + std::to_string(want[3]) +
+                                  "], base and tokens_written [batch]");
+    const std::size_t elem = dtype_bytes(cache.dtype);
+    for (std::size_t i = 0; i < k.size(); ++i) {
+      store_as(cache.dtype, k[i], &cache.k[i * elem]);
+      store_as(cache.dtype, v[i], &cache.v[i * elem]);
+    }
+    for (std::size_t b = 0; b < batch; ++b) {
+      cache.geometry[b].base = base[b];
+      cache.tokens_written[b] = written[b];
+    }
+    return dut::Status::success();
   }
 
   std::string command_;

@@ -25,6 +25,8 @@ template <>
 hid_t native_type<double>() { return H5T_NATIVE_DOUBLE; }
 template <>
 hid_t native_type<std::int32_t>() { return H5T_NATIVE_INT32; }
+template <>
+hid_t native_type<std::int64_t>() { return H5T_NATIVE_INT64; }
 
 template <class T>
 void write_typed(hid_t loc, const std::string& name, std::span<const T> data, const std::vector<hsize_t>& dims) {
@@ -110,7 +112,9 @@ void write_attr(hid_t obj, const std::string& name, double value) {
   write_numeric_attr(obj, name, H5T_NATIVE_DOUBLE, &value);
 }
 
-std::vector<float> read_floats(hid_t loc, const std::string& name, std::vector<hsize_t>* dims) {
+namespace {
+template <class T>
+std::vector<T> read_typed(hid_t loc, const std::string& name, std::vector<hsize_t>* dims) {
   Handle set(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
   Handle space(H5Dget_space(set.id()), H5Sclose, "dataspace of " + name);
   const int rank = H5Sget_simple_extent_ndims(space.id());
@@ -118,10 +122,18 @@ std::vector<float> read_floats(hid_t loc, const std::string& name, std::vector<h
   H5Sget_simple_extent_dims(space.id(), shape.data(), nullptr);
   hsize_t count = 1;
   for (hsize_t d : shape) count *= d;
-  std::vector<float> out(count);
-  check(H5Dread(set.id(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), "read dataset " + name);
+  std::vector<T> out(count);
+  check(H5Dread(set.id(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), "read dataset " + name);
   if (dims) *dims = shape;
   return out;
+}
+}  // namespace
+
+std::vector<float> read_floats(hid_t loc, const std::string& name, std::vector<hsize_t>* dims) {
+  return read_typed<float>(loc, name, dims);
+}
+std::vector<std::int64_t> read_int64s(hid_t loc, const std::string& name, std::vector<hsize_t>* dims) {
+  return read_typed<std::int64_t>(loc, name, dims);
 }
 
 std::string read_string_attr(hid_t obj, const std::string& name) {

@@ -41,7 +41,8 @@ void write_junit(const std::filesystem::path& path, const std::string& suite, co
     std::ostringstream metrics;
     metrics << "max_abs=" << r.max_abs << " threshold=" << r.threshold << " (rtol_factor=" << r.rtol_factor
             << " x baseline_max_abs=" << r.baseline_max_abs << " + atol_floor=" << r.atol_floor
-            << ") rel_l2=" << r.rel_l2 << " max_ulp=" << r.max_ulp << " cosine=" << r.cosine
+            << ") rel_l2=" << r.rel_l2 << " (" << r.l2_ratio << "x the baseline's in phase " << r.worst_phase
+            << "; profile " << r.profile << ")" << " max_ulp=" << r.max_ulp << " cosine=" << r.cosine
             << " nan=" << r.nan_count << " inf=" << r.inf_count << " worst: seq " << r.worst_seq << " token "
             << r.worst_token << " head " << r.worst_head << " dim " << r.worst_dim;
     if (r.status == "fail")
@@ -50,6 +51,9 @@ void write_junit(const std::filesystem::path& path, const std::string& suite, co
       x << "\n    <error message=\"" << xml_escape(r.reason) << "\"/>\n  ";
     else if (r.status == "skip")
       x << "\n    <skipped message=\"" << xml_escape(r.reason) << "\"/>\n  ";
+    else if (r.status == "warn")  // JUnit has no warning: a passing case that says so where CI shows it
+      x << "\n    <properties><property name=\"verdict\" value=\"warn\"/></properties>\n    <system-out>WARNING: "
+        << xml_escape(r.reason) << "\n" << xml_escape(metrics.str()) << "</system-out>\n  ";
     x << "</testcase>\n";
   }
   x << "</testsuite>\n</testsuites>\n";

@@ -15,8 +15,8 @@ std::vector<unsigned char> to_storage(const std::vector<float>& values, DType dt
   return bytes;
 }
 
-// The ATB mask the scenario asks for, from the doc's python sample; the kernel reads a compressed
-// mask with the same sample's block rule. fp32 runs get the fp16 fill (only value == 0 matters).
+// The ATB mask the scenario asks for, from the doc sample it names (python by default); the kernel
+// reads a compressed mask with the same sample's block rule (mask-check: matched pairings agree). fp32 runs get the fp16 fill (only value == 0 matters).
 void attach_mask(const ProblemSpec& spec, Problem& pr) {
   AttnParams& p = pr.params;
   p.mask_format = spec.mask;
@@ -27,13 +27,13 @@ void attach_mask(const ProblemSpec& spec, Problem& pr) {
   m.max_seq = *std::max_element(spec.seq_lens.begin(), spec.seq_lens.end());
   m.head_size = spec.head_size;
   m.dtype = spec.dtype == DType::bf16 ? DType::bf16 : DType::fp16;
-  m.generator = AtbSample::python;
+  m.generator = spec.mask_generator;
   const Mask mask = generate_mask(m);
   pr.mask = mask.values;
   p.mask = pr.mask.data();
   p.mask_rows = mask.rows;
   if (spec.mask == MaskFormat::swa_compress) {
-    const CompressGeometry g = compress_geometry(AtbSample::python, spec.head_size, m.window);
+    const CompressGeometry g = compress_geometry(spec.mask_generator, spec.head_size, m.window);
     p.mask_block = static_cast<int>(g.block);
     p.mask_effective_window = g.effective_window;
   }

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <ctime>
 #include <fstream>
 #include <set>
@@ -33,6 +35,7 @@ ScenarioRow scenario_row(const Scenario& s) {
   r.dtype = dtype_name(s.dtype);
   r.cache = s.mode == RunMode::prefill ? "none" : cache_name(s.cache);
   r.mask = mask_format_name(s.mask);
+  r.mask_generator = sample_name(s.mask_generator);
   r.inputs = distribution_name(s.inputs);
   r.seq_lens = join(s.prompt_lens, ",");
   r.heads = s.heads;
@@ -64,7 +67,7 @@ const std::vector<Column<ScenarioRow>>& scenario_columns() {
       {"inputs", &R::inputs}, {"seq_lens", &R::seq_lens}, {"heads", &R::heads},
       {"kv_heads", &R::kv_heads}, {"head_size", &R::head_size}, {"window", &R::window},
       {"chunk", &R::chunk},   {"decode_steps", &R::decode_steps}, {"seed", &R::seed},
-      {"batch", &R::batch},   {"tokens", &R::tokens},
+      {"batch", &R::batch},   {"tokens", &R::tokens}, {"mask_generator", &R::mask_generator},
   };
   return c;
 }
@@ -83,7 +86,10 @@ const std::vector<Column<ResultRow>>& result_columns() {
       {"baseline_max_abs", &R::baseline_max_abs}, {"baseline_rel_l2", &R::baseline_rel_l2},
       {"baseline_mean_ulp", &R::baseline_mean_ulp},
       {"rtol_factor", &R::rtol_factor}, {"atol_floor", &R::atol_floor}, {"threshold", &R::threshold},
-      {"run_ms", &R::run_ms},
+      {"run_ms", &R::run_ms}, {"cache_mismatches", &R::cache_mismatches},
+      {"profile", &R::profile}, {"worst_phase", &R::worst_phase}, {"l2_factor", &R::l2_factor},
+      {"l2_floor", &R::l2_floor}, {"warn_l2_factor", &R::warn_l2_factor}, {"nmse_max", &R::nmse_max},
+      {"max_margin", &R::max_margin}, {"l2_margin", &R::l2_margin}, {"l2_ratio", &R::l2_ratio},
   };
   return c;
 }
@@ -202,9 +208,16 @@ std::string cpu_model() {
 }
 
 // ---- dumps -----------------------------------------------------------------------------------
+// The ID with '/' replaced; a long ID (a drawn batch of many sequences) is cut and given a hash of
+// the whole ID, so the name stays within a file system's 255 bytes and unique.
 std::string dump_file_name(const std::string& id) {
   std::string name = id;
   std::replace(name.begin(), name.end(), '/', '_');
+  if (name.size() > 180) {
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(std::hash<std::string>{}(id)));
+    name = name.substr(0, 160) + "-" + hash;
+  }
   return name + ".h5";
 }
 
@@ -220,7 +233,15 @@ void write_dump(const fs::path& path, const Dump& d) {
   h5::write_dataset(f.id(), "golden", d.golden, {n, hq, dim});
   h5::write_dataset(f.id(), "baseline", d.baseline, {n, hq, dim});
   h5::write_dataset(f.id(), "seq_lens", d.seq_lens, {static_cast<hsize_t>(d.seq_lens.size())});
-  for (const auto& [name, out] : d.duts) h5::write_dataset(f.id(), name, out, {n, hq, dim});
+  {
+    h5::Handle outputs = h5::create_group(f.id(), "duts");
+    for (const auto& o : d.duts) {
+      const std::string key = std::to_string(o.index);
+      h5::write_dataset(outputs.id(), key, o.out, {n, hq, dim});
+      h5::Handle set(H5Dopen2(outputs.id(), key.c_str(), H5P_DEFAULT), H5Dclose, "open dump dataset duts/" + key);
+      h5::write_attr(set.id(), "dut", o.dut);
+    }
+  }
   h5::Handle root(H5Gopen2(f.id(), "/", H5P_DEFAULT), H5Gclose, "open /");
   h5::write_attr(root.id(), "scenario_id", d.scenario_id);
   for (const auto& [k, v] : d.attributes) h5::write_attr(root.id(), k, v);
@@ -331,22 +352,27 @@ bool ResultsStore::done(const std::string& scenario_id, const std::string& dut) 
                      [&](const ResultRow& r) { return r.scenario_id == scenario_id && r.dut == dut; });
 }
 
-void ResultsStore::add(const ScenarioRow& scenario, const std::vector<ResultRow>& rows,
-                       const std::vector<PerfRow>& perf, const std::optional<Dump>& dump) {
+std::vector<ResultRow> ResultsStore::add(const ScenarioRow& scenario, std::vector<ResultRow> rows,
+                                         const std::vector<PerfRow>& perf, const std::optional<Dump>& dump) {
   std::lock_guard lock(mutex_);
-  if (dump) {
-    const fs::path dir = dumps_dir(path_);
-    fs::create_directories(dir);
-    const fs::path file = fs::absolute(dir / dump_file_name(dump->scenario_id));
-    write_dump(file, *dump);
-    contents_.dump_files[dump->scenario_id] = file;
-  }
+  if (dump) try {
+      const fs::path dir = dumps_dir(path_);
+      fs::create_directories(dir);
+      const fs::path file = fs::absolute(dir / dump_file_name(dump->scenario_id));
+      write_dump(file, *dump);
+      contents_.dump_files[dump->scenario_id] = file;
+    } catch (const std::exception& e) {
+      for (auto& r : rows)
+        if (std::any_of(dump->duts.begin(), dump->duts.end(), [&](const Dump::Output& o) { return o.dut == r.dut; }))
+          r.reason += (r.reason.empty() ? "" : "; ") + std::string("tensor dump not written: ") + e.what();
+    }
   const bool known = std::any_of(contents_.scenarios.begin(), contents_.scenarios.end(),
                                  [&](const ScenarioRow& s) { return s.id == scenario.id; });
   if (!known) contents_.scenarios.push_back(scenario);
   contents_.results.insert(contents_.results.end(), rows.begin(), rows.end());
   contents_.perf.insert(contents_.perf.end(), perf.begin(), perf.end());
   write_results(path_, contents_);
+  return rows;
 }
 
 void ResultsStore::begin(const std::string& scenario_id) {

@@ -14,38 +14,14 @@
 
 #include "swa/baseline.hpp"
 #include "swa/golden.hpp"
+#include "swa/harness/cache_check.hpp"
 #include "swa/harness/dut_registry.hpp"
 #include "swa/harness/metrics.hpp"
 #include "swa/harness/perf.hpp"
+#include "swa/harness/verdict.hpp"
 
 namespace swa::harness {
 namespace {
-
-struct Location {
-  std::int64_t seq = -1, token = -1, head = -1, dim = -1, window_edge = 0;
-};
-
-// Flat index of [nTokens, Hq, D] -> sequence, token position, head, dim. window_edge is the token's
-// position relative to the first row whose window is full (t - (W - 1)): negative rows still see
-// every earlier token, rows >= 1 are the first to lose a key to the window.
-Location locate(const Problem& pr, const Scenario& s, std::int64_t flat) {
-  Location l;
-  if (flat < 0) return l;
-  const std::int64_t row = flat / (static_cast<std::int64_t>(s.heads) * s.head_size);
-  l.head = flat / s.head_size % s.heads;
-  l.dim = flat % s.head_size;
-  const auto it = std::upper_bound(pr.seq_offsets.begin(), pr.seq_offsets.end(), row);
-  l.seq = (it - pr.seq_offsets.begin()) - 1;
-  l.token = row - pr.seq_offsets[l.seq];
-  l.window_edge = s.window > 0 ? l.token - (s.window - 1) : l.token;
-  return l;
-}
-
-std::string describe(const Location& l) {
-  std::ostringstream o;
-  o << "seq " << l.seq << " token " << l.token << " head " << l.head << " dim " << l.dim;
-  return o.str();
-}
 
 std::vector<float> read_output(const std::vector<unsigned char>& storage, DType dtype) {
   std::vector<float> out(storage.size() / dtype_bytes(dtype));
@@ -63,51 +39,19 @@ ResultRow non_result(const Scenario& s, const std::string& dut, const std::strin
   r.reason = reason;
   r.rtol_factor = s.tolerance.rtol_factor;
   r.atol_floor = s.tolerance.atol_floor;
+  r.profile = profile_name(s.tolerance.profile);
   return r;
 }
 
-ResultRow judge(const Scenario& s, const Problem& pr, const std::string& dut, const std::vector<float>& out,
-                const golden::Output& g, const Comparison& base) {
-  ResultRow r = non_result(s, dut, "", "");
-  r.threshold = r.rtol_factor * base.max_abs + r.atol_floor;
-  r.baseline_max_abs = base.max_abs;
-  r.baseline_rel_l2 = base.rel_l2;
-  r.baseline_mean_ulp = base.mean_ulp;
-  const Comparison c = compare(out, g.out, s.dtype, r.threshold);
-  r.max_abs = c.max_abs;
-  r.max_rel = c.max_rel;
-  r.rel_floor = c.rel_floor;
-  r.mean_abs = c.mean_abs;
-  r.rms = c.rms;
-  r.rel_l2 = c.rel_l2;
-  r.nmse = c.nmse;
-  r.cosine = c.cosine;
-  r.max_ulp = c.max_ulp;
-  r.mean_ulp = c.mean_ulp;
-  r.over_threshold = c.over_threshold;
-  r.nan_count = c.nan_count;
-  r.inf_count = c.inf_count;
-  const Location worst = locate(pr, s, c.nan_count + c.inf_count > 0 ? c.first_nonfinite : c.worst_index);
-  r.worst_seq = worst.seq;
-  r.worst_token = worst.token;
-  r.worst_head = worst.head;
-  r.worst_dim = worst.dim;
-  r.worst_window_edge = worst.window_edge;
-  std::ostringstream why;
-  if (c.nan_count + c.inf_count > 0) {
-    r.status = "fail";
-    why << c.nan_count << " NaN and " << c.inf_count << " Inf in the output, first at " << describe(worst)
-        << " (NaN never passes; a NaN left by the poisoning is an element the DUT never wrote)";
-  } else if (c.max_abs > r.threshold) {
-    r.status = "fail";
-    why << "max abs error " << c.max_abs << " at " << describe(worst) << " > threshold " << r.threshold << " = "
-        << r.rtol_factor << " x baseline max abs error " << base.max_abs << " + atol floor " << r.atol_floor << "; "
-        << c.over_threshold << " elements over";
-  } else {
-    r.status = "pass";
-  }
-  r.reason = why.str();
-  return r;
+// The cache is part of the contract: a DUT whose cache differs from the golden model fails even
+// when its outputs are right (a consistent off-by-one slot is still wrong for the next kernel).
+void judge_cache(ResultRow& r, const CacheChecker& checker) {
+  r.cache_mismatches = checker.mismatches();
+  if (checker.mismatches() == 0) return;
+  if (!is_failure(r.status)) r.status = verdict_name(Verdict::fail);
+  r.reason += (r.reason.empty() ? "" : "; ") + std::string("KV cache differs from the golden cache model in ") +
+              std::to_string(checker.mismatches()) + " places, first " + checker.first_mismatch() +
+              " (cache_check: false or --no-cache-check for a private cache layout)";
 }
 
 }  // namespace
@@ -125,12 +69,12 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
   build_problem(s.problem_spec(), pr);
   const golden::Output g = golden::run(pr.params);
   const std::vector<float> base_out = baseline::attention(pr.params);
-  const Comparison base = compare(base_out, g.out, s.dtype, 0);
 
+  const Tolerance tolerance = options.profile ? tolerance_for(*options.profile, s.dtype) : s.tolerance;
   std::vector<ResultRow> rows;
   std::vector<PerfRow> perf_rows;
   std::optional<Dump> dump;
-  auto dump_add = [&](const std::string& name, std::vector<float> out) {
+  auto dump_add = [&](int index, const std::string& name, std::vector<float> out) {
     if (!dump) {
       dump.emplace();
       dump->scenario_id = s.id();
@@ -147,17 +91,17 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
       dump->attributes = {{"mode", std::string(mode_name(s.mode))}, {"dtype", std::string(dtype_name(s.dtype))},
                           {"window", std::to_string(s.window)}, {"scale", std::to_string(pr.params.scale)}};
     }
-    dump->duts.emplace_back(name, std::move(out));
+    dump->duts.push_back({index, name, std::move(out)});
   };
 
   // Never compare on zeros: the reference and the inputs must carry signal.
-  if (base.ref_max_abs == 0.0) {
+  if (std::all_of(g.out.begin(), g.out.end(), [](double x) { return x == 0.0; })) {
     for (const auto& d : todo) rows.push_back(non_result(s, d, "error", "the golden output is all zeros: refusing to compare"));
-    store.add(scenario_row(s), rows, {}, std::nullopt);
-    return rows;
+    return store.add(scenario_row(s), rows, {}, std::nullopt);
   }
 
   for (const auto& name : todo) {
+    const int index = static_cast<int>(std::find(duts.begin(), duts.end(), name) - duts.begin());
     std::unique_ptr<dut::Dut> dut;
     try {
       dut = make_dut(name);
@@ -175,10 +119,14 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
       store_as(s.dtype, std::numeric_limits<float>::quiet_NaN(), &out_storage[i * dtype_bytes(s.dtype)]);
     AttnParams p = pr.params;
     p.out = out_storage.data();
+    std::optional<CacheChecker> cache_checker;
+    if (options.cache_check && s.cache_check && s.mode != RunMode::prefill &&
+        dut->cache_report() != dut::CacheReport::none)
+      cache_checker.emplace(pr, dut->cache_report());
     const auto t0 = std::chrono::steady_clock::now();
     dut::Status status;
     try {
-      status = dut::run_schedule(*dut, p);
+      status = dut::run_schedule(*dut, p, cache_checker ? &*cache_checker : nullptr);
     } catch (const std::exception& e) {
       status = dut::Status::failure(std::string("exception: ") + e.what());
     }
@@ -189,17 +137,18 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
       continue;
     }
     std::vector<float> out = read_output(out_storage, s.dtype);
-    rows.push_back(judge(s, pr, name, out, g, base));
+    rows.push_back(judge(pr, tolerance, name, out, g.out, base_out));
+    rows.back().scenario_id = s.id();
     rows.back().run_ms = ms;
-    if (dump_policy == DumpPolicy::all || rows.back().status != "pass") dump_add(name, std::move(out));
+    if (cache_checker) judge_cache(rows.back(), *cache_checker);
+    if (dump_policy == DumpPolicy::all || rows.back().status != verdict_name(Verdict::pass)) dump_add(index, name, std::move(out));
     if (perf) try {
         perf_rows.push_back(time_dut(s, pr, *dut, *perf, options.ceiling_gflops));
       } catch (const std::exception& e) {
         rows.back().reason += (rows.back().reason.empty() ? "" : "; ") + std::string("perf run failed: ") + e.what();
       }
   }
-  store.add(scenario_row(s), rows, perf_rows, dump);
-  return rows;
+  return store.add(scenario_row(s), rows, perf_rows, dump);
 }
 
 void run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, const RunOptions& options,
@@ -234,7 +183,7 @@ void run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, 
       std::string verdicts;
       for (const auto& r : rows) {
         verdicts += " " + r.dut + "=" + r.status;
-        failed += r.status == "fail" || r.status == "error";
+        failed += is_failure(r.status);
       }
       if (options.progress_on_terminal) {
         progress << "\r\033[K[" << finished << "/" << scenarios.size() << "] " << failed << " failing  " << s.id()

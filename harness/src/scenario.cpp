@@ -5,18 +5,6 @@
 
 namespace swa::harness {
 
-Tolerance default_tolerance(DType dtype) {
-  // rtol_factor: FlashAttention's tests allow 2-3x the same-precision baseline's error, PyTorch 4-5x;
-  // fp32 gets 10x as in FlexAttention's tests, since an online softmax reorders every sum.
-  // atol_floor: about half an ulp at 1 in the dtype, the rounding-noise floor (FA3's fwd_atol).
-  switch (dtype) {
-    case DType::fp32: return {10.0, 1e-7};
-    case DType::fp16: return {3.0, 5e-4};
-    case DType::bf16: return {3.0, 4e-3};
-  }
-  return {};
-}
-
 std::string Scenario::id() const {
   const std::string seqs = join(prompt_lens, "-");
   std::string s = "mode=" + std::string(mode_name(mode)) + "/seqs=" + seqs + "/hq=" + std::to_string(heads) +
@@ -27,7 +15,9 @@ std::string Scenario::id() const {
     if (mode == RunMode::decode) s += "/steps=" + std::to_string(decode_steps);
     s += "/cache=" + std::string(cache_name(cache));
   }
-  s += "/mask=" + std::string(mask_format_name(mask)) + "/" + std::string(dtype_name(dtype)) + "/in=" +
+  s += "/mask=" + std::string(mask_format_name(mask));
+  if (mask_generator != AtbSample::python) s += "/gen=" + std::string(sample_name(mask_generator));  // IDs before it stay
+  s += "/" + std::string(dtype_name(dtype)) + "/in=" +
        std::string(distribution_name(inputs)) + "/seed=" + std::to_string(seed);
   return s;
 }
@@ -47,6 +37,7 @@ ProblemSpec Scenario::problem_spec() const {
   p.seed = seed;
   p.inputs = inputs;
   p.mask = mask;
+  p.mask_generator = mask_generator;
   return p;
 }
 

@@ -5,33 +5,48 @@
 #include <ostream>
 #include <tuple>
 
+#include "swa/harness/verdict.hpp"
+
 namespace swa::harness {
 
 void print_summary(std::ostream& out, const std::vector<ResultRow>& rows, const std::string& sweep_file) {
   std::map<std::tuple<std::string, std::string, std::string>, std::map<std::string, int>> table;
   for (const auto& r : rows) ++table[{r.dut, r.dtype, r.mode}][r.status];
-  out << std::left << std::setw(30) << "dut" << std::setw(7) << "dtype" << std::setw(17) << "mode" << std::right
-      << std::setw(7) << "pass" << std::setw(7) << "fail" << std::setw(7) << "error" << std::setw(7) << "skip" << "\n";
+  constexpr Verdict kColumns[] = {Verdict::pass, Verdict::warn, Verdict::fail, Verdict::error, Verdict::skip};
+  out << std::left << std::setw(30) << "dut" << std::setw(7) << "dtype" << std::setw(17) << "mode" << std::right;
+  for (Verdict v : kColumns) out << std::setw(7) << verdict_name(v);
+  out << "\n";
   for (const auto& [key, counts] : table) {
     const auto& [dut, dtype, mode] = key;
-    auto n = [&](const char* s) { return counts.count(s) ? counts.at(s) : 0; };
-    out << std::left << std::setw(30) << dut << std::setw(7) << dtype << std::setw(17) << mode << std::right
-        << std::setw(7) << n("pass") << std::setw(7) << n("fail") << std::setw(7) << n("error") << std::setw(7)
-        << n("skip") << "\n";
+    out << std::left << std::setw(30) << dut << std::setw(7) << dtype << std::setw(17) << mode << std::right;
+    for (Verdict v : kColumns) {
+      const auto it = counts.find(std::string(verdict_name(v)));
+      out << std::setw(7) << (it == counts.end() ? 0 : it->second);
+    }
+    out << "\n";
   }
-  int bad = 0;
-  for (const auto& r : rows) {
-    if (r.status != "fail" && r.status != "error") continue;
-    if (bad++ == 0) out << "\nfailures (each line reruns exactly that case):\n";
-    out << "  " << r.status << " " << r.dut << " " << r.scenario_id << "\n    " << r.reason << "\n    swa-harness run "
-        << sweep_file << " --filter '" << r.scenario_id << "' --dut " << r.dut << "\n";
-  }
+  auto list = [&](const char* title, auto keep) {
+    int n = 0;
+    for (const auto& r : rows) {
+      if (!keep(r)) continue;
+      if (n++ == 0) out << "\n" << title << " (each line reruns exactly that case):\n";
+      out << "  " << r.status << " " << r.dut << " " << r.scenario_id << "\n    " << r.reason << "\n    swa-harness run "
+          << sweep_file << " --filter '" << r.scenario_id << "' --dut " << r.dut << "\n";
+    }
+    return n;
+  };
+  const int warned = list("warnings: passed, with precision below a same-precision kernel's",
+                          [](const ResultRow& r) { return r.status == verdict_name(Verdict::warn); });
+  const int bad = list("failures", [](const ResultRow& r) { return is_failure(r.status); });
   int pass = 0, skip = 0;
   for (const auto& r : rows) {
-    pass += r.status == "pass";
-    skip += r.status == "skip";
+    pass += r.status == verdict_name(Verdict::pass);
+    skip += r.status == verdict_name(Verdict::skip);
   }
-  out << "\n" << pass << " passed, " << bad << " failed, " << skip << " skipped\n";
+  // warnings count as passed in the closing line (they do not fail the run) and are named beside it.
+  out << "\n" << pass + warned << " passed, " << bad << " failed, " << skip << " skipped";
+  if (warned > 0) out << " (" << warned << " of the passed with a precision warning)";
+  out << "\n";
 }
 
 }  // namespace swa::harness

@@ -131,6 +131,9 @@ const std::map<std::string, Apply>& parameters() {
       {"mask", [](Draft& d, const Where& w, const YAML::Node& n) {
          d.s.mask = as_choice(w, n, parse_mask_format(as_string(w, n)), "swa-norm|swa-compress|none");
        }},
+      {"mask_generator", [](Draft& d, const Where& w, const YAML::Node& n) {
+         d.s.mask_generator = as_choice(w, n, parse_sample(as_string(w, n)), "python|cpp");
+       }},
       {"dtype", [](Draft& d, const Where& w, const YAML::Node& n) {
          d.s.dtype = as_choice(w, n, parse_dtype(as_string(w, n)), dtype_choices());
        }},
@@ -190,9 +193,11 @@ struct SweepSettings {
   Api api = Api::generic;
   std::vector<std::pair<std::string, Where>> atb_features;
   std::vector<std::string> duts;
-  std::map<DType, Tolerance> tolerance;
+  ToleranceProfile profile = ToleranceProfile::standard;
+  std::map<DType, Tolerance> tolerance;  // per-dtype overrides of the profile's limits
   std::int64_t memory_limit = 0;
   std::optional<PerfSettings> perf;
+  bool cache_check = true;
 };
 
 // ---- validation of one finished scenario -----------------------------------------------------
@@ -218,6 +223,7 @@ Scenario finalize(Draft d, const SweepSettings& settings, const Where& sweep_whe
   if (s.mode != RunMode::prefill && s.cache != CachePolicy::linear && s.window == 0)
     fail(where("cache"), std::string(cache_name(s.cache)) + " needs a window > 0 (a ring holds W slots)");
 
+  if (s.mask == MaskFormat::none) s.mask_generator = AtbSample::python;  // no mask, no generator
   const bool swa = s.window > 0;
   if (settings.api == Api::atb) {
     // ATB: SWA needs windowSize > 0 and an SWA mask type together; either alone is an error.
@@ -242,9 +248,10 @@ Scenario finalize(Draft d, const SweepSettings& settings, const Where& sweep_whe
   if (need > settings.memory_limit)
     fail(where("batch"), "scenario " + s.id() + " needs about " + std::to_string(need >> 20) +
                              " MiB, over the limit of " + std::to_string(settings.memory_limit >> 20) + " MiB");
-  s.tolerance = settings.tolerance.count(s.dtype) ? settings.tolerance.at(s.dtype) : default_tolerance(s.dtype);
+  s.tolerance = settings.tolerance.count(s.dtype) ? settings.tolerance.at(s.dtype) : tolerance_for(settings.profile, s.dtype);
   s.duts = settings.duts;
   s.perf = settings.perf;
+  s.cache_check = settings.cache_check;
   return s;
 }
 
@@ -267,7 +274,7 @@ bool same_parameters(const Draft& a, const Draft& b) {
   const Scenario &x = a.s, &y = b.s;
   return x.mode == y.mode && x.heads == y.heads && x.kv_heads == y.kv_heads && a.kv_heads_set == b.kv_heads_set &&
          x.head_size == y.head_size && x.window == y.window && x.chunk == y.chunk &&
-         x.decode_steps == y.decode_steps && x.cache == y.cache && x.mask == y.mask && x.dtype == y.dtype &&
+         x.decode_steps == y.decode_steps && x.cache == y.cache && x.mask == y.mask && x.mask_generator == y.mask_generator && x.dtype == y.dtype &&
          x.inputs == y.inputs && x.seed == y.seed && a.batch.lengths == b.batch.lengths &&
          a.batch.size == b.batch.size && a.batch.min == b.batch.min && a.batch.max == b.batch.max;
 }
@@ -317,7 +324,7 @@ std::vector<Draft> edge_cases(const std::vector<Draft>& combos) {
 
 Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where& w, std::int64_t memory_limit) {
   require_keys(w, node, {"description", "api", "matrix", "exclude", "include", "defaults", "edges", "duts",
-                         "tolerance", "atb_features", "perf"});
+                         "tolerance", "tolerance_profile", "atb_features", "perf", "cache_check"});
   SweepSettings settings;
   settings.memory_limit = memory_limit;
   if (node["api"]) {
@@ -345,21 +352,41 @@ Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where&
   if (node["duts"]) {
     const Where dw = child(w, "duts", node["duts"]);
     if (!node["duts"].IsSequence()) fail(dw, "expected a list of DUT names");
-    for (const auto& d : node["duts"]) settings.duts.push_back(as_string(child(w, "duts", d), d));
+    for (const auto& d : node["duts"]) {
+      const std::string dut = as_string(child(w, "duts", d), d);
+      if (std::find(settings.duts.begin(), settings.duts.end(), dut) != settings.duts.end())
+        fail(child(w, "duts", d), "'" + dut + "' is named twice; name each DUT once");
+      settings.duts.push_back(dut);
+    }
+  }
+  if (node["tolerance_profile"]) {
+    const Where pw = child(w, "tolerance_profile", node["tolerance_profile"]);
+    settings.profile = as_choice(pw, node["tolerance_profile"], parse_profile(as_string(pw, node["tolerance_profile"])),
+                                 profile_choices());
   }
   if (node["tolerance"]) {
     const Where tw = child(w, "tolerance", node["tolerance"]);
     require_keys(tw, node["tolerance"], {"fp32", "fp16", "bf16"});
+    const std::vector<std::pair<std::string, double Tolerance::*>> limits = {
+        {"rtol_factor", &Tolerance::rtol_factor}, {"atol_floor", &Tolerance::atol_floor},
+        {"l2_factor", &Tolerance::l2_factor},     {"l2_floor", &Tolerance::l2_floor},
+        {"warn_l2_factor", &Tolerance::warn_l2_factor}, {"nmse_max", &Tolerance::nmse_max}};
+    std::set<std::string> limit_names;
+    for (const auto& [name, _] : limits) limit_names.insert(name);
     for (const auto& kv : node["tolerance"]) {
       const std::string dt = kv.first.as<std::string>();
       const Where dw = child(tw, dt, kv.second);
-      require_keys(dw, kv.second, {"rtol_factor", "atol_floor"});
-      Tolerance t = default_tolerance(*parse_dtype(dt));
-      if (kv.second["rtol_factor"]) t.rtol_factor = as_double(child(dw, "rtol_factor", kv.second["rtol_factor"]), kv.second["rtol_factor"]);
-      if (kv.second["atol_floor"]) t.atol_floor = as_double(child(dw, "atol_floor", kv.second["atol_floor"]), kv.second["atol_floor"]);
+      require_keys(dw, kv.second, limit_names);
+      Tolerance t = tolerance_for(settings.profile, *parse_dtype(dt));
+      for (const auto& [name, member] : limits)
+        if (kv.second[name]) t.*member = as_double(child(dw, name, kv.second[name]), kv.second[name]);
       settings.tolerance[*parse_dtype(dt)] = t;
     }
   }
+
+  if (node["cache_check"] &&
+      (!node["cache_check"].IsScalar() || !YAML::convert<bool>::decode(node["cache_check"], settings.cache_check)))
+    fail(child(w, "cache_check", node["cache_check"]), "expected true or false");
 
   if (node["perf"]) {
     const Where pw = child(w, "perf", node["perf"]);

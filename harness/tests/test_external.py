@@ -3,6 +3,9 @@
 the C ABI plugin, and every bad plugin and bad process case (clear error, results kept).
 
 usage: test_external.py PATH/TO/swa-harness CI_YAML EXAMPLE_DUT PLUGIN_DIR
+
+Tried the way an outside team does: plugins by absolute path, exec: DUTs with spaces and slashes in
+their names, and a plain-C plugin written from swa/dut_v1.h alone (dut/external/examples/c_plugin.c).
 """
 import os
 import subprocess
@@ -11,6 +14,7 @@ import tempfile
 import unittest
 
 import h5py
+import numpy as np
 
 HARNESS = CI = EXAMPLE = PLUGINS = None
 
@@ -19,11 +23,160 @@ def run(*args):
     return subprocess.run([HARNESS, *map(str, args)], capture_output=True, text=True, timeout=900)
 
 
+def text(x):
+    return x.decode() if isinstance(x, bytes) else x
+
+
 def rows(path):
     with h5py.File(path) as f:
         r = f["results"][:]
-    s = lambda x: x.decode() if isinstance(x, bytes) else x
-    return {(s(x["scenario_id"]), s(x["dut"])): (s(x["status"]), float(x["max_abs"]), s(x["reason"])) for x in r}
+    return {(text(x["scenario_id"]), text(x["dut"])): (text(x["status"]), float(x["max_abs"]), text(x["reason"])) for x in r}
+
+
+def full_rows(path):
+    with h5py.File(path) as f:
+        r = f["results"][:]
+        names = r.dtype.names
+    return {(text(x["scenario_id"]), text(x["dut"])): {n: text(x[n]) for n in names} for x in r}
+
+
+def dumped_outputs(path, scenario):
+    """{DUT name: output array} of one scenario's dump."""
+    with h5py.File(path) as f:
+        duts = f["dumps"][scenario]["duts"]
+        return {text(d.attrs["dut"]): d[:] for d in duts.values()}
+
+
+class FailuresStayFailures(unittest.TestCase):
+    """A failing external DUT is a `fail` with real metrics and a readable dump, whatever its name."""
+
+    def check_failing_dut(self, dut, env=None):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            r = subprocess.run([HARNESS, "run", CI, "--sweep", "caches", "--jobs", "2", "--out", out,
+                                "--dut", "cpu," + dut], capture_output=True, text=True, timeout=900,
+                               env={**os.environ, **(env or {})})
+            self.assertEqual(r.returncode, 1, r.stdout[-2000:])
+            got = full_rows(out)
+            self.assertEqual(len(got), 2 * 72)
+            for (scenario, name), row in got.items():
+                if name == "cpu":
+                    self.assertEqual(row["status"], "pass", row["reason"])  # the other DUT's verdict is untouched
+                    continue
+                self.assertEqual(row["status"], "fail", row["reason"])
+                self.assertNotIn("HDF5", row["reason"])
+                self.assertGreater(row["max_abs"], row["threshold"])  # real metrics, not zeros
+                self.assertGreater(row["threshold"], 0)
+                outputs = dumped_outputs(out, scenario)
+                self.assertEqual(set(outputs), {dut})
+                self.assertTrue(np.isfinite(outputs[dut]).all())
+
+    def test_a_failing_plugin_given_by_absolute_path(self):
+        self.check_failing_dut("plugin:" + os.path.join(PLUGINS, "libswa_c_plugin.so"),
+                               {"SWA_C_PLUGIN_FAULT": "window_plus_one"})
+
+    def test_a_failing_exec_dut(self):
+        self.check_failing_dut(f"exec:/usr/bin/python3 {EXAMPLE} --fault window-plus-one")
+
+    def test_a_dump_that_cannot_be_written_changes_no_verdict(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            with open(out + ".dumps", "w") as f:  # a file where the dump folder must go
+                f.write("in the way")
+            r = run("run", CI, "--sweep", "inputs", "--dut", "cpu,mutant:window_plus_one", "--out", out)
+            self.assertEqual(r.returncode, 1, r.stdout[-2000:])
+            for (scenario, name), row in full_rows(out).items():
+                self.assertEqual(row["status"], "pass" if name == "cpu" else "fail", row["reason"])
+                if name != "cpu":
+                    self.assertTrue(row["max_margin"] > 1 or row["l2_margin"] > 1, row)  # real metrics
+                    self.assertIn("tensor dump not written", row["reason"])
+
+    def test_dump_all_on_ci_yaml_passes_and_keys_every_dut_by_index(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            r = run("run", CI, "--dut", "baseline,cpu", "--dump", "all", "--jobs", "2", "--out", out)
+            self.assertEqual(r.returncode, 0, r.stdout[-2000:])
+            self.assertEqual({v[0] for v in rows(out).values()}, {"pass"})
+            scenario = next(iter(rows(out)))[0]
+            with h5py.File(out) as f:
+                duts = f["dumps"][scenario]["duts"]
+                self.assertEqual({k: text(d.attrs["dut"]) for k, d in duts.items()}, {"0": "baseline", "1": "cpu"})
+                self.assertIn("baseline", f["dumps"][scenario])  # the baseline's own output beside them
+
+    def test_a_dut_named_twice_is_refused(self):
+        r = run("run", CI, "--dut", "baseline,baseline", "--out", "/tmp/never.h5")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("option --dut: 'baseline' is named twice", r.stderr)
+        with tempfile.TemporaryDirectory() as tmp:
+            sweep = os.path.join(tmp, "s.yaml")
+            with open(sweep, "w") as f:
+                f.write("sweeps:\n  s:\n    duts: [cpu, baseline, cpu]\n    matrix: {window: [8]}\n")
+            r = run("list", sweep)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("s.yaml:3:", r.stderr)
+            self.assertIn("sweeps.s.duts: 'cpu' is named twice", r.stderr)
+
+
+class CacheCheck(unittest.TestCase):
+    """The cache a DUT leaves is compared with the golden cache model after every chunk and step."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def run_caches(self, dut, *extra, env=None):
+        out = os.path.join(self.tmp.name, f"r{len(os.listdir(self.tmp.name))}.h5")
+        r = subprocess.run([HARNESS, "run", CI, "--sweep", "caches", "--jobs", "2", "--out", out, "--dut", dut, *extra],
+                           capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
+        return r, full_rows(out)
+
+    def check_shifted_cache_fails_only_on_rings(self, dut, env=None):
+        r, got = self.run_caches(dut, env=env)
+        self.assertEqual(r.returncode, 1, r.stdout[-2000:])
+        for (scenario, _), row in got.items():
+            if "cache=linear" in scenario:
+                self.assertEqual(row["status"], "pass", row["reason"])
+                self.assertEqual(row["cache_mismatches"], 0)
+            else:
+                self.assertEqual(row["status"], "fail", scenario)
+                self.assertLessEqual(row["max_abs"], row["threshold"])  # the outputs are right ...
+                self.assertGreater(row["cache_mismatches"], 0)       # ... the cache is not
+                self.assertRegex(row["reason"], r"sequence \d+ slot \d+ holds (position \d+|nothing \(zeros\)), expected position \d+")
+        r, got = self.run_caches(dut, "--no-cache-check", env=env)
+        self.assertEqual(r.returncode, 0, r.stdout[-2000:])
+        self.assertEqual({row["cache_mismatches"] for row in got.values()}, {-1})
+
+    def test_a_plugin_writing_the_ring_one_slot_off(self):
+        self.check_shifted_cache_fails_only_on_rings("plugin:" + os.path.join(PLUGINS, "libswa_c_plugin.so"),
+                                                     {"SWA_C_PLUGIN_FAULT": "cache_slot_shift"})
+
+    def test_an_exec_dut_returning_a_shifted_cache(self):
+        self.check_shifted_cache_fails_only_on_rings(f"exec:/usr/bin/python3 {EXAMPLE} --fault cache-slot-shift")
+
+    def test_a_built_in_mutant_that_reads_back_consistently(self):
+        self.check_shifted_cache_fails_only_on_rings("mutant:cache_slot_shifted")
+
+    def test_cache_check_false_in_a_sweep_turns_it_off(self):
+        sweep = os.path.join(self.tmp.name, "private.yaml")
+        with open(sweep, "w") as f:
+            f.write("sweeps:\n  private_layout:\n    cache_check: false\n    duts: [mutant:cache_slot_shifted]\n"
+                    "    matrix: {mode: [decode], cache: [ring-modulo], window: [8], batch: [[40, 9]], decode_steps: [5]}\n")
+        out = os.path.join(self.tmp.name, "private.h5")
+        r = run("run", sweep, "--out", out)
+        self.assertEqual(r.returncode, 0, r.stdout[-2000:])
+        self.assertEqual({row["cache_mismatches"] for row in full_rows(out).values()}, {-1})
+        with open(sweep, "w") as f:
+            f.write("sweeps:\n  s:\n    cache_check: sometimes\n    matrix: {window: [8]}\n")
+        r = run("list", sweep)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("private.yaml:3:18: sweeps.s.cache_check: expected true or false", r.stderr)
+
+    def test_correct_duts_leave_the_golden_cache(self):
+        for dut in ("cpu", "plugin:" + os.path.join(PLUGINS, "libswa_c_plugin.so"), f"exec:/usr/bin/python3 {EXAMPLE}"):
+            with self.subTest(dut):
+                r, got = self.run_caches(dut)
+                self.assertEqual(r.returncode, 0, r.stdout[-2000:])
+                self.assertEqual({row["cache_mismatches"] for row in got.values()}, {0})
 
 
 class ProcessProtocol(unittest.TestCase):
@@ -62,6 +215,13 @@ class ProcessProtocol(unittest.TestCase):
 class Plugins(unittest.TestCase):
     def plugin(self, name):
         return os.path.join(PLUGINS, f"lib{name}.so")
+
+    def test_the_c_example_plugin_passes_ci_yaml(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            r = run("run", CI, "--jobs", "2", "--dut", "plugin:" + self.plugin("swa_c_plugin"), "--out", out)
+            self.assertEqual(r.returncode, 0, r.stdout[-3000:])
+            self.assertEqual({v[0] for v in rows(out).values()}, {"pass"})
 
     def test_cpu_as_a_plugin_matches_the_linked_cpu_dut(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -75,7 +75,7 @@ class Report(unittest.TestCase):
             self.assertIn(f'<span id="total-{status}">{totals[status]} {status}</span>', self.html)
         cells = Counter((s(r["dut"]), s(r["dtype"]), s(r["mode"]), s(r["status"])) for r in self.rows)
         for (dut, dtype, mode) in {(k[0], k[1], k[2]) for k in cells}:
-            line = f"| {dut} | {dtype} | {mode} | " + " | ".join(str(cells[(dut, dtype, mode, st)]) for st in ("pass", "fail", "error", "skip")) + " |"
+            line = f"| {dut} | {dtype} | {mode} | " + " | ".join(str(cells[(dut, dtype, mode, st)]) for st in ("pass", "warn", "fail", "error", "skip")) + " |"
             self.assertIn(line, self.md)
 
     def test_figures_are_embedded(self):

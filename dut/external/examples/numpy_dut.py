@@ -4,8 +4,11 @@
     swa-harness run SWEEP.yaml --dut "exec:/usr/bin/python3 dut/external/examples/numpy_dut.py"
 
 The harness runs `COMMAND REQUEST.h5 RESPONSE.h5`. This DUT reads the request, computes sliding-
-window attention with numpy in float32 (any schedule gives the dense result, so it ignores the
-cache and chunking), and writes /out. --fail MODE misbehaves on purpose, for the harness's tests.
+window attention with numpy in float32 (any schedule gives the dense result, so it computes the
+dense result), writes /out and, in chunked_prefill and decode, the KV cache the schedule ends with
+(/cache, protocol 2). --fail MODE misbehaves on purpose, for the harness's tests; --fault FAULT is a
+wrong kernel that still runs (window-plus-one: W+1 keys; cache-slot-shift: every ring write one slot
+late, which the outputs of a consistent reader would never show).
 """
 import argparse
 import sys
@@ -40,9 +43,32 @@ def attention(q, k, v, seq_lens, left, right, scale):
     return out
 
 
+def final_cache(f, k, v, fault):
+    """The cache after the whole schedule: every position from the sequence's base up, written in order."""
+    seq_lens, prompt_lens = f["seq_lens"][:], f["prompt_lens"][:]
+    slots, policy, chunk = int(f.attrs["cache_slots"]), f.attrs["cache"], int(f.attrs["chunk"])
+    batch, hkv, d = len(seq_lens), k.shape[1], k.shape[2]
+    ck = np.zeros((batch, slots, hkv, d), dtype=np.float32)
+    cv = np.zeros_like(ck)
+    base = np.zeros(batch, dtype=np.int64)
+    start = 0
+    for b, (length, prompt) in enumerate(zip(seq_lens, prompt_lens)):
+        if policy == "ring-compact":  # fixed by the first write: the first chunk (or the whole prompt)
+            first = min(chunk, prompt) if chunk > 0 else prompt
+            base[b] = max(0, first - slots)
+        for pos in range(base[b], length):
+            slot = pos if policy == "linear" else (pos - base[b]) % slots
+            if fault == "cache-slot-shift" and policy != "linear":
+                slot = (slot + 1) % slots
+            ck[b, slot], cv[b, slot] = k[start + pos], v[start + pos]
+        start += length
+    return ck, cv, base, seq_lens.astype(np.int64)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fail", choices=["exit", "garbled", "wrong-shape", "hang", "report-error", "no-response"])
+    ap.add_argument("--fault", choices=["window-plus-one", "cache-slot-shift"])
     ap.add_argument("request")
     ap.add_argument("response")
     args = ap.parse_args()
@@ -58,17 +84,23 @@ def main():
             f.write(b"this is not an HDF5 file")
         return 0
     with h5py.File(args.request, "r") as f:
-        if f.attrs["protocol_version"] != 1:
+        if f.attrs["protocol_version"] != 2:
             print("numpy_dut: unsupported protocol version", file=sys.stderr)
             return 2
         q, k, v = (f[name][:].astype(np.float32) for name in ("q", "k", "v"))
-        out = attention(q, k, v, f["seq_lens"][:], int(f.attrs["window_left"]), int(f.attrs["window_right"]),
-                        np.float32(f.attrs["scale"]))
+        left = int(f.attrs["window_left"])
+        if args.fault == "window-plus-one" and left >= 0:
+            left += 1
+        out = attention(q, k, v, f["seq_lens"][:], left, int(f.attrs["window_right"]), np.float32(f.attrs["scale"]))
+        cache = final_cache(f, k, v, args.fault) if f.attrs["mode"] != "prefill" else None
     with h5py.File(args.response, "w") as f:
         if args.fail == "report-error":
             f.attrs["error"] = "numpy_dut cannot do this on purpose"
             return 0
         f["out"] = out[:, :-1, :] if args.fail == "wrong-shape" else out
+        if cache is not None:
+            for name, value in zip(("k", "v", "base", "tokens_written"), cache):
+                f["cache/" + name] = value
     return 0
 
 

@@ -11,6 +11,7 @@
 #include "swa/baseline.hpp"
 #include "swa/golden.hpp"
 #include "swa/harness/dut_registry.hpp"
+#include "swa/harness/verdict.hpp"
 #include "swa/harness/h5.hpp"
 #include "swa/harness/join.hpp"
 #include "swa/harness/metrics.hpp"
@@ -64,7 +65,14 @@ Evaluation evaluate(const Scenario& s, const BisectOptions& o) {
   if (!out) return e;
   e.out = *out;
   e.max_abs = max_abs_difference(e.out, e.ref);
-  e.fails = !(e.max_abs <= e.threshold);
+  // Against the golden, the run's own verdict (per phase, worst element and relative L2); against
+  // another DUT, its output is the reference and the worst element decides.
+  if (o.against == "golden") {
+    const std::vector<float> out_f(e.out.begin(), e.out.end());
+    e.fails = is_failure(judge(pr, s.tolerance, o.dut, out_f, g.out, base).status);
+  } else {
+    e.fails = !(e.max_abs <= e.threshold);
+  }
   return e;
 }
 
@@ -186,7 +194,9 @@ std::string yaml_case(const Scenario& s) {
     << ", kv_heads: " << s.kv_heads << ", head_size: " << s.head_size << ", window: " << s.window;
   if (s.mode != RunMode::prefill) o << ", chunk: " << s.chunk << ", cache: " << cache_name(s.cache);
   if (s.mode == RunMode::decode) o << ", decode_steps: " << s.decode_steps;
-  o << ", mask: " << mask_format_name(s.mask) << ", dtype: " << dtype_name(s.dtype)
+  o << ", mask: " << mask_format_name(s.mask);
+  if (s.mask_generator != AtbSample::python) o << ", mask_generator: " << sample_name(s.mask_generator);
+  o << ", dtype: " << dtype_name(s.dtype)
     << ", inputs: " << distribution_name(s.inputs) << ", seed: " << s.seed << "}";
   return o.str();
 }

@@ -22,6 +22,7 @@ harness::Scenario scenario_from_results(const std::string& path, const std::stri
   s.dtype = *parse_dtype(row->dtype);
   if (row->cache != "none") s.cache = *parse_cache(row->cache);
   s.mask = *parse_mask_format(row->mask);
+  if (!row->mask_generator.empty()) s.mask_generator = *parse_sample(row->mask_generator);
   s.inputs = *harness::parse_distribution(row->inputs);
   std::stringstream lens(row->seq_lens);
   for (std::string len; std::getline(lens, len, ',');) s.prompt_lens.push_back(std::stoi(len));
@@ -33,9 +34,20 @@ harness::Scenario scenario_from_results(const std::string& path, const std::stri
   s.decode_steps = static_cast<int>(row->decode_steps);
   s.seed = static_cast<std::uint64_t>(row->seed);
   s.sweep = row->sweep;
-  s.tolerance = harness::default_tolerance(s.dtype);
-  for (const auto& r : c.results)
-    if (r.scenario_id == id && r.rtol_factor > 0) s.tolerance = {r.rtol_factor, r.atol_floor};
+  s.tolerance = harness::tolerance_for(harness::ToleranceProfile::standard, s.dtype);
+  // The limits the run applied, as recorded in its row (files before profiles recorded only the first two).
+  for (const auto& r : c.results) {
+    if (r.scenario_id != id || (r.rtol_factor <= 0 && r.nmse_max <= 0)) continue;
+    if (const auto profile = harness::parse_profile(r.profile)) s.tolerance = harness::tolerance_for(*profile, s.dtype);
+    s.tolerance.rtol_factor = r.rtol_factor;
+    s.tolerance.atol_floor = r.atol_floor;
+    if (!r.profile.empty()) {
+      s.tolerance.l2_factor = r.l2_factor;
+      s.tolerance.l2_floor = r.l2_floor;
+      s.tolerance.warn_l2_factor = r.warn_l2_factor;
+      s.tolerance.nmse_max = r.nmse_max;
+    }
+  }
   if (s.id() != id) throw UsageError("results file " + path + ": scenario row does not rebuild ID " + id);
   return s;
 }

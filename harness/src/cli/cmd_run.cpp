@@ -12,11 +12,12 @@
 #include "swa/harness/perf.hpp"
 #include "swa/harness/runner.hpp"
 #include "swa/harness/summary.hpp"
+#include "swa/harness/verdict.hpp"
 
 namespace swa::cli {
 
 int cmd_run(const std::vector<std::string>& args) {
-  std::string path, sweep, filter, duts_text, out = "results.h5", junit, shard_text, dump_text = "failures";
+  std::string path, sweep, filter, duts_text, out = "results.h5", junit, shard_text, dump_text = "failures", profile_text;
   int jobs = 1, perf_repeats = 5;
   double exec_timeout = 300;
   std::int64_t memory_limit_mb = 0;
@@ -35,6 +36,8 @@ int cmd_run(const std::vector<std::string>& args) {
       ("shard", po::value(&shard_text), "K/N: every N-th scenario from the K-th (0 <= K < N)")
       ("dump", po::value(&dump_text)->default_value(dump_text), "failures|all: when to dump tensors to /dumps")
       ("exec-timeout", po::value(&exec_timeout)->default_value(300), "seconds an exec: DUT may run per scenario")
+      ("tolerance-profile", po::value(&profile_text), ("strict|default|loose: replaces the sweeps' tolerances (harness/README.md)"))
+      ("no-cache-check", "do not compare the DUTs' KV caches with the golden cache model (for private cache layouts)")
       ("perf", "also time every DUT per scenario (warm-ups, then the median) into /perf; runs one job")
       ("perf-repeats", po::value(&perf_repeats)->default_value(5), "timed repeats in perf mode")
       ("memory-limit-mb", po::value(&memory_limit_mb)->default_value(0), "refuse larger scenarios (0: half the RAM)");
@@ -62,13 +65,24 @@ int cmd_run(const std::vector<std::string>& args) {
     options.ceiling_gflops = harness::measure_cpu_ceiling_gflops();
     std::cerr << "perf ceiling: Eigen SGEMM 2048^3 = " << options.ceiling_gflops << " GFLOP/s\n";
   }
+  options.cache_check = vm.count("no-cache-check") == 0;
+  if (vm.count("tolerance-profile")) {
+    options.profile = harness::parse_profile(profile_text);
+    if (!options.profile)
+      throw UsageError("option --tolerance-profile: '" + profile_text + "' is not one of " + harness::profile_choices());
+  }
   options.dump = dump_text == "all" ? harness::DumpPolicy::all : harness::DumpPolicy::failures;
   options.progress_on_terminal = ::isatty(STDERR_FILENO);
   if (vm.count("dut") && duts_text.rfind("exec:", 0) == 0) {
     options.duts.push_back(duts_text);  // the command is the rest of the value, commas included
   } else if (vm.count("dut")) {
     std::stringstream list(duts_text);
-    for (std::string d; std::getline(list, d, ',');) options.duts.push_back(d);
+    for (std::string d; std::getline(list, d, ',');) {
+      // Two rows for one (scenario, DUT) pair could not be told apart in the results.
+      if (std::find(options.duts.begin(), options.duts.end(), d) != options.duts.end())
+        throw UsageError("option --dut: '" + d + "' is named twice; name each DUT once");
+      options.duts.push_back(d);
+    }
   }
   // Every DUT named anywhere must exist before anything runs.
   for (const auto& s : scenarios)
@@ -93,7 +107,7 @@ int cmd_run(const std::vector<std::string>& args) {
   harness::print_summary(std::cout, rows, path);
   std::cout << "results: " << out << (vm.count("junit") ? ", junit: " + junit : std::string()) << "\n";
   for (const auto& r : rows)
-    if (r.status == "fail" || r.status == "error") return kCheckFailed;
+    if (harness::is_failure(r.status)) return kCheckFailed;
   return kOk;
 }
 

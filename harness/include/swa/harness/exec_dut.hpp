@@ -8,7 +8,7 @@
 
 namespace swa::harness {
 
-inline constexpr int kExecProtocolVersion = 1;
+inline constexpr int kExecProtocolVersion = 2;  // 2: the response carries the KV cache (/cache)
 
 std::unique_ptr<dut::Dut> make_exec_dut(const std::string& command, double timeout_seconds);
 

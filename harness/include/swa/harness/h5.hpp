@@ -48,6 +48,7 @@ void write_attr(hid_t obj, const std::string& name, std::int64_t value);
 void write_attr(hid_t obj, const std::string& name, double value);
 
 std::vector<float> read_floats(hid_t loc, const std::string& name, std::vector<hsize_t>* dims = nullptr);
+std::vector<std::int64_t> read_int64s(hid_t loc, const std::string& name, std::vector<hsize_t>* dims = nullptr);
 std::string read_string_attr(hid_t obj, const std::string& name);
 std::int64_t read_int_attr(hid_t obj, const std::string& name);
 

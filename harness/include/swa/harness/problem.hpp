@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "swa/atb_masks.hpp"
 #include "swa/harness/inputs.hpp"
 #include "swa/params.hpp"
 
@@ -22,7 +23,8 @@ struct ProblemSpec {
   int decode_steps = 0;
   std::uint64_t seed = 0;
   InputDistribution inputs = InputDistribution::normal;
-  MaskFormat mask = MaskFormat::none;  // an ATB mask tensor for the DUT (python sample, python block rule)
+  MaskFormat mask = MaskFormat::none;  // an ATB mask tensor for the DUT
+  AtbSample mask_generator = AtbSample::python;  // the doc sample that builds it, and its block rule
 };
 
 // Inputs generated from the spec's seed and the params pointing at them. Q, K and V are kept both

@@ -9,13 +9,15 @@ namespace swa::harness {
 
 struct ScenarioRow {
   std::string id, sweep, mode, dtype, cache, mask, inputs, seq_lens;
+  std::string mask_generator;  // python | cpp (files before it: empty, meaning python)
   std::int64_t heads = 0, kv_heads = 0, head_size = 0, window = 0, chunk = 0, decode_steps = 0, seed = 0,
                batch = 0, tokens = 0;
 };
 
 ScenarioRow scenario_row(const Scenario& s);
 
-// status: pass | fail | skip | error. Every threshold applied is recorded next to the numbers.
+// status: pass | warn | fail | skip | error (verdict.hpp). Every limit applied is recorded next to
+// the numbers.
 struct ResultRow {
   std::string scenario_id, dut, status, reason, dtype, mode;
   double max_abs = 0, max_rel = 0, rel_floor = 0, mean_abs = 0, rms = 0, rel_l2 = 0, nmse = 0, cosine = 0,
@@ -25,6 +27,17 @@ struct ResultRow {
   double baseline_max_abs = 0, baseline_rel_l2 = 0, baseline_mean_ulp = 0;
   double rtol_factor = 0, atol_floor = 0, threshold = 0;
   double run_ms = 0;
+  // The per-phase rule (verdict.hpp): the profile and its limits, the phase that came closest to a
+  // limit, and the margins there (value / limit: a verdict is pass iff every margin is <= 1).
+  std::string profile, worst_phase;
+  double l2_factor = 0, l2_floor = 0, warn_l2_factor = 0, nmse_max = 0;
+  double max_margin = 0;  // max|err| / threshold, worst phase (threshold above is that phase's)
+  double l2_margin = 0;   // rel_l2 / (l2_factor * baseline rel_l2 + l2_floor), worst phase
+  double l2_ratio = 0;    // rel_l2 / baseline rel_l2 in that phase (0 when the baseline is exact)
+  // Slots (and base / tokens_written values) where the DUT's KV cache differed from the golden cache
+  // model, over every chunk and decode step; -1 when not checked (prefill, a DUT with no cache,
+  // cache_check off).
+  std::int64_t cache_mismatches = -1;
 };
 
 }  // namespace swa::harness

@@ -30,7 +30,14 @@ struct Dump {
   int heads_q = 0, heads_kv = 0, head_size = 0;
   std::vector<float> q, k, v, baseline;
   std::vector<double> golden;
-  std::vector<std::pair<std::string, std::vector<float>>> duts;  // name, output
+  // Each DUT's output, keyed in the file by the DUT's index in the run's DUT list (always a valid,
+  // unique HDF5 name), with its full name as an attribute: DUT names hold '/', ':' and spaces.
+  struct Output {
+    int index = 0;
+    std::string dut;
+    std::vector<float> out;
+  };
+  std::vector<Output> duts;
   std::map<std::string, std::string> attributes;
 };
 
@@ -56,8 +63,10 @@ class ResultsStore {
   // plugin) leaves its scenario's ID beside the results of everything finished before it.
   void begin(const std::string& scenario_id);
   void end(const std::string& scenario_id);
-  void add(const ScenarioRow& scenario, const std::vector<ResultRow>& rows, const std::vector<PerfRow>& perf,
-           const std::optional<Dump>& dump);
+  // Stores the rows and returns them as stored. A dump that cannot be written never changes a
+  // verdict or a metric: the rows of the dumped DUTs say so in their reason.
+  std::vector<ResultRow> add(const ScenarioRow& scenario, std::vector<ResultRow> rows, const std::vector<PerfRow>& perf,
+                             const std::optional<Dump>& dump);
   std::vector<ResultRow> results() const;
   const std::filesystem::path& path() const { return path_; }
 

@@ -18,6 +18,8 @@ struct RunOptions {
   bool progress_on_terminal = false;
   std::optional<PerfSettings> perf;  // --perf: time every scenario, over the sweep's own perf settings
   double ceiling_gflops = 0;          // measured once per run when anything is timed
+  std::optional<ToleranceProfile> profile;  // --tolerance-profile: replaces every scenario's tolerances
+  bool cache_check = true;            // --no-cache-check turns the cache comparison off for every scenario
 };
 
 // Runs one scenario against its DUTs: inputs from the seed, golden, baseline, then each DUT on a

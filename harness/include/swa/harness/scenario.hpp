@@ -7,16 +7,12 @@
 
 #include "swa/harness/inputs.hpp"
 #include "swa/harness/problem.hpp"
+#include "swa/harness/tolerance.hpp"
+#include "swa/atb_masks.hpp"
 #include "swa/params.hpp"
 
 namespace swa::harness {
 
-// The verdict rule: pass iff no NaN/Inf and max|out - golden| <= rtol_factor * max|baseline - golden| + atol_floor.
-struct Tolerance {
-  double rtol_factor = 0;
-  double atol_floor = 0;
-};
-Tolerance default_tolerance(DType dtype);
 
 struct PerfSettings {
   int warmups = 1;
@@ -36,6 +32,7 @@ struct Scenario {
   int decode_steps = 0;
   CachePolicy cache = CachePolicy::ring_modulo;
   MaskFormat mask = MaskFormat::none;
+  AtbSample mask_generator = AtbSample::python;  // which doc sample builds the mask and its block rule
   DType dtype = DType::fp32;
   InputDistribution inputs = InputDistribution::normal;
   std::uint64_t seed = 0;
@@ -45,6 +42,7 @@ struct Scenario {
   Tolerance tolerance;
   std::vector<std::string> duts;
   std::optional<PerfSettings> perf;  // time the DUTs too
+  bool cache_check = true;            // compare the KV cache a DUT leaves with the golden cache model
 
   std::string id() const;
   ProblemSpec problem_spec() const;

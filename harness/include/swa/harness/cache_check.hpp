@@ -1,0 +1,44 @@
+#pragma once
+// The KV cache is part of a DUT's contract (ATB and serving stacks hand it to other kernels), so the
+// cache a DUT leaves behind is compared with the golden's cache model: per sequence, the compact
+// ring's base, tokens_written, and per slot which position it holds, bit for bit in the storage dtype.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "swa/dut/dut.hpp"
+#include "swa/harness/problem.hpp"
+#include "swa/kv_cache_model.hpp"
+
+namespace swa::harness {
+
+class CacheChecker final : public dut::ScheduleObserver {
+ public:
+  // when: every_call compares after every chunk and decode step; end_of_schedule after the last call only.
+  CacheChecker(const Problem& problem, dut::CacheReport when);
+
+  void after_chunk(const AttnParams& p, const dut::KvCache& cache, int chunk_index) override;
+  void after_decode_step(const AttnParams& p, const dut::KvCache& cache, int step) override;
+
+  // Differing (sequence, slot) pairs plus differing base / tokens_written values, summed over every
+  // comparison; the first difference in words ("after chunk 2: sequence 0 slot 3 holds position 10,
+  // expected position 9").
+  std::int64_t mismatches() const { return mismatches_; }
+  const std::string& first_mismatch() const { return first_; }
+
+ private:
+  std::string when() const;
+  void advance(int b, std::int64_t begin, std::int64_t end);
+  void compare(const dut::KvCache& cache, const std::string& when);
+  std::string held_position(int b, const dut::KvCache& cache, std::int64_t slot) const;
+
+  const Problem& pr_;
+  bool each_call_;
+  int calls_left_;
+  std::vector<KvCacheModel> models_;
+  std::vector<double> k_, v_;  // the problem's K and V in fp64, [nTokens, Hkv, D]
+  std::int64_t mismatches_ = 0;
+  std::string first_;
+};
+
+}  // namespace swa::harness

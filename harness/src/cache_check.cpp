@@ -1,0 +1,130 @@
+#include "swa/harness/cache_check.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+namespace swa::harness {
+namespace {
+
+std::int64_t cache_slots(const AttnParams& p) {
+  std::int64_t longest = 0;
+  for (int b = 0; b < p.batch; ++b) longest = std::max<std::int64_t>(longest, p.seq_lens[b]);
+  return p.cache == CachePolicy::linear ? longest : p.band.left + 1;
+}
+
+}  // namespace
+
+CacheChecker::CacheChecker(const Problem& problem, dut::CacheReport when)
+    : pr_(problem),
+      each_call_(when == dut::CacheReport::every_call),
+      calls_left_(dut::chunk_count(problem.params) +
+                  (problem.params.mode == RunMode::decode ? problem.params.decode_steps : 0)),
+      k_(problem.k.begin(), problem.k.end()),
+      v_(problem.v.begin(), problem.v.end()) {
+  const AttnParams& p = problem.params;
+  const std::int64_t slots = cache_slots(p);
+  for (int b = 0; b < p.batch; ++b) models_.emplace_back(p.cache, slots, slots, p.heads_kv, p.head_size);
+}
+
+std::string CacheChecker::when() const { return each_call_ ? "" : "at the end of the schedule, "; }
+
+void CacheChecker::advance(int b, std::int64_t begin, std::int64_t end) {
+  if (begin >= end) return;
+  const AttnParams& p = pr_.params;
+  const std::int64_t row = static_cast<std::int64_t>(p.heads_kv) * p.head_size;
+  const std::size_t first = static_cast<std::size_t>(p.seq_offsets[b] + begin) * row;
+  models_[b].write(begin, end - begin, &k_[first], &v_[first], row);
+}
+
+void CacheChecker::after_chunk(const AttnParams& p, const dut::KvCache& cache, int chunk_index) {
+  for (int b = 0; b < p.batch; ++b) advance(b, dut::chunk_begin(p, b, chunk_index), dut::chunk_end(p, b, chunk_index));
+  if (each_call_ || --calls_left_ == 0) compare(cache, when() + "after chunk " + std::to_string(chunk_index));
+}
+
+void CacheChecker::after_decode_step(const AttnParams& p, const dut::KvCache& cache, int step) {
+  for (int b = 0; b < p.batch; ++b) {
+    const std::int64_t pos = prompt_len(p, b) + step;
+    advance(b, pos, pos + 1);
+  }
+  if (each_call_ || --calls_left_ == 0) compare(cache, when() + "after decode step " + std::to_string(step));
+}
+
+// The position whose K and V (every kv head) the slot holds, found by value, for the message.
+std::string CacheChecker::held_position(int b, const dut::KvCache& cache, std::int64_t slot) const {
+  const AttnParams& p = pr_.params;
+  const std::size_t row_bytes = static_cast<std::size_t>(p.heads_kv) * p.head_size * dtype_bytes(p.dtype);
+  const unsigned char* k = &cache.k[cache.offset(b, slot, 0)];
+  const unsigned char* v = &cache.v[cache.offset(b, slot, 0)];
+  if (std::all_of(k, k + row_bytes, [](unsigned char c) { return c == 0; }) &&
+      std::all_of(v, v + row_bytes, [](unsigned char c) { return c == 0; }))
+    return "nothing (zeros)";
+  const std::int64_t first = p.seq_offsets[0], end = p.seq_offsets[p.batch];
+  for (std::int64_t r = first; r < end; ++r) {
+    const std::size_t off = static_cast<std::size_t>(r) * row_bytes;
+    if (std::memcmp(k, &pr_.k_storage[off], row_bytes) == 0 && std::memcmp(v, &pr_.v_storage[off], row_bytes) == 0) {
+      const auto seq = std::upper_bound(p.seq_offsets, p.seq_offsets + p.batch + 1, r) - p.seq_offsets - 1;
+      const std::int64_t pos = r - p.seq_offsets[seq];
+      return seq == b ? "position " + std::to_string(pos)
+                      : "position " + std::to_string(pos) + " of sequence " + std::to_string(seq);
+    }
+  }
+  return "data of no position (K/V differ from every input row)";
+}
+
+void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
+  const AttnParams& p = pr_.params;
+  const std::size_t elem = dtype_bytes(p.dtype);
+  const std::size_t row_bytes = static_cast<std::size_t>(p.heads_kv) * p.head_size * elem;
+  std::vector<unsigned char> want_k(row_bytes), want_v(row_bytes);
+  auto note = [&](auto&& describe) {  // words only for the first difference: finding a held position scans the inputs
+    if (mismatches_++ == 0) first_ = when + ": " + describe();
+  };
+  const std::int64_t slots = cache_slots(p);
+  if (cache.slots != slots || static_cast<int>(cache.tokens_written.size()) != p.batch ||
+      cache.k.size() != static_cast<std::size_t>(p.batch) * slots * row_bytes || cache.v.size() != cache.k.size()) {
+    note([&] { return "the cache has " + std::to_string(cache.slots) + " slots for " + std::to_string(cache.tokens_written.size()) +
+         " sequences, expected " + std::to_string(slots) + " for " + std::to_string(p.batch); });
+    return;
+  }
+  if (std::any_of(cache.tokens_written.begin(), cache.tokens_written.end(), [](std::int64_t t) { return t < 0; })) {
+    note([] { return std::string("the DUT reported no KV cache (tokens_written -1)"); });
+    return;
+  }
+  for (int b = 0; b < p.batch; ++b) {
+    const KvCacheModel& m = models_[b];
+    const std::string seq = "sequence " + std::to_string(b);
+    if (cache.tokens_written[b] != m.newest_position() + 1)
+      note([&] {
+        return seq + " has tokens_written " + std::to_string(cache.tokens_written[b]) + ", expected " +
+               std::to_string(m.newest_position() + 1);
+      });
+    if (p.cache == CachePolicy::ring_compact && cache.geometry[b].base != m.geometry().base)
+      note([&] {
+        return seq + " has compact ring base " + std::to_string(cache.geometry[b].base) + ", expected " +
+               std::to_string(m.geometry().base);
+      });
+    for (std::int64_t slot = 0; slot < slots; ++slot) {
+      const std::int64_t pos = m.position(slot);
+      std::fill(want_k.begin(), want_k.end(), 0);
+      std::fill(want_v.begin(), want_v.end(), 0);
+      if (pos >= 0)
+        for (int g = 0; g < p.heads_kv; ++g)
+          for (int d = 0; d < p.head_size; ++d) {
+            const std::size_t i = static_cast<std::size_t>(g) * p.head_size + d;
+            store_as(p.dtype, static_cast<float>(m.key(slot, g)[d]), &want_k[i * elem]);
+            store_as(p.dtype, static_cast<float>(m.value(slot, g)[d]), &want_v[i * elem]);
+          }
+      const std::size_t off = cache.offset(b, slot, 0);
+      if (std::memcmp(&cache.k[off], want_k.data(), row_bytes) == 0 &&
+          std::memcmp(&cache.v[off], want_v.data(), row_bytes) == 0)
+        continue;
+      note([&] {
+        return seq + " slot " + std::to_string(slot) + " holds " + held_position(b, cache, slot) + ", expected " +
+               (pos >= 0 ? "position " + std::to_string(pos) : std::string("nothing (an unwritten slot stays zero)"));
+      });
+    }
+  }
+}
+
+}  // namespace swa::harness

@@ -1,0 +1,263 @@
+#include "swa/harness/verdict.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "swa/dut/kv_cache.hpp"
+#include "swa/enum_names.hpp"
+#include "swa/harness/metrics.hpp"
+
+namespace swa::harness {
+namespace {
+
+constexpr Verdict kAllVerdicts[] = {Verdict::pass, Verdict::warn, Verdict::fail, Verdict::skip, Verdict::error};
+
+struct Location {
+  std::int64_t seq = -1, token = -1, head = -1, dim = -1, window_edge = 0;
+};
+
+// Flat index of [nTokens, Hq, D] -> sequence, token position, head, dim. window_edge is the token's
+// position relative to the first row whose window is full (t - (W - 1)): negative rows still see
+// every earlier token, rows >= 1 are the first to lose a key to the window.
+Location locate(const Problem& pr, std::int64_t flat) {
+  Location l;
+  if (flat < 0) return l;
+  const AttnParams& p = pr.params;
+  const std::int64_t row = flat / (static_cast<std::int64_t>(p.heads_q) * p.head_size);
+  l.head = flat / p.head_size % p.heads_q;
+  l.dim = flat % p.head_size;
+  const auto it = std::upper_bound(pr.seq_offsets.begin(), pr.seq_offsets.end(), row);
+  l.seq = (it - pr.seq_offsets.begin()) - 1;
+  l.token = row - pr.seq_offsets[l.seq];
+  l.window_edge = p.band.left >= 0 ? l.token - p.band.left : l.token;
+  return l;
+}
+
+std::string describe(const Location& l) {
+  std::ostringstream o;
+  o << "seq " << l.seq << " token " << l.token << " head " << l.head << " dim " << l.dim;
+  return o.str();
+}
+
+// The elements of the phase's rows, in order.
+template <class T>
+std::vector<T> gather(std::span<const T> all, const std::vector<std::int64_t>& rows, std::int64_t row_elems) {
+  std::vector<T> out;
+  out.reserve(rows.size() * row_elems);
+  for (std::int64_t r : rows) out.insert(out.end(), all.begin() + r * row_elems, all.begin() + (r + 1) * row_elems);
+  return out;
+}
+
+double eps(DType d) { return d == DType::fp32 ? 0x1p-23 : d == DType::fp16 ? 0x1p-10 : 0x1p-7; }
+
+}  // namespace
+
+std::string_view verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::pass: return "pass";
+    case Verdict::warn: return "warn";
+    case Verdict::fail: return "fail";
+    case Verdict::skip: return "skip";
+    case Verdict::error: return "error";
+  }
+  return "?";
+}
+std::optional<Verdict> parse_verdict(std::string_view name) { return parse_enum(name, kAllVerdicts, verdict_name); }
+bool is_failure(const std::string& status) {
+  const auto v = parse_verdict(status);
+  return !v || is_failure(*v);
+}
+
+std::string_view profile_name(ToleranceProfile p) {
+  switch (p) {
+    case ToleranceProfile::strict: return "strict";
+    case ToleranceProfile::standard: return "default";
+    case ToleranceProfile::loose: return "loose";
+  }
+  return "?";
+}
+std::optional<ToleranceProfile> parse_profile(std::string_view name) {
+  return parse_enum(name, kAllToleranceProfiles, profile_name);
+}
+std::string profile_choices() { return enum_choices(kAllToleranceProfiles, profile_name); }
+
+Tolerance tolerance_for(ToleranceProfile profile, DType dtype) {
+  Tolerance t;
+  t.profile = profile;
+  const double e = eps(dtype);
+  switch (profile) {
+    case ToleranceProfile::strict:
+      // FlashAttention's forward tests: 2x the baseline's worst element plus about one ulp of the
+      // output's magnitude (outputs are convex combinations of V rows, |o| ~ 1).
+      t.rtol_factor = 2;
+      t.atol_floor = e;
+      t.l2_factor = 1.5;
+      t.l2_floor = e / 64;
+      break;
+    case ToleranceProfile::standard:
+      // The worst element: FlashAttention's KV-cache tests allow 3x, fp32 gets 10x as in FlexAttention's
+      // tests (an online softmax reorders every sum); the floor is about half an ulp at 1. The
+      // aggregate limits come from the calibration in harness/README.md.
+      t.rtol_factor = dtype == DType::fp32 ? 10 : 3;
+      t.atol_floor = dtype == DType::fp32 ? 1e-7 : dtype == DType::fp16 ? 5e-4 : 4e-3;
+      t.l2_factor = dtype == DType::fp32 ? 5 : 2;
+      t.warn_l2_factor = dtype == DType::fp32 ? 4 : 1.25;
+      t.l2_floor = e / 64;
+      break;
+    case ToleranceProfile::loose:
+      // llama.cpp's test-backend-ops for FLASH_ATTN_EXT: NMSE <= 5e-4, nothing else (NaN still fails).
+      t.nmse_max = 5e-4;
+      break;
+  }
+  return t;
+}
+
+std::vector<Phase> phases_of(const Problem& pr) {
+  const AttnParams& p = pr.params;
+  std::vector<Phase> phases;
+  auto rows = [&](auto begin, auto end) {
+    Phase ph;
+    for (int b = 0; b < p.batch; ++b)
+      for (std::int64_t t = begin(b); t < end(b); ++t) ph.rows.push_back(p.seq_offsets[b] + t);
+    return ph;
+  };
+  if (p.mode == RunMode::prefill) {
+    phases.push_back(rows([](int) { return std::int64_t{0}; }, [&](int b) { return std::int64_t{p.seq_lens[b]}; }));
+    phases.back().name = "prompt";
+    return phases;
+  }
+  const int chunks = dut::chunk_count(p);
+  for (int c = 0; c < chunks; ++c) {
+    phases.push_back(rows([&](int b) { return dut::chunk_begin(p, b, c); }, [&](int b) { return dut::chunk_end(p, b, c); }));
+    phases.back().name = chunks == 1 ? "prompt" : "chunk " + std::to_string(c);
+  }
+  if (p.mode == RunMode::decode) {
+    phases.push_back(rows([&](int b) { return prompt_len(p, b); }, [&](int b) { return std::int64_t{p.seq_lens[b]}; }));
+    phases.back().name = "decode";
+  }
+  std::erase_if(phases, [](const Phase& ph) { return ph.rows.empty(); });
+  return phases;
+}
+
+ResultRow judge(const Problem& pr, const Tolerance& tol, const std::string& dut, std::span<const float> out,
+                std::span<const double> golden, std::span<const float> baseline) {
+  const AttnParams& p = pr.params;
+  const DType dtype = p.dtype;
+  ResultRow r;
+  r.dut = dut;
+  r.dtype = dtype_name(dtype);
+  r.mode = mode_name(p.mode);
+  r.profile = profile_name(tol.profile);
+  r.rtol_factor = tol.rtol_factor;
+  r.atol_floor = tol.atol_floor;
+  r.l2_factor = tol.l2_factor;
+  r.l2_floor = tol.l2_floor;
+  r.warn_l2_factor = tol.warn_l2_factor;
+  r.nmse_max = tol.nmse_max;
+
+  const Comparison base = compare(baseline, golden, dtype, 0);
+  r.baseline_max_abs = base.max_abs;
+  r.baseline_rel_l2 = base.rel_l2;
+  r.baseline_mean_ulp = base.mean_ulp;
+
+  // Each phase on its own rows.
+  const std::int64_t row_elems = static_cast<std::int64_t>(p.heads_q) * p.head_size;
+  std::string max_phase, l2_phase, warn_phase, nmse_phase;
+  double warn_margin = 0, warn_ratio = 0, nmse_worst = 0, l2_at_worst = 0, l2_limit_at_worst = 0, max_at_worst = 0;
+  r.threshold = tol.rtol_factor * base.max_abs + tol.atol_floor;
+  for (const Phase& ph : phases_of(pr)) {
+    const std::vector<float> o = gather(out, ph.rows, row_elems), b = gather(baseline, ph.rows, row_elems);
+    const std::vector<double> g = gather(golden, ph.rows, row_elems);
+    const Comparison bc = compare(b, g, dtype, 0), dc = compare(o, g, dtype, 0);
+    if (tol.rtol_factor > 0) {
+      const double threshold = tol.rtol_factor * bc.max_abs + tol.atol_floor;
+      if (dc.max_abs / threshold > r.max_margin || max_phase.empty()) {
+        r.max_margin = dc.max_abs / threshold;
+        r.threshold = threshold;
+        max_at_worst = dc.max_abs;
+        max_phase = ph.name;
+      }
+    }
+    if (tol.l2_factor > 0) {
+      const double limit = tol.l2_factor * bc.rel_l2 + tol.l2_floor;
+      if (dc.rel_l2 / limit > r.l2_margin || l2_phase.empty()) {
+        r.l2_margin = dc.rel_l2 / limit;
+        r.l2_ratio = bc.rel_l2 > 0 ? dc.rel_l2 / bc.rel_l2 : 0;
+        l2_at_worst = dc.rel_l2;
+        l2_limit_at_worst = limit;
+        l2_phase = ph.name;
+      }
+    }
+    if (tol.warn_l2_factor > 0) {
+      const double m = dc.rel_l2 / (tol.warn_l2_factor * bc.rel_l2 + tol.l2_floor);
+      if (m > warn_margin || warn_phase.empty()) {
+        warn_margin = m;
+        warn_ratio = bc.rel_l2 > 0 ? dc.rel_l2 / bc.rel_l2 : 0;
+        warn_phase = ph.name;
+      }
+    }
+    if (tol.nmse_max > 0 && (dc.nmse >= nmse_worst || nmse_phase.empty())) {
+      nmse_worst = dc.nmse;
+      nmse_phase = ph.name;
+    }
+  }
+
+  // Whole-output metrics, as recorded for every row.
+  const Comparison c = compare(out, golden, dtype, r.threshold);
+  r.max_abs = c.max_abs;
+  r.max_rel = c.max_rel;
+  r.rel_floor = c.rel_floor;
+  r.mean_abs = c.mean_abs;
+  r.rms = c.rms;
+  r.rel_l2 = c.rel_l2;
+  r.nmse = c.nmse;
+  r.cosine = c.cosine;
+  r.max_ulp = c.max_ulp;
+  r.mean_ulp = c.mean_ulp;
+  r.over_threshold = c.over_threshold;
+  r.nan_count = c.nan_count;
+  r.inf_count = c.inf_count;
+  const Location worst = locate(pr, c.nan_count + c.inf_count > 0 ? c.first_nonfinite : c.worst_index);
+  r.worst_seq = worst.seq;
+  r.worst_token = worst.token;
+  r.worst_head = worst.head;
+  r.worst_dim = worst.dim;
+  r.worst_window_edge = worst.window_edge;
+  r.worst_phase = r.l2_margin > r.max_margin ? l2_phase : max_phase;
+
+  std::ostringstream why;
+  Verdict v = Verdict::pass;
+  auto fail = [&] {
+    if (v == Verdict::fail) why << "; ";
+    v = Verdict::fail;
+    return std::ref(why);
+  };
+  if (c.nan_count + c.inf_count > 0) {
+    fail().get() << c.nan_count << " NaN and " << c.inf_count << " Inf in the output, first at " << describe(worst)
+                 << " (NaN never passes; a NaN left by the poisoning is an element the DUT never wrote)";
+  } else {
+    if (r.max_margin > 1)
+      fail().get() << "max abs error " << max_at_worst << " in phase " << max_phase << " > threshold " << r.threshold
+                   << " = " << tol.rtol_factor << " x baseline max abs error there + atol floor " << tol.atol_floor
+                   << " (worst element overall " << c.max_abs << " at " << describe(worst) << "; " << c.over_threshold
+                   << " elements over)";
+    if (r.l2_margin > 1)
+      fail().get() << "relative L2 error " << l2_at_worst << " in phase " << l2_phase << " > " << l2_limit_at_worst
+                   << " = " << tol.l2_factor << " x the baseline's there + " << tol.l2_floor << " ("
+                   << r.l2_ratio << "x the baseline's)";
+    if (tol.nmse_max > 0 && nmse_worst > tol.nmse_max)
+      fail().get() << "NMSE " << nmse_worst << " in phase " << nmse_phase << " > " << tol.nmse_max << " (profile loose)";
+    if (v == Verdict::pass && warn_margin > 1) {
+      v = Verdict::warn;
+      why << "warning: relative L2 error in phase " << warn_phase << " is " << warn_ratio
+          << "x the same-precision baseline's (warning above " << tol.warn_l2_factor << "x, failure above "
+          << tol.l2_factor << "x): precision below a same-precision kernel's";
+    }
+  }
+  r.status = verdict_name(v);
+  r.reason = why.str();
+  return r;
+}
+
+}  // namespace swa::harness
