@@ -31,20 +31,7 @@ ScenarioRow scenario_row(const Scenario& s) {
   ScenarioRow r;
   r.id = s.id();
   r.sweep = s.sweep;
-  r.mode = mode_name(s.mode);
-  r.dtype = dtype_name(s.dtype);
-  r.cache = s.mode == RunMode::prefill ? "none" : cache_name(s.cache);
-  r.mask = mask_format_name(s.mask);
-  r.mask_generator = sample_name(s.mask_generator);
-  r.inputs = distribution_name(s.inputs);
-  r.seq_lens = join(s.prompt_lens, ",");
-  r.heads = s.heads;
-  r.kv_heads = s.kv_heads;
-  r.head_size = s.head_size;
-  r.window = s.window;
-  r.chunk = s.chunk;
-  r.decode_steps = s.decode_steps;
-  r.seed = static_cast<std::int64_t>(s.seed);
+  r.params = case_columns(s);
   r.batch = static_cast<std::int64_t>(s.prompt_lens.size());
   r.tokens = s.tokens();
   return r;
@@ -53,22 +40,33 @@ ScenarioRow scenario_row(const Scenario& s) {
 namespace {
 
 // ---- compound tables from a column list ------------------------------------------------------
+// A column names a cell of a row: a std::string (variable-length UTF-8 on disk), std::int64_t or double.
 template <class Row>
 struct Column {
-  const char* name;
-  std::variant<std::string Row::*, std::int64_t Row::*, double Row::*> member;
+  using Cell = std::variant<std::string*, std::int64_t*, double*>;
+  std::string name;
+  std::function<Cell(Row&)> cell;
+
+  template <class T>
+  Column(const char* n, T Row::*member) : name(n), cell([member](Row& r) -> Cell { return &(r.*member); }) {}
+  Column(std::string n, std::function<Cell(Row&)> c) : name(std::move(n)), cell(std::move(c)) {}
 };
 
+// The scenario's ID and sweep, then one column per case parameter in the table's order, then the counts.
 const std::vector<Column<ScenarioRow>>& scenario_columns() {
   using R = ScenarioRow;
-  static const std::vector<Column<R>> c = {
-      {"id", &R::id},         {"sweep", &R::sweep},       {"mode", &R::mode},
-      {"dtype", &R::dtype},   {"cache", &R::cache},       {"mask", &R::mask},
-      {"inputs", &R::inputs}, {"seq_lens", &R::seq_lens}, {"heads", &R::heads},
-      {"kv_heads", &R::kv_heads}, {"head_size", &R::head_size}, {"window", &R::window},
-      {"chunk", &R::chunk},   {"decode_steps", &R::decode_steps}, {"seed", &R::seed},
-      {"batch", &R::batch},   {"tokens", &R::tokens}, {"mask_generator", &R::mask_generator},
-  };
+  static const std::vector<Column<R>> c = [] {
+    std::vector<Column<R>> cols = {{"id", &R::id}, {"sweep", &R::sweep}};
+    const auto& params = case_params();
+    for (std::size_t i = 0; i < params.size(); ++i)
+      cols.emplace_back(std::string(params[i].column), [i, type = params[i].column_type](R& r) -> Column<R>::Cell {
+        if (type == ColumnType::int64) return &r.params.ints[i];
+        return &r.params.text[i];
+      });
+    cols.emplace_back("batch", &R::batch);
+    cols.emplace_back("tokens", &R::tokens);
+    return cols;
+  }();
   return c;
 }
 
@@ -121,11 +119,13 @@ template <class Row>
 h5::Handle compound_type(const std::vector<Column<Row>>& cols) {
   h5::Handle t(H5Tcreate(H5T_COMPOUND, cols.size() * kCell), H5Tclose, "compound type");
   const h5::Handle str = string_type();
+  Row probe;
   for (std::size_t i = 0; i < cols.size(); ++i) {
-    const hid_t member = std::holds_alternative<std::string Row::*>(cols[i].member) ? str.id()
-                         : std::holds_alternative<std::int64_t Row::*>(cols[i].member) ? H5T_NATIVE_INT64
-                                                                                       : H5T_NATIVE_DOUBLE;
-    if (H5Tinsert(t.id(), cols[i].name, i * kCell, member) < 0) throw h5::Error("HDF5: compound member");
+    const auto cell = cols[i].cell(probe);
+    const hid_t member = std::holds_alternative<std::string*>(cell) ? str.id()
+                         : std::holds_alternative<std::int64_t*>(cell) ? H5T_NATIVE_INT64
+                                                                       : H5T_NATIVE_DOUBLE;
+    if (H5Tinsert(t.id(), cols[i].name.c_str(), i * kCell, member) < 0) throw h5::Error("HDF5: compound member");
   }
   return t;
 }
@@ -138,16 +138,15 @@ void write_table(hid_t file, const char* name, const std::vector<Column<Row>>& c
     for (std::size_t c = 0; c < cols.size(); ++c) {
       unsigned char* cell = &buf[(r * cols.size() + c) * kCell];
       std::visit(
-          [&](auto member) {
-            using T = std::remove_cvref_t<decltype(rows[r].*member)>;
-            if constexpr (std::is_same_v<T, std::string>) {
-              const char* p = (rows[r].*member).c_str();
+          [&](auto value) {
+            if constexpr (std::is_same_v<decltype(value), std::string*>) {
+              const char* p = value->c_str();
               std::memcpy(cell, &p, kCell);
             } else {
-              std::memcpy(cell, &(rows[r].*member), kCell);
+              std::memcpy(cell, value, kCell);
             }
           },
-          cols[c].member);
+          cols[c].cell(const_cast<Row&>(rows[r])));  // read only: the accessor is shared with read_table
     }
   const hsize_t dims[1] = {rows.size()}, maxdims[1] = {H5S_UNLIMITED}, chunk[1] = {64};
   h5::Handle space(H5Screate_simple(1, dims, maxdims), H5Sclose, "table space");
@@ -175,17 +174,16 @@ std::vector<Row> read_table(hid_t file, const char* name, const std::vector<Colu
     for (std::size_t c = 0; c < cols.size(); ++c) {
       const unsigned char* cell = &buf[(r * cols.size() + c) * kCell];
       std::visit(
-          [&](auto member) {
-            using T = std::remove_cvref_t<decltype(rows[r].*member)>;
-            if constexpr (std::is_same_v<T, std::string>) {
+          [&](auto value) {
+            if constexpr (std::is_same_v<decltype(value), std::string*>) {
               const char* p = nullptr;
               std::memcpy(&p, cell, kCell);
-              rows[r].*member = p ? p : "";
+              *value = p ? p : "";
             } else {
-              std::memcpy(&(rows[r].*member), cell, kCell);
+              std::memcpy(value, cell, kCell);
             }
           },
-          cols[c].member);
+          cols[c].cell(rows[r]));
     }
   H5Dvlen_reclaim(type.id(), space.id(), H5P_DEFAULT, buf.data());
   return rows;

@@ -1,26 +1,9 @@
 #include "swa/harness/scenario.hpp"
 
-#include "swa/enum_names.hpp"
-#include "swa/harness/join.hpp"
 
 namespace swa::harness {
 
-std::string Scenario::id() const {
-  const std::string seqs = join(prompt_lens, "-");
-  std::string s = "mode=" + std::string(mode_name(mode)) + "/seqs=" + seqs + "/hq=" + std::to_string(heads) +
-                  "/hkv=" + std::to_string(kv_heads) + "/d=" + std::to_string(head_size) + "/w=" +
-                  std::to_string(window);
-  if (mode != RunMode::prefill) {
-    s += "/chunk=" + std::to_string(chunk);
-    if (mode == RunMode::decode) s += "/steps=" + std::to_string(decode_steps);
-    s += "/cache=" + std::string(cache_name(cache));
-  }
-  s += "/mask=" + std::string(mask_format_name(mask));
-  if (mask_generator != AtbSample::python) s += "/gen=" + std::string(sample_name(mask_generator));  // IDs before it stay
-  s += "/" + std::string(dtype_name(dtype)) + "/in=" +
-       std::string(distribution_name(inputs)) + "/seed=" + std::to_string(seed);
-  return s;
-}
+// id() is built from the case parameter table: case_schema.cpp.
 
 ProblemSpec Scenario::problem_spec() const {
   ProblemSpec p;

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "swa/harness/case_schema.hpp"
 #include "swa/harness/join.hpp"
 #include "swa/harness/philox.hpp"
 
@@ -81,8 +82,8 @@ struct BatchSpec {
 struct Draft {
   Scenario s;
   BatchSpec batch;
-  bool kv_heads_set = false;
-  std::map<std::string, Where> where;  // source of each parameter, for later errors
+  std::map<std::string, Where> where;  // source of each parameter set, for later errors
+  bool kv_heads_set() const { return where.count("kv_heads") > 0; }
 };
 
 BatchSpec parse_batch(const Where& w, const YAML::Node& n) {
@@ -104,58 +105,24 @@ BatchSpec parse_batch(const Where& w, const YAML::Node& n) {
   return b;
 }
 
-using Apply = std::function<void(Draft&, const Where&, const YAML::Node&)>;
-
-const std::map<std::string, Apply>& parameters() {
-  static const std::map<std::string, Apply> table = {
-      {"mode", [](Draft& d, const Where& w, const YAML::Node& n) {
-         d.s.mode = as_choice(w, n, parse_mode(as_string(w, n)), "prefill|chunked_prefill|decode");
-       }},
-      {"batch", [](Draft& d, const Where& w, const YAML::Node& n) { d.batch = parse_batch(w, n); }},
-      {"heads", [](Draft& d, const Where& w, const YAML::Node& n) { d.s.heads = static_cast<int>(as_int(w, n, 1, 1024)); }},
-      {"kv_heads", [](Draft& d, const Where& w, const YAML::Node& n) {
-         d.s.kv_heads = static_cast<int>(as_int(w, n, 1, 1024));
-         d.kv_heads_set = true;
-       }},
-      {"head_size", [](Draft& d, const Where& w, const YAML::Node& n) {
-         d.s.head_size = static_cast<int>(as_int(w, n, 1, 1024));
-       }},
-      {"window", [](Draft& d, const Where& w, const YAML::Node& n) { d.s.window = as_int(w, n, 0, 1 << 24); }},
-      {"chunk", [](Draft& d, const Where& w, const YAML::Node& n) { d.s.chunk = static_cast<int>(as_int(w, n, 0, 1 << 24)); }},
-      {"decode_steps", [](Draft& d, const Where& w, const YAML::Node& n) {
-         d.s.decode_steps = static_cast<int>(as_int(w, n, 0, 1 << 20));
-       }},
-      {"cache", [](Draft& d, const Where& w, const YAML::Node& n) {
-         d.s.cache = as_choice(w, n, parse_cache(as_string(w, n)), "ring-modulo|ring-compact|linear");
-       }},
-      {"mask", [](Draft& d, const Where& w, const YAML::Node& n) {
-         d.s.mask = as_choice(w, n, parse_mask_format(as_string(w, n)), "swa-norm|swa-compress|none");
-       }},
-      {"mask_generator", [](Draft& d, const Where& w, const YAML::Node& n) {
-         d.s.mask_generator = as_choice(w, n, parse_sample(as_string(w, n)), "python|cpp");
-       }},
-      {"dtype", [](Draft& d, const Where& w, const YAML::Node& n) {
-         d.s.dtype = as_choice(w, n, parse_dtype(as_string(w, n)), dtype_choices());
-       }},
-      {"inputs", [](Draft& d, const Where& w, const YAML::Node& n) {
-         d.s.inputs = as_choice(w, n, parse_distribution(as_string(w, n)), distribution_choices());
-       }},
-      {"seed", [](Draft& d, const Where& w, const YAML::Node& n) {
-         d.s.seed = static_cast<std::uint64_t>(as_int(w, n, 0, INT64_MAX));
-       }},
-  };
-  return table;
+// The sweep file's parameter keys are the case parameters (case_schema.hpp); a list parameter (the
+// batch) may also be drawn.
+void apply(Draft& d, const Where& w, const std::string& key, const YAML::Node& n) {
+  const CaseParam& p = *find_case_param(key);
+  if (p.list) {
+    d.batch = parse_batch(w, n);
+  } else {
+    if (!n.IsScalar())
+      fail(w, p.column_type == ColumnType::int64 ? "expected an integer, got a collection" : "expected a string");
+    if (auto error = p.set(d.s, n.Scalar())) fail(w, *error);
+  }
+  d.where.insert_or_assign(key, w);
 }
 
 std::set<std::string> parameter_keys() {
   std::set<std::string> keys;
-  for (const auto& [k, _] : parameters()) keys.insert(k);
+  for (const CaseParam& p : case_params()) keys.insert(std::string(p.key));
   return keys;
-}
-
-void apply(Draft& d, const Where& w, const std::string& key, const YAML::Node& n) {
-  parameters().at(key)(d, w, n);
-  d.where.insert_or_assign(key, w);
 }
 
 // Lengths of a drawn batch: uniform in [min, max] from the scenario's seed, stream 4.
@@ -205,25 +172,16 @@ Scenario finalize(Draft d, const SweepSettings& settings, const Where& sweep_whe
   auto where = [&](const std::string& key) { return d.where.count(key) ? d.where.at(key) : sweep_where; };
   Scenario& s = d.s;
   s.prompt_lens = d.batch.size > 0 ? draw_lengths(d.batch, s.seed) : d.batch.lengths;
-  if (!d.kv_heads_set) s.kv_heads = s.heads;
+  if (!d.kv_heads_set()) s.kv_heads = s.heads;
   if (s.kv_heads > s.heads || s.heads % s.kv_heads != 0)
     fail(where("kv_heads"), "heads (" + std::to_string(s.heads) + ") must be a multiple of kv_heads (" +
                                 std::to_string(s.kv_heads) + ")");
-  // Parameters a mode does not use are normalised away, so one case has one ID.
-  if (s.mode == RunMode::prefill) {
-    s.chunk = 0;
-    s.decode_steps = 0;
-    s.cache = CachePolicy::ring_modulo;
-  }
-  if (s.mode == RunMode::chunked_prefill) {
-    s.decode_steps = 0;
-    if (s.chunk < 1) fail(where("chunk"), "chunked_prefill needs chunk >= 1");
-  }
+  normalise(s);  // parameters the scenario does not use, back to their defaults: one case, one ID
+  if (s.mode == RunMode::chunked_prefill && s.chunk < 1) fail(where("chunk"), "chunked_prefill needs chunk >= 1");
   if (s.mode == RunMode::decode && s.decode_steps < 1) fail(where("decode_steps"), "decode needs decode_steps >= 1");
   if (s.mode != RunMode::prefill && s.cache != CachePolicy::linear && s.window == 0)
     fail(where("cache"), std::string(cache_name(s.cache)) + " needs a window > 0 (a ring holds W slots)");
 
-  if (s.mask == MaskFormat::none) s.mask_generator = AtbSample::python;  // no mask, no generator
   const bool swa = s.window > 0;
   if (settings.api == Api::atb) {
     // ATB: SWA needs windowSize > 0 and an SWA mask type together; either alone is an error.
@@ -271,12 +229,10 @@ void apply_map(Draft& d, const Where& w, const YAML::Node& map) {
 }
 
 bool same_parameters(const Draft& a, const Draft& b) {
-  const Scenario &x = a.s, &y = b.s;
-  return x.mode == y.mode && x.heads == y.heads && x.kv_heads == y.kv_heads && a.kv_heads_set == b.kv_heads_set &&
-         x.head_size == y.head_size && x.window == y.window && x.chunk == y.chunk &&
-         x.decode_steps == y.decode_steps && x.cache == y.cache && x.mask == y.mask && x.mask_generator == y.mask_generator && x.dtype == y.dtype &&
-         x.inputs == y.inputs && x.seed == y.seed && a.batch.lengths == b.batch.lengths &&
-         a.batch.size == b.batch.size && a.batch.min == b.batch.min && a.batch.max == b.batch.max;
+  for (const CaseParam& p : case_params())
+    if (!p.list && p.get(a.s) != p.get(b.s)) return false;
+  return a.kv_heads_set() == b.kv_heads_set() && a.batch.lengths == b.batch.lengths && a.batch.size == b.batch.size &&
+         a.batch.min == b.batch.min && a.batch.max == b.batch.max;
 }
 
 // A combination matches an exclude entry when setting the entry's keys changes nothing.

@@ -58,6 +58,15 @@ class Bisect(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("does not reproduce", r.stdout)
 
+    def test_the_repro_of_an_atb_decode_case_runs(self):
+        # A decode with an ATB mask is valid only under api: atb; the repro must say so.
+        scenario = next(i for i in run("list", CI).stdout.split() if "mode=decode" in i and "mask=swa-norm" in i)
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run("bisect", CI, "--filter", scenario, "--dut", "mutant:p_low_precision", "--out", tmp)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            rerun = run("run", os.path.join(tmp, "repro.yaml"), "--out", os.path.join(tmp, "r.h5"))
+            self.assertEqual(rerun.returncode, 1, rerun.stdout + rerun.stderr)
+
     def test_dut_against_dut(self):
         scenario = run("list", CI, "--sweep", "caches").stdout.split()[3]
         with tempfile.TemporaryDirectory() as tmp:

@@ -10,6 +10,7 @@
 
 #include "swa/baseline.hpp"
 #include "swa/golden.hpp"
+#include "swa/harness/case_schema.hpp"
 #include "swa/harness/dut_registry.hpp"
 #include "swa/harness/verdict.hpp"
 #include "swa/harness/h5.hpp"
@@ -188,19 +189,6 @@ std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq) {
   return out;
 }
 
-std::string yaml_case(const Scenario& s) {
-  std::ostringstream o;
-  o << "{mode: " << mode_name(s.mode) << ", batch: [" << join(s.prompt_lens, ", ") << "], heads: " << s.heads
-    << ", kv_heads: " << s.kv_heads << ", head_size: " << s.head_size << ", window: " << s.window;
-  if (s.mode != RunMode::prefill) o << ", chunk: " << s.chunk << ", cache: " << cache_name(s.cache);
-  if (s.mode == RunMode::decode) o << ", decode_steps: " << s.decode_steps;
-  o << ", mask: " << mask_format_name(s.mask);
-  if (s.mask_generator != AtbSample::python) o << ", mask_generator: " << sample_name(s.mask_generator);
-  o << ", dtype: " << dtype_name(s.dtype)
-    << ", inputs: " << distribution_name(s.inputs) << ", seed: " << s.seed << "}";
-  return o.str();
-}
-
 void write_dump(const fs::path& path, const Scenario& s, const Evaluation& e) {
   const Problem& pr = *e.problem;
   h5::AtomicFile f(path);
@@ -336,8 +324,8 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
   {
     std::ofstream yaml(o.out_dir / "repro.yaml");
     yaml << "# swa-harness bisect: minimal reproduction of\n#   " << original.id() << "\n# on DUT " << o.dut
-         << (diag.explained ? "; diagnosis: " + diag.best : "; no diagnosis") << "\nsweeps:\n  repro:\n    duts: [\""
-         << o.dut << "\"]\n    include:\n      - " << yaml_case(minimal) << "\n";
+         << (diag.explained ? "; diagnosis: " + diag.best : "; no diagnosis") << "\nsweeps:\n  repro:\n" << (needs_atb_api(minimal) ? "    api: atb\n" : "") << "    duts: [\""
+         << o.dut << "\"]\n    include:\n      - " << case_yaml(minimal) << "\n";
   }
   write_dump(o.out_dir / "repro.h5", minimal, minimal_eval);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "options.hpp"
 #include "swa/harness/bisect.hpp"
+#include "swa/harness/case_schema.hpp"
 #include "swa/harness/dut_registry.hpp"
 #include "swa/harness/results_file.hpp"
 
@@ -18,21 +19,8 @@ harness::Scenario scenario_from_results(const std::string& path, const std::stri
   const auto row = std::find_if(c.scenarios.begin(), c.scenarios.end(), [&](const auto& s) { return s.id == id; });
   if (row == c.scenarios.end()) throw UsageError("option --id: no scenario '" + id + "' in " + path);
   harness::Scenario s;
-  s.mode = *parse_mode(row->mode);
-  s.dtype = *parse_dtype(row->dtype);
-  if (row->cache != "none") s.cache = *parse_cache(row->cache);
-  s.mask = *parse_mask_format(row->mask);
-  if (!row->mask_generator.empty()) s.mask_generator = *parse_sample(row->mask_generator);
-  s.inputs = *harness::parse_distribution(row->inputs);
-  std::stringstream lens(row->seq_lens);
-  for (std::string len; std::getline(lens, len, ',');) s.prompt_lens.push_back(std::stoi(len));
-  s.heads = static_cast<int>(row->heads);
-  s.kv_heads = static_cast<int>(row->kv_heads);
-  s.head_size = static_cast<int>(row->head_size);
-  s.window = row->window;
-  s.chunk = static_cast<int>(row->chunk);
-  s.decode_steps = static_cast<int>(row->decode_steps);
-  s.seed = static_cast<std::uint64_t>(row->seed);
+  if (const auto error = harness::scenario_from_columns(row->params, s))
+    throw UsageError("results file " + path + ": scenario " + id + ": " + *error);
   s.sweep = row->sweep;
   s.tolerance = harness::tolerance_for(harness::ToleranceProfile::standard, s.dtype);
   // The limits the run applied, as recorded in its row (files before profiles recorded only the first two).

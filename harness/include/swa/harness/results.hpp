@@ -3,15 +3,17 @@
 #include <cstdint>
 #include <string>
 
+#include "swa/harness/case_schema.hpp"
 #include "swa/harness/scenario.hpp"
 
 namespace swa::harness {
 
+// A scenario's columns: its ID and sweep, one column per case parameter (case_schema.hpp), and two
+// derived counts.
 struct ScenarioRow {
-  std::string id, sweep, mode, dtype, cache, mask, inputs, seq_lens;
-  std::string mask_generator;  // python | cpp (files before it: empty, meaning python)
-  std::int64_t heads = 0, kv_heads = 0, head_size = 0, window = 0, chunk = 0, decode_steps = 0, seed = 0,
-               batch = 0, tokens = 0;
+  std::string id, sweep;
+  CaseColumns params;
+  std::int64_t batch = 0, tokens = 0;
 };
 
 ScenarioRow scenario_row(const Scenario& s);
