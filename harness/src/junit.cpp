@@ -26,9 +26,9 @@ void write_junit(const std::filesystem::path& path, const std::string& suite, co
   int failures = 0, errors = 0, skipped = 0;
   double seconds = 0;
   for (const auto& r : rows) {
-    failures += r.status == "fail";
-    errors += r.status == "error";
-    skipped += r.status == "skip";
+    failures += r.status == Verdict::fail;
+    errors += r.status == Verdict::error;
+    skipped += r.status == Verdict::skip;
     seconds += r.run_ms / 1000;
   }
   std::ostringstream x;
@@ -45,13 +45,13 @@ void write_junit(const std::filesystem::path& path, const std::string& suite, co
             << "; profile " << r.profile << ")" << " max_ulp=" << r.max_ulp << " cosine=" << r.cosine
             << " nan=" << r.nan_count << " inf=" << r.inf_count << " worst: seq " << r.worst_seq << " token "
             << r.worst_token << " head " << r.worst_head << " dim " << r.worst_dim;
-    if (r.status == "fail")
+    if (r.status == Verdict::fail)
       x << "\n    <failure message=\"" << xml_escape(r.reason) << "\">" << xml_escape(metrics.str()) << "</failure>\n  ";
-    else if (r.status == "error")
+    else if (r.status == Verdict::error)
       x << "\n    <error message=\"" << xml_escape(r.reason) << "\"/>\n  ";
-    else if (r.status == "skip")
+    else if (r.status == Verdict::skip)
       x << "\n    <skipped message=\"" << xml_escape(r.reason) << "\"/>\n  ";
-    else if (r.status == "warn")  // JUnit has no warning: a passing case that says so where CI shows it
+    else if (r.status == Verdict::warn)  // JUnit has no warning: a passing case that says so where CI shows it
       x << "\n    <properties><property name=\"verdict\" value=\"warn\"/></properties>\n    <system-out>WARNING: "
         << xml_escape(r.reason) << "\n" << xml_escape(metrics.str()) << "</system-out>\n  ";
     x << "</testcase>\n";

@@ -36,6 +36,39 @@ double measure_cpu_ceiling_gflops() {
   return 2.0 * n * n * static_cast<double>(n) / (ms[1] * 1e6);
 }
 
+namespace {
+
+// Times each call of a schedule as run_schedule drives it: the DUT's own kernel time when it reports
+// one, else the host's time since the previous call ended.
+class CallTimer final : public dut::ScheduleObserver {
+ public:
+  explicit CallTimer(const dut::Dut& dut) : dut_(dut), last_(Clock::now()) {}
+  void after_chunk(const AttnParams&, const dut::KvCache&, int) override { chunk_ms.push_back(lap()); }
+  void after_decode_step(const AttnParams&, const dut::KvCache&, int) override { step_ms.push_back(lap()); }
+
+  std::vector<double> chunk_ms, step_ms;
+  bool device_timed = true;
+
+ private:
+  double lap() {
+    const double host = ms_since(last_);
+    const std::optional<double> device = dut_.last_kernel_ms();
+    device_timed = device_timed && device.has_value();
+    last_ = Clock::now();
+    return device ? *device : host;
+  }
+  const dut::Dut& dut_;
+  Clock::time_point last_;
+};
+
+double sum(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s;
+}
+
+}  // namespace
+
 PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const PerfSettings& settings, double ceiling) {
   const AttnParams& base = pr.params;
   std::vector<unsigned char> out(static_cast<std::size_t>(pr.seq_offsets.back()) * s.heads * s.head_size *
@@ -44,28 +77,24 @@ PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const Perf
   p.out = out.data();
   std::vector<double> ms;
   bool device_timed = true;
-  // One entry point's time: the DUT's own kernel time when it has one, else the host's.
-  auto timed = [&](auto&& call) {
-    const auto t0 = Clock::now();
-    require_ok(call());
-    const double host = ms_since(t0);
-    const std::optional<double> device = dut.last_kernel_ms();
-    device_timed = device_timed && device.has_value();
-    return device ? *device : host;
-  };
   for (int r = 0; r < settings.warmups + settings.repeats; ++r) {
+    // Through run_schedule, as every run: decode is timed per step (its prompt chunks untimed),
+    // chunked prefill as the sum of its chunks, prefill as the whole call.
+    CallTimer timer(dut);
+    const auto t0 = Clock::now();
+    require_ok(dut::run_schedule(dut, p, &timer));
+    const double whole = ms_since(t0);
     double elapsed = 0;
     if (s.mode == RunMode::decode) {
-      dut::KvCache cache = dut::make_kv_cache(p);
-      for (int c = 0, n = dut::chunk_count(p); c < n; ++c) require_ok(dut.chunked_prefill(p, cache, c));
-      for (int t = 0; t < p.decode_steps; ++t) elapsed += timed([&] { return dut.decode_step(p, cache, t); });
-      elapsed /= p.decode_steps;
+      elapsed = sum(timer.step_ms) / p.decode_steps;
+      device_timed = device_timed && timer.device_timed;
     } else if (s.mode == RunMode::chunked_prefill) {
-      dut::KvCache cache = dut::make_kv_cache(p);
-      for (int c = 0, n = dut::chunk_count(p); c < n; ++c)
-        elapsed += timed([&] { return dut.chunked_prefill(p, cache, c); });
+      elapsed = sum(timer.chunk_ms);
+      device_timed = device_timed && timer.device_timed;
     } else {
-      elapsed = timed([&] { return dut.prefill(p); });
+      const std::optional<double> device = dut.last_kernel_ms();
+      device_timed = device_timed && device.has_value();
+      elapsed = device ? *device : whole;
     }
     if (r >= settings.warmups) ms.push_back(elapsed);
   }

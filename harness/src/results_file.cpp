@@ -11,6 +11,7 @@
 #include <ctime>
 #include <fstream>
 #include <set>
+#include <optional>
 #include <variant>
 
 #include "swa/harness/h5.hpp"
@@ -40,10 +41,11 @@ ScenarioRow scenario_row(const Scenario& s) {
 namespace {
 
 // ---- compound tables from a column list ------------------------------------------------------
-// A column names a cell of a row: a std::string (variable-length UTF-8 on disk), std::int64_t or double.
+// A column names a cell of a row: a std::string (variable-length UTF-8 on disk), std::int64_t, double,
+// or a Verdict (written by name, as a string).
 template <class Row>
 struct Column {
-  using Cell = std::variant<std::string*, std::int64_t*, double*>;
+  using Cell = std::variant<std::string*, std::int64_t*, double*, Verdict*>;
   std::string name;
   std::function<Cell(Row&)> cell;
 
@@ -122,7 +124,7 @@ h5::Handle compound_type(const std::vector<Column<Row>>& cols) {
   Row probe;
   for (std::size_t i = 0; i < cols.size(); ++i) {
     const auto cell = cols[i].cell(probe);
-    const hid_t member = std::holds_alternative<std::string*>(cell) ? str.id()
+    const hid_t member = std::holds_alternative<std::string*>(cell) || std::holds_alternative<Verdict*>(cell) ? str.id()
                          : std::holds_alternative<std::int64_t*>(cell) ? H5T_NATIVE_INT64
                                                                        : H5T_NATIVE_DOUBLE;
     if (H5Tinsert(t.id(), cols[i].name.c_str(), i * kCell, member) < 0) throw h5::Error("HDF5: compound member");
@@ -141,6 +143,9 @@ void write_table(hid_t file, const char* name, const std::vector<Column<Row>>& c
           [&](auto value) {
             if constexpr (std::is_same_v<decltype(value), std::string*>) {
               const char* p = value->c_str();
+              std::memcpy(cell, &p, kCell);
+            } else if constexpr (std::is_same_v<decltype(value), Verdict*>) {
+              const char* p = verdict_name(*value).data();  // a string literal: NUL-terminated
               std::memcpy(cell, &p, kCell);
             } else {
               std::memcpy(cell, value, kCell);
@@ -168,6 +173,7 @@ std::vector<Row> read_table(hid_t file, const char* name, const std::vector<Colu
   if (n == 0) return rows;
   const h5::Handle type = compound_type(cols);
   std::vector<unsigned char> buf(n * cols.size() * kCell);
+  std::optional<std::string> bad_verdict;
   if (H5Dread(set.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
     throw h5::Error(std::string("HDF5: read table ") + name + " (written by another version?)");
   for (std::size_t r = 0; r < n; ++r)
@@ -179,6 +185,12 @@ std::vector<Row> read_table(hid_t file, const char* name, const std::vector<Colu
               const char* p = nullptr;
               std::memcpy(&p, cell, kCell);
               *value = p ? p : "";
+            } else if constexpr (std::is_same_v<decltype(value), Verdict*>) {
+              const char* p = nullptr;
+              std::memcpy(&p, cell, kCell);
+              const auto v = parse_verdict(p ? p : "");
+              if (!v) bad_verdict = p ? p : "";
+              *value = v.value_or(Verdict::error);
             } else {
               std::memcpy(value, cell, kCell);
             }
@@ -186,6 +198,8 @@ std::vector<Row> read_table(hid_t file, const char* name, const std::vector<Colu
           cols[c].cell(rows[r]));
     }
   H5Dvlen_reclaim(type.id(), space.id(), H5P_DEFAULT, buf.data());
+  if (bad_verdict)
+    throw h5::Error(std::string("table ") + name + ": status '" + *bad_verdict + "' is not one of pass|warn|fail|skip|error");
   return rows;
 }
 

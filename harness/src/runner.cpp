@@ -4,57 +4,17 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <cmath>
-#include <limits>
 #include <mutex>
 #include <ostream>
 #include <sstream>
 #include <thread>
 
-#include "swa/baseline.hpp"
-#include "swa/golden.hpp"
-#include "swa/harness/cache_check.hpp"
 #include "swa/harness/dut_registry.hpp"
-#include "swa/harness/metrics.hpp"
+#include "swa/harness/evaluate.hpp"
 #include "swa/harness/perf.hpp"
 #include "swa/harness/verdict.hpp"
 
 namespace swa::harness {
-namespace {
-
-std::vector<float> read_output(const std::vector<unsigned char>& storage, DType dtype) {
-  std::vector<float> out(storage.size() / dtype_bytes(dtype));
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = load_from(dtype, &storage[i * dtype_bytes(dtype)]);
-  return out;
-}
-
-ResultRow non_result(const Scenario& s, const std::string& dut, const std::string& status, const std::string& reason) {
-  ResultRow r;
-  r.scenario_id = s.id();
-  r.dut = dut;
-  r.dtype = dtype_name(s.dtype);
-  r.mode = mode_name(s.mode);
-  r.status = status;
-  r.reason = reason;
-  r.rtol_factor = s.tolerance.rtol_factor;
-  r.atol_floor = s.tolerance.atol_floor;
-  r.profile = profile_name(s.tolerance.profile);
-  return r;
-}
-
-// The cache is part of the contract: a DUT whose cache differs from the golden model fails even
-// when its outputs are right (a consistent off-by-one slot is still wrong for the next kernel).
-void judge_cache(ResultRow& r, const CacheChecker& checker) {
-  r.cache_mismatches = checker.mismatches();
-  if (checker.mismatches() == 0) return;
-  if (!is_failure(r.status)) r.status = verdict_name(Verdict::fail);
-  r.reason += (r.reason.empty() ? "" : "; ") + std::string("KV cache differs from the golden cache model in ") +
-              std::to_string(checker.mismatches()) + " places, first " + checker.first_mismatch() +
-              " (cache_check: false or --no-cache-check for a private cache layout)";
-}
-
-}  // namespace
 
 std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::string>& duts, ResultsStore& store,
                                     const RunOptions& options) {
@@ -65,11 +25,8 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
     if (!store.done(s.id(), d)) todo.push_back(d);
   if (todo.empty()) return {};
 
-  Problem pr;
-  build_problem(s.problem_spec(), pr);
-  const golden::Output g = golden::run(pr.params);
-  const std::vector<float> base_out = baseline::attention(pr.params);
-
+  const Reference ref(s);
+  const Problem& pr = ref.problem;
   const Tolerance tolerance = options.profile ? tolerance_for(*options.profile, s.dtype) : s.tolerance;
   std::vector<ResultRow> rows;
   std::vector<PerfRow> perf_rows;
@@ -86,8 +43,8 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
       dump->q = pr.q;
       dump->k = pr.k;
       dump->v = pr.v;
-      dump->golden = g.out;
-      dump->baseline = base_out;
+      dump->golden = ref.golden.out;
+      dump->baseline = ref.baseline;
       dump->attributes = {{"mode", std::string(mode_name(s.mode))}, {"dtype", std::string(dtype_name(s.dtype))},
                           {"window", std::to_string(s.window)}, {"scale", std::to_string(pr.params.scale)}};
     }
@@ -95,8 +52,9 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
   };
 
   // Never compare on zeros: the reference and the inputs must carry signal.
-  if (std::all_of(g.out.begin(), g.out.end(), [](double x) { return x == 0.0; })) {
-    for (const auto& d : todo) rows.push_back(non_result(s, d, "error", "the golden output is all zeros: refusing to compare"));
+  if (std::all_of(ref.golden.out.begin(), ref.golden.out.end(), [](double x) { return x == 0.0; })) {
+    for (const auto& d : todo)
+      rows.push_back(unjudged_row(s, d, Verdict::error, "the golden output is all zeros: refusing to compare"));
     return store.add(scenario_row(s), rows, {}, std::nullopt);
   }
 
@@ -106,42 +64,13 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
     try {
       dut = make_dut(name);
     } catch (const std::exception& e) {
-      rows.push_back(non_result(s, name, "error", e.what()));
+      rows.push_back(unjudged_row(s, name, Verdict::error, e.what()));
       continue;
     }
-    const dut::Support support = dut->supports(pr.params);
-    if (!support.run) {
-      rows.push_back(non_result(s, name, "skip", support.skip_reason));
-      continue;
-    }
-    std::vector<unsigned char> out_storage(g.out.size() * dtype_bytes(s.dtype));
-    for (std::size_t i = 0; i < g.out.size(); ++i)
-      store_as(s.dtype, std::numeric_limits<float>::quiet_NaN(), &out_storage[i * dtype_bytes(s.dtype)]);
-    AttnParams p = pr.params;
-    p.out = out_storage.data();
-    std::optional<CacheChecker> cache_checker;
-    if (options.cache_check && s.cache_check && s.mode != RunMode::prefill &&
-        dut->cache_report() != dut::CacheReport::none)
-      cache_checker.emplace(pr, dut->cache_report());
-    const auto t0 = std::chrono::steady_clock::now();
-    dut::Status status;
-    try {
-      status = dut::run_schedule(*dut, p, cache_checker ? &*cache_checker : nullptr);
-    } catch (const std::exception& e) {
-      status = dut::Status::failure(std::string("exception: ") + e.what());
-    }
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!status.ok) {
-      rows.push_back(non_result(s, name, "error", status.message));
-      rows.back().run_ms = ms;
-      continue;
-    }
-    std::vector<float> out = read_output(out_storage, s.dtype);
-    rows.push_back(judge(pr, tolerance, name, out, g.out, base_out));
-    rows.back().scenario_id = s.id();
-    rows.back().run_ms = ms;
-    if (cache_checker) judge_cache(rows.back(), *cache_checker);
-    if (dump_policy == DumpPolicy::all || rows.back().status != verdict_name(Verdict::pass)) dump_add(index, name, std::move(out));
+    Evaluation e = evaluate(s, ref, *dut, name, tolerance, options.cache_check && s.cache_check);
+    rows.push_back(std::move(e.row));
+    if (e.out.empty()) continue;  // skipped or failed to run: nothing to dump or time
+    if (dump_policy == DumpPolicy::all || rows.back().status != Verdict::pass) dump_add(index, name, std::move(e.out));
     if (perf) try {
         perf_rows.push_back(time_dut(s, pr, *dut, *perf, options.ceiling_gflops));
       } catch (const std::exception& e) {
@@ -170,7 +99,7 @@ void run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, 
         rows = run_scenario(s, duts, store, options);
       } catch (const std::exception& e) {
         // Never let one scenario take the sweep down: its DUTs get error rows, the rest runs on.
-        for (const auto& d : duts) rows.push_back(non_result(s, d, "error", std::string("harness: ") + e.what()));
+        for (const auto& d : duts) rows.push_back(unjudged_row(s, d, Verdict::error, std::string("harness: ") + e.what()));
         try {
           store.add(scenario_row(s), rows, {}, std::nullopt);
         } catch (const std::exception&) {
@@ -182,7 +111,7 @@ void run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, 
       ++finished;
       std::string verdicts;
       for (const auto& r : rows) {
-        verdicts += " " + r.dut + "=" + r.status;
+        verdicts += " " + r.dut + "=" + std::string(verdict_name(r.status));
         failed += is_failure(r.status);
       }
       if (options.progress_on_terminal) {

@@ -10,7 +10,7 @@
 namespace swa::harness {
 
 void print_summary(std::ostream& out, const std::vector<ResultRow>& rows, const std::string& sweep_file) {
-  std::map<std::tuple<std::string, std::string, std::string>, std::map<std::string, int>> table;
+  std::map<std::tuple<std::string, std::string, std::string>, std::map<Verdict, int>> table;
   for (const auto& r : rows) ++table[{r.dut, r.dtype, r.mode}][r.status];
   constexpr Verdict kColumns[] = {Verdict::pass, Verdict::warn, Verdict::fail, Verdict::error, Verdict::skip};
   out << std::left << std::setw(30) << "dut" << std::setw(7) << "dtype" << std::setw(17) << "mode" << std::right;
@@ -20,7 +20,7 @@ void print_summary(std::ostream& out, const std::vector<ResultRow>& rows, const 
     const auto& [dut, dtype, mode] = key;
     out << std::left << std::setw(30) << dut << std::setw(7) << dtype << std::setw(17) << mode << std::right;
     for (Verdict v : kColumns) {
-      const auto it = counts.find(std::string(verdict_name(v)));
+      const auto it = counts.find(v);
       out << std::setw(7) << (it == counts.end() ? 0 : it->second);
     }
     out << "\n";
@@ -30,18 +30,18 @@ void print_summary(std::ostream& out, const std::vector<ResultRow>& rows, const 
     for (const auto& r : rows) {
       if (!keep(r)) continue;
       if (n++ == 0) out << "\n" << title << " (each line reruns exactly that case):\n";
-      out << "  " << r.status << " " << r.dut << " " << r.scenario_id << "\n    " << r.reason << "\n    swa-harness run "
+      out << "  " << verdict_name(r.status) << " " << r.dut << " " << r.scenario_id << "\n    " << r.reason << "\n    swa-harness run "
           << sweep_file << " --filter '" << r.scenario_id << "' --dut " << r.dut << "\n";
     }
     return n;
   };
   const int warned = list("warnings: passed, with precision below a same-precision kernel's",
-                          [](const ResultRow& r) { return r.status == verdict_name(Verdict::warn); });
+                          [](const ResultRow& r) { return r.status == Verdict::warn; });
   const int bad = list("failures", [](const ResultRow& r) { return is_failure(r.status); });
   int pass = 0, skip = 0;
   for (const auto& r : rows) {
-    pass += r.status == verdict_name(Verdict::pass);
-    skip += r.status == verdict_name(Verdict::skip);
+    pass += r.status == Verdict::pass;
+    skip += r.status == Verdict::skip;
   }
   // warnings count as passed in the closing line (they do not fail the run) and are named beside it.
   out << "\n" << pass + warned << " passed, " << bad << " failed, " << skip << " skipped";

@@ -11,7 +11,6 @@
 namespace swa::harness {
 namespace {
 
-constexpr Verdict kAllVerdicts[] = {Verdict::pass, Verdict::warn, Verdict::fail, Verdict::skip, Verdict::error};
 
 struct Location {
   std::int64_t seq = -1, token = -1, head = -1, dim = -1, window_edge = 0;
@@ -64,10 +63,6 @@ std::string_view verdict_name(Verdict v) {
   return "?";
 }
 std::optional<Verdict> parse_verdict(std::string_view name) { return parse_enum(name, kAllVerdicts, verdict_name); }
-bool is_failure(const std::string& status) {
-  const auto v = parse_verdict(status);
-  return !v || is_failure(*v);
-}
 
 std::string_view profile_name(ToleranceProfile p) {
   switch (p) {
@@ -255,7 +250,7 @@ ResultRow judge(const Problem& pr, const Tolerance& tol, const std::string& dut,
           << tol.l2_factor << "x): precision below a same-precision kernel's";
     }
   }
-  r.status = verdict_name(v);
+  r.status = v;
   r.reason = why.str();
   return r;
 }

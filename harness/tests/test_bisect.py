@@ -67,6 +67,18 @@ class Bisect(unittest.TestCase):
             rerun = run("run", os.path.join(tmp, "repro.yaml"), "--out", os.path.join(tmp, "r.h5"))
             self.assertEqual(rerun.returncode, 1, rerun.stdout + rerun.stderr)
 
+    def test_a_kv_cache_failure_reproduces_as_in_the_run(self):
+        # Bisect judges as the run does, KV cache included: a kernel with right outputs and a wrong
+        # cache is not "does not reproduce", and no bug class that leaves this case right is a match.
+        scenario = next(i for i in run("list", CI, "--sweep", "caches").stdout.split() if "cache=ring-compact" in i and "mode=decode" in i)
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run("bisect", CI, "--filter", scenario, "--dut", "mutant:cache_slot_shifted", "--out", tmp)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertRegex(r.stdout, r"It reproduces: KV cache differs from the golden cache model in \d+ places")
+            self.assertNotIn("MATCH", r.stdout)
+            rerun = run("run", os.path.join(tmp, "repro.yaml"), "--out", os.path.join(tmp, "r.h5"))
+            self.assertEqual(rerun.returncode, 1, rerun.stdout + rerun.stderr)
+
     def test_dut_against_dut(self):
         scenario = run("list", CI, "--sweep", "caches").stdout.split()[3]
         with tempfile.TemporaryDirectory() as tmp:

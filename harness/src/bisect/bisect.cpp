@@ -12,6 +12,7 @@
 #include "swa/golden.hpp"
 #include "swa/harness/case_schema.hpp"
 #include "swa/harness/dut_registry.hpp"
+#include "swa/harness/evaluate.hpp"
 #include "swa/harness/verdict.hpp"
 #include "swa/harness/h5.hpp"
 #include "swa/harness/join.hpp"
@@ -22,7 +23,7 @@ namespace fs = std::filesystem;
 namespace swa::harness {
 namespace {
 
-std::optional<std::vector<double>> run_dut(const std::string& name, const Problem& pr, std::string& error) {
+std::optional<std::vector<double>> run_named_dut(const std::string& name, const Problem& pr, std::string& error) {
   auto dut = make_dut(name);
   return run_to_output(*dut, pr, &error);
 }
@@ -37,60 +38,75 @@ double max_abs_difference(const std::vector<double>& a, const std::vector<double
   return worst;
 }
 
-// One evaluation of the DUT on a scenario: its output, the reference, the tolerance.
-struct Evaluation {
-  std::unique_ptr<Problem> problem;
+// One run of the DUT on a scenario for bisect: its output, the reference it is held to, the threshold.
+struct BisectRun {
+  std::unique_ptr<Reference> reference;  // the problem, the golden and the baseline
   std::vector<double> ref, out;
   double threshold = 0, max_abs = 0;
   bool fails = false;
-  std::string error;  // the DUT could not run
+  std::string reason;  // the verdict's reason, when it fails
+  std::string error;   // the DUT could not run
 };
 
-Evaluation evaluate(const Scenario& s, const BisectOptions& o) {
-  Evaluation e;
-  e.problem = std::make_unique<Problem>();
-  build_problem(s.problem_spec(), *e.problem);
-  const Problem& pr = *e.problem;
-  const golden::Output g = golden::run(pr.params);
-  const std::vector<float> base = baseline::attention(pr.params);
-  e.threshold = s.tolerance.rtol_factor * compare(base, g.out, s.dtype, 0).max_abs + s.tolerance.atol_floor;
+BisectRun evaluate_case(const Scenario& s, const BisectOptions& o) {
+  BisectRun e;
+  e.reference = std::make_unique<Reference>(s);
+  const Reference& ref = *e.reference;
+  const Problem& pr = ref.problem;
+  e.threshold = s.tolerance.rtol_factor * compare(ref.baseline, ref.golden.out, s.dtype, 0).max_abs + s.tolerance.atol_floor;
   if (o.against == "golden") {
-    e.ref = g.out;
-  } else if (auto other = run_dut(o.against, pr, e.error)) {
+    // The run's own evaluation: the same verdict (per phase, worst element and relative L2) and the
+    // same KV cache check, so what failed in a run fails here.
+    auto dut = make_dut(o.dut);
+    Evaluation ev = evaluate(s, ref, *dut, o.dut, s.tolerance, s.cache_check);
+    if (ev.out.empty()) {
+      e.error = (ev.row.status == Verdict::skip ? "skipped: " : "") + ev.row.reason;
+      return e;
+    }
+    e.ref = ref.golden.out;
+    e.out.assign(ev.out.begin(), ev.out.end());
+    e.fails = is_failure(ev.row.status);
+    if (e.fails) e.reason = ev.row.reason;
+  } else {
+    // Against another DUT its output is the reference and the worst element decides.
+    auto other = run_named_dut(o.against, pr, e.error);
+    if (!other) {
+      e.error = "the reference DUT " + o.against + " failed: " + e.error;
+      return e;
+    }
     e.ref = *other;
-  } else {
-    e.error = "the reference DUT " + o.against + " failed: " + e.error;
-    return e;
+    auto out = run_named_dut(o.dut, pr, e.error);
+    if (!out) return e;
+    e.out = *out;
   }
-  auto out = run_dut(o.dut, pr, e.error);
-  if (!out) return e;
-  e.out = *out;
   e.max_abs = max_abs_difference(e.out, e.ref);
-  // Against the golden, the run's own verdict (per phase, worst element and relative L2); against
-  // another DUT, its output is the reference and the worst element decides.
-  if (o.against == "golden") {
-    const std::vector<float> out_f(e.out.begin(), e.out.end());
-    e.fails = is_failure(judge(pr, s.tolerance, o.dut, out_f, g.out, base).status);
-  } else {
+  if (o.against != "golden") {
     e.fails = !(e.max_abs <= e.threshold);
+    if (e.fails) e.reason = "max abs difference " + std::to_string(e.max_abs) + " over " + std::to_string(e.threshold);
   }
   return e;
 }
 
 struct Diagnosis {
   std::vector<std::pair<double, std::string>> ranked;  // error of the DUT against each variant
+  std::vector<std::string> silent;  // variants whose output passes here: they cannot explain a failure
   std::string best;
   bool explained = false;
 };
 
 // A variant explains the DUT when the difference is at the baseline-level threshold, or under 1% of
 // the DUT's own error (a threshold of ~0, e.g. W = 1 where the baseline is exact, must not hide it).
-bool explains(double difference, const Evaluation& e) { return difference <= std::max(e.threshold, 1e-2 * e.max_abs); }
+bool explains(double difference, const BisectRun& e) { return difference <= std::max(e.threshold, 1e-2 * e.max_abs); }
 
-Diagnosis diagnose(const Evaluation& e) {
+Diagnosis diagnose(const BisectRun& e) {
   Diagnosis d;
   for (const Variant& v : bisect_variants())
-    if (auto out = v.output(*e.problem)) d.ranked.push_back({max_abs_difference(e.out, *out), v.name});
+    if (auto out = v.output(e.reference->problem)) {
+      if (max_abs_difference(*out, e.ref) <= e.threshold)
+        d.silent.push_back(v.name);  // as right as a correct kernel on this case (a correct output matches it)
+      else
+        d.ranked.push_back({max_abs_difference(e.out, *out), v.name});
+    }
   std::sort(d.ranked.begin(), d.ranked.end());
   if (!d.ranked.empty()) {
     d.best = d.ranked.front().second;
@@ -100,8 +116,8 @@ Diagnosis diagnose(const Evaluation& e) {
 }
 
 // The first (scenario order) query row whose error exceeds the threshold.
-std::string localize(const Scenario& s, const Evaluation& e) {
-  const Problem& pr = *e.problem;
+std::string localize(const Scenario& s, const BisectRun& e) {
+  const Problem& pr = e.reference->problem;
   const int hq = s.heads, d = s.head_size;
   std::int64_t best_seq = -1, best_token = std::numeric_limits<std::int64_t>::max(), best_head = -1, rows_over = 0;
   double worst = 0;
@@ -189,8 +205,8 @@ std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq) {
   return out;
 }
 
-void write_dump(const fs::path& path, const Scenario& s, const Evaluation& e) {
-  const Problem& pr = *e.problem;
+void write_dump(const fs::path& path, const Scenario& s, const BisectRun& e) {
+  const Problem& pr = e.reference->problem;
   h5::AtomicFile f(path);
   const auto n = static_cast<hsize_t>(pr.seq_offsets.back()), hq = static_cast<hsize_t>(s.heads),
              hkv = static_cast<hsize_t>(s.kv_heads), d = static_cast<hsize_t>(s.head_size);
@@ -213,26 +229,12 @@ void write_dump(const fs::path& path, const Scenario& s, const Evaluation& e) {
 }  // namespace
 
 std::optional<std::vector<double>> run_to_output(dut::Dut& dut, const Problem& pr, std::string* error) {
-  const dut::Support support = dut.supports(pr.params);
-  if (!support.run) {
-    if (error) *error = "skipped: " + support.skip_reason;
+  DutOutput r = run_dut(dut, pr);
+  if (r.outcome != Verdict::pass) {
+    if (error) *error = (r.outcome == Verdict::skip ? "skipped: " : "") + r.message;
     return std::nullopt;
   }
-  const DType dt = pr.params.dtype;
-  std::vector<unsigned char> out(static_cast<std::size_t>(total_tokens(pr.params)) * pr.params.heads_q *
-                                 pr.params.head_size * dtype_bytes(dt));
-  for (std::size_t i = 0; i < out.size() / dtype_bytes(dt); ++i)
-    store_as(dt, std::numeric_limits<float>::quiet_NaN(), &out[i * dtype_bytes(dt)]);
-  AttnParams p = pr.params;
-  p.out = out.data();
-  const dut::Status s = dut::run_schedule(dut, p);
-  if (!s.ok) {
-    if (error) *error = s.message;
-    return std::nullopt;
-  }
-  std::vector<double> o(out.size() / dtype_bytes(dt));
-  for (std::size_t i = 0; i < o.size(); ++i) o[i] = load_from(dt, &out[i * dtype_bytes(dt)]);
-  return o;
+  return std::vector<double>(r.out.begin(), r.out.end());
 }
 
 int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) {
@@ -245,14 +247,14 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
   // 1. Reproduce.
   r << "1. Reproduce\n";
   std::vector<double> errors;
-  Evaluation first = evaluate(original, o);
+  BisectRun first = evaluate_case(original, o);
   if (!first.error.empty()) {
     r << "   The DUT could not run: " << first.error << "\n";
     log << r.str();
     return 1;
   }
   errors.push_back(first.max_abs);
-  for (int i = 1; i < o.reruns; ++i) errors.push_back(evaluate(original, o).max_abs);
+  for (int i = 1; i < o.reruns; ++i) errors.push_back(evaluate_case(original, o).max_abs);
   const auto [lo, hi] = std::minmax_element(errors.begin(), errors.end());
   r << "   Ran " << o.reruns << " times: max abs error " << *lo << " .. " << *hi << " against the threshold "
     << first.threshold << " (" << original.tolerance.rtol_factor << " x the same-precision baseline's error + "
@@ -265,7 +267,7 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
     std::ofstream(o.out_dir / "report.txt") << r.str();
     return 0;
   }
-  r << "   It reproduces.\n\n";
+  r << "   It reproduces: " << first.reason << "\n\n";
 
   // 2. Localize.
   r << "2. Localize\n   " << localize(original, first) << "\n\n";
@@ -278,6 +280,8 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
     r << "   " << (explains(err, first) ? "MATCH " : "      ") << name << ": max abs difference " << err << " ("
       << v.meaning << ")\n";
   }
+  if (!diag.silent.empty())
+    r << "   Not told apart from a correct kernel on this case: " << join(diag.silent, ", ") << "\n";
   if (diag.explained)
     r << "   Diagnosis: " << diag.best << ". The DUT's output matches that variant (difference "
       << diag.ranked.front().first << ", within the baseline-level threshold or 1% of the DUT's error "
@@ -288,13 +292,13 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
 
   // 4. Reduce while the same diagnosis holds.
   Scenario minimal = original;
-  Evaluation minimal_eval = std::move(first);
+  BisectRun minimal_eval = std::move(first);
   for (int round = 0; round < 40; ++round) {
     std::int64_t failing_seq = 0;  // the sequence holding the largest error
     double worst = -1;
-    for (int b = 0; b < minimal_eval.problem->params.batch; ++b)
-      for (std::int64_t i = minimal_eval.problem->seq_offsets[b] * minimal.heads * minimal.head_size;
-           i < minimal_eval.problem->seq_offsets[b + 1] * minimal.heads * minimal.head_size; ++i) {
+    for (int b = 0; b < minimal_eval.reference->problem.params.batch; ++b)
+      for (std::int64_t i = minimal_eval.reference->problem.seq_offsets[b] * minimal.heads * minimal.head_size;
+           i < minimal_eval.reference->problem.seq_offsets[b + 1] * minimal.heads * minimal.head_size; ++i) {
         const double err = std::abs(minimal_eval.out[i] - minimal_eval.ref[i]);
         if (!std::isfinite(err) || err > worst) {
           worst = std::isfinite(err) ? err : std::numeric_limits<double>::infinity();
@@ -303,7 +307,7 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
       }
     bool reduced = false;
     for (const Scenario& candidate : reductions(minimal, failing_seq)) {
-      Evaluation e = evaluate(candidate, o);
+      BisectRun e = evaluate_case(candidate, o);
       if (!e.error.empty() || !e.fails) continue;
       const Diagnosis d = diagnose(e);
       if (d.explained != diag.explained || (diag.explained && d.best != diag.best)) continue;

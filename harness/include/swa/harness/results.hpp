@@ -5,6 +5,7 @@
 
 #include "swa/harness/case_schema.hpp"
 #include "swa/harness/scenario.hpp"
+#include "swa/harness/verdict_enum.hpp"
 
 namespace swa::harness {
 
@@ -21,7 +22,9 @@ ScenarioRow scenario_row(const Scenario& s);
 // status: pass | warn | fail | skip | error (verdict.hpp). Every limit applied is recorded next to
 // the numbers.
 struct ResultRow {
-  std::string scenario_id, dut, status, reason, dtype, mode;
+  std::string scenario_id, dut;
+  Verdict status = Verdict::error;
+  std::string reason, dtype, mode;
   double max_abs = 0, max_rel = 0, rel_floor = 0, mean_abs = 0, rms = 0, rel_l2 = 0, nmse = 0, cosine = 0,
          mean_ulp = 0;
   std::int64_t max_ulp = 0, over_threshold = 0, nan_count = 0, inf_count = 0;

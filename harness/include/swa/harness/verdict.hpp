@@ -14,15 +14,10 @@
 #include "swa/harness/problem.hpp"
 #include "swa/harness/results.hpp"
 #include "swa/harness/tolerance.hpp"
+#include "swa/harness/verdict_enum.hpp"
 
 namespace swa::harness {
 
-enum class Verdict : std::uint8_t { pass, warn, fail, skip, error };
-std::string_view verdict_name(Verdict v);  // pass|warn|fail|skip|error
-std::optional<Verdict> parse_verdict(std::string_view name);
-// fail and error make a run exit 1; warn is reported but does not.
-inline bool is_failure(Verdict v) { return v == Verdict::fail || v == Verdict::error; }
-bool is_failure(const std::string& status);
 
 // Token rows judged together: "prompt", "chunk C" (chunked prefill, and a decode run's prompt
 // chunks) and "decode" (every decode row).

@@ -1,0 +1,52 @@
+#pragma once
+// Running a DUT on a scenario and judging it: the one path the runner, bisect and perf mode share.
+// The output is poisoned with NaN first (an element the DUT never writes fails), the schedule goes
+// through dut::run_schedule, the KV cache is checked against the golden cache model, and the
+// verdict is verdict.hpp's.
+#include <string>
+#include <vector>
+
+#include "swa/dut/dut.hpp"
+#include "swa/golden.hpp"
+#include "swa/harness/problem.hpp"
+#include "swa/harness/results.hpp"
+#include "swa/harness/scenario.hpp"
+#include "swa/harness/verdict.hpp"
+
+namespace swa::harness {
+
+// What one run of a DUT gave.
+struct DutOutput {
+  Verdict outcome = Verdict::pass;  // pass: it ran; skip: supports() said no; error: it failed or threw
+  std::string message;              // why, when not pass
+  std::vector<float> out;           // its output read back from the dtype (when it ran)
+  double ms = 0;                    // host wall time of the whole schedule
+};
+DutOutput run_dut(dut::Dut& dut, const Problem& problem, dut::ScheduleObserver* observer = nullptr);
+
+// A scenario's problem with its fp64 golden and same-precision baseline, computed once for every
+// DUT. Not copyable: the problem's params point into it.
+struct Reference {
+  explicit Reference(const Scenario& s);
+  Reference(const Reference&) = delete;
+  Reference& operator=(const Reference&) = delete;
+
+  Problem problem;
+  golden::Output golden;
+  std::vector<float> baseline;
+};
+
+struct Evaluation {
+  ResultRow row;           // the metrics and the verdict (row.status)
+  std::vector<float> out;  // the DUT's output, when it ran
+};
+// check_cache: compare the DUT's KV cache with the golden model (when the mode has a cache and the
+// DUT reports one).
+// `name` is the DUT as the run names it (the row's `dut`).
+Evaluation evaluate(const Scenario& s, const Reference& ref, dut::Dut& dut, const std::string& name,
+                    const Tolerance& tolerance, bool check_cache);
+
+// A row with a verdict but no metrics: a DUT that could not be made, a golden of zeros.
+ResultRow unjudged_row(const Scenario& s, const std::string& dut, Verdict verdict, const std::string& reason);
+
+}  // namespace swa::harness

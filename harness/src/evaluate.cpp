@@ -1,0 +1,99 @@
+#include "swa/harness/evaluate.hpp"
+
+#include <chrono>
+#include <limits>
+#include <optional>
+
+#include "swa/baseline.hpp"
+#include "swa/harness/cache_check.hpp"
+
+namespace swa::harness {
+namespace {
+
+// The cache is part of the contract: a DUT whose cache differs from the golden model fails even
+// when its outputs are right (a consistent off-by-one slot is still wrong for the next kernel).
+void judge_cache(ResultRow& r, const CacheChecker& checker) {
+  r.cache_mismatches = checker.mismatches();
+  if (checker.mismatches() == 0) return;
+  if (!is_failure(r.status)) r.status = Verdict::fail;
+  r.reason += (r.reason.empty() ? "" : "; ") + std::string("KV cache differs from the golden cache model in ") +
+              std::to_string(checker.mismatches()) + " places, first " + checker.first_mismatch() +
+              " (cache_check: false or --no-cache-check for a private cache layout)";
+}
+
+}  // namespace
+
+DutOutput run_dut(dut::Dut& dut, const Problem& pr, dut::ScheduleObserver* observer) {
+  DutOutput r;
+  const dut::Support support = dut.supports(pr.params);
+  if (!support.run) {
+    r.outcome = Verdict::skip;
+    r.message = support.skip_reason;
+    return r;
+  }
+  const DType dt = pr.params.dtype;
+  const std::size_t n = static_cast<std::size_t>(pr.seq_offsets.back()) * pr.params.heads_q * pr.params.head_size;
+  std::vector<unsigned char> storage(n * dtype_bytes(dt));
+  for (std::size_t i = 0; i < n; ++i) store_as(dt, std::numeric_limits<float>::quiet_NaN(), &storage[i * dtype_bytes(dt)]);
+  AttnParams p = pr.params;
+  p.out = storage.data();
+  const auto t0 = std::chrono::steady_clock::now();
+  dut::Status status;
+  try {
+    status = dut::run_schedule(dut, p, observer);
+  } catch (const std::exception& e) {
+    status = dut::Status::failure(std::string("exception: ") + e.what());
+  }
+  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!status.ok) {
+    r.outcome = Verdict::error;
+    r.message = status.message;
+    return r;
+  }
+  r.out.resize(n);
+  for (std::size_t i = 0; i < n; ++i) r.out[i] = load_from(dt, &storage[i * dtype_bytes(dt)]);
+  return r;
+}
+
+Reference::Reference(const Scenario& s) {
+  build_problem(s.problem_spec(), problem);
+  golden = golden::run(problem.params);
+  baseline = baseline::attention(problem.params);
+}
+
+ResultRow unjudged_row(const Scenario& s, const std::string& dut, Verdict verdict, const std::string& reason) {
+  ResultRow r;
+  r.scenario_id = s.id();
+  r.dut = dut;
+  r.dtype = dtype_name(s.dtype);
+  r.mode = mode_name(s.mode);
+  r.status = verdict;
+  r.reason = reason;
+  r.rtol_factor = s.tolerance.rtol_factor;
+  r.atol_floor = s.tolerance.atol_floor;
+  r.profile = profile_name(s.tolerance.profile);
+  return r;
+}
+
+Evaluation evaluate(const Scenario& s, const Reference& ref, dut::Dut& dut, const std::string& name,
+                    const Tolerance& tolerance, bool check_cache) {
+  const Problem& pr = ref.problem;
+  std::optional<CacheChecker> checker;
+  if (check_cache && s.mode != RunMode::prefill && dut.cache_report() != dut::CacheReport::none)
+    checker.emplace(pr, dut.cache_report());
+  DutOutput run = run_dut(dut, pr, checker ? &*checker : nullptr);
+  Evaluation e;
+  if (run.outcome != Verdict::pass) {
+    e.row = unjudged_row(s, name, run.outcome, run.message);
+    e.row.run_ms = run.ms;
+    return e;
+  }
+  e.row = judge(pr, tolerance, name, run.out, ref.golden.out, ref.baseline);
+  e.row.scenario_id = s.id();
+  e.row.run_ms = run.ms;
+  if (checker) judge_cache(e.row, *checker);
+  e.out = std::move(run.out);
+  return e;
+}
+
+}  // namespace swa::harness
