@@ -29,7 +29,11 @@ class BaselineDut final : public Dut {
 
   Status decode_step(const AttnParams&, KvCache&, int) override { return Status::success(); }
 
-  CacheReport cache_report() const override { return CacheReport::none; }  // dense, no cache
+  Traits traits() const override {
+    Traits t;
+    t.cache = CacheReport::none;  // dense, no cache
+    return t;
+  }
 };
 
 }  // namespace

@@ -34,6 +34,13 @@ class CpuDut final : public Dut {
   explicit CpuDut(CpuTuning tuning) : tuning_(tuning) {}
   std::string name() const override { return "cpu"; }
 
+  Traits traits() const override {
+    Traits t;
+    t.query_tile = tuning_.query_tile;
+    t.key_tile = tuning_.key_tile;
+    return t;
+  }
+
   Support supports(const AttnParams& p) const override {
     if (p.mask_format == MaskFormat::swa_compress && p.mode == RunMode::chunked_prefill)
       return Support::skip("the compressed mask is read on tiles aligned to its block from position 0; "

@@ -176,6 +176,15 @@ class CudaDut final : public Dut {
 
   std::optional<double> last_kernel_ms() const override { return last_ms_; }
 
+  Traits traits() const override {
+    Traits t;
+    t.query_tile = kPrefillTileRows;  // prefill and chunks; decode splits the keys instead
+    for (int d = 1; d <= 256; ++d)
+      if (supported_head_size(d)) t.head_sizes.push_back(d);
+    t.times_own_kernels = true;
+    return t;
+  }
+
  private:
   // Runs one entry point; a CUDA or allocation error becomes this DUT's failure, never a crash.
   template <class F>

@@ -79,8 +79,8 @@ Evaluation evaluate(const Scenario& s, const Reference& ref, dut::Dut& dut, cons
                     const Tolerance& tolerance, bool check_cache) {
   const Problem& pr = ref.problem;
   std::optional<CacheChecker> checker;
-  if (check_cache && s.mode != RunMode::prefill && dut.cache_report() != dut::CacheReport::none)
-    checker.emplace(pr, dut.cache_report());
+  const dut::CacheReport cache = dut.traits().cache;
+  if (check_cache && s.mode != RunMode::prefill && cache != dut::CacheReport::none) checker.emplace(pr, cache);
   DutOutput run = run_dut(dut, pr, checker ? &*checker : nullptr);
   Evaluation e;
   if (run.outcome != Verdict::pass) {

@@ -93,7 +93,11 @@ class ExecDut final : public dut::Dut {
     return chunk_index == 0 ? run(p, &cache) : dut::Status::success();
   }
   dut::Status decode_step(const AttnParams&, dut::KvCache&, int) override { return dut::Status::success(); }
-  dut::CacheReport cache_report() const override { return dut::CacheReport::end_of_schedule; }
+  dut::Traits traits() const override {
+    dut::Traits t;
+    t.cache = dut::CacheReport::end_of_schedule;  // one process runs the whole schedule
+    return t;
+  }
 
  private:
   dut::Status run(const AttnParams& p, dut::KvCache* cache) const {

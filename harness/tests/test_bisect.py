@@ -86,6 +86,15 @@ class Bisect(unittest.TestCase):
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             self.assertIn("Reference:  cpu", r.stdout)
             self.assertIn("Diagnosis: ring_slot_off_by_one.", r.stdout)
+            self.assertIn("the DUT states no query tile", r.stdout)  # a mutant is a plain loop
+
+    def test_the_report_uses_the_duts_own_tile(self):
+        # The CPU DUT states its 64-row query tile (dut::Traits); bisect places the failing row in it.
+        scenario = run("list", CI, "--sweep", "caches").stdout.split()[3]
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run("bisect", CI, "--filter", scenario, "--dut", "cpu", "--against", "mutant:window_plus_one", "--out", tmp)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertRegex(r.stdout, r"is row \d+ of its 64-row query tile \(the DUT's own tile\)")
 
     def test_bad_input(self):
         r = run("bisect", CI, "--filter", "mode=", "--dut", "cpu")

@@ -41,6 +41,7 @@ double max_abs_difference(const std::vector<double>& a, const std::vector<double
 // One run of the DUT on a scenario for bisect: its output, the reference it is held to, the threshold.
 struct BisectRun {
   std::unique_ptr<Reference> reference;  // the problem, the golden and the baseline
+  dut::Traits traits;                    // what the DUT says of itself
   std::vector<double> ref, out;
   double threshold = 0, max_abs = 0;
   bool fails = false;
@@ -58,6 +59,7 @@ BisectRun evaluate_case(const Scenario& s, const BisectOptions& o) {
     // The run's own evaluation: the same verdict (per phase, worst element and relative L2) and the
     // same KV cache check, so what failed in a run fails here.
     auto dut = make_dut(o.dut);
+    e.traits = dut->traits();
     Evaluation ev = evaluate(s, ref, *dut, o.dut, s.tolerance, s.cache_check);
     if (ev.out.empty()) {
       e.error = (ev.row.status == Verdict::skip ? "skipped: " : "") + ev.row.reason;
@@ -77,6 +79,7 @@ BisectRun evaluate_case(const Scenario& s, const BisectOptions& o) {
     e.ref = *other;
     auto out = run_named_dut(o.dut, pr, e.error);
     if (!out) return e;
+    e.traits = make_dut(o.dut)->traits();
     e.out = *out;
   }
   e.max_abs = max_abs_difference(e.out, e.ref);
@@ -155,12 +158,17 @@ std::string localize(const Scenario& s, const BisectRun& e) {
       << (edge >= 1 ? " rows past the first row whose window is full: it has lost keys to the window."
                     : " rows from the first full window: it still sees every earlier token.") << "\n";
   }
-  o << "   Tile position: token " << best_token << " is row " << best_token % 64 << " of its 64-row query tile.";
+  const int tile = e.traits.query_tile;
+  if (tile > 0)
+    o << "   Tile position: token " << best_token << " is row " << best_token % tile << " of its " << tile
+      << "-row query tile (the DUT's own tile).";
+  else
+    o << "   Tile position: the DUT states no query tile (dut::Traits).";
   return o.str();
 }
 
 // Smaller versions of a scenario, most aggressive first.
-std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq) {
+std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq, const dut::Traits& traits) {
   std::vector<Scenario> out;
   if (s.prompt_lens.size() > 1) {
     Scenario r = s;
@@ -189,7 +197,9 @@ std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq) {
     r.decode_steps = (s.decode_steps + 1) / 2;
     out.push_back(r);
   }
-  for (int d : {16, 32, 64})
+  // The smallest head size the DUT runs (any DUT: 16), never one it would skip.
+  const std::vector<int> head_sizes = traits.head_sizes.empty() ? std::vector<int>{16, 32, 64} : traits.head_sizes;
+  for (int d : head_sizes)
     if (d < s.head_size) {
       Scenario r = s;
       r.head_size = d;
@@ -306,7 +316,7 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
         }
       }
     bool reduced = false;
-    for (const Scenario& candidate : reductions(minimal, failing_seq)) {
+    for (const Scenario& candidate : reductions(minimal, failing_seq, minimal_eval.traits)) {
       BisectRun e = evaluate_case(candidate, o);
       if (!e.error.empty() || !e.fails) continue;
       const Diagnosis d = diagnose(e);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "swa/dut/kv_cache.hpp"
 #include "swa/params.hpp"
@@ -34,6 +35,17 @@ enum class CacheReport {
   none,             // never: the DUT keeps no cache (it recomputes the dense result)
 };
 
+// Facts a DUT states about itself. The harness reads them instead of assuming constants: bisect
+// reduces only to head sizes the DUT runs and reports the failing row's place in the DUT's own query
+// tile; the cache check asks when the cache can be compared. Zero or empty: not stated.
+struct Traits {
+  int query_tile = 0;           // query rows per work tile
+  int key_tile = 0;             // keys per inner tile (0 also when it varies with the head size)
+  std::vector<int> head_sizes;  // the head sizes it runs, ascending (empty: any)
+  bool times_own_kernels = false;  // last_kernel_ms() reports device time
+  CacheReport cache = CacheReport::every_call;
+};
+
 class Dut {
  public:
   virtual ~Dut() = default;
@@ -57,7 +69,7 @@ class Dut {
   // DUTs that can measure it (the CUDA DUT times its kernels with events); nullopt otherwise.
   virtual std::optional<double> last_kernel_ms() const { return std::nullopt; }
 
-  virtual CacheReport cache_report() const { return CacheReport::every_call; }
+  virtual Traits traits() const { return {}; }
 };
 
 // Sees the cache after each call of a schedule (the harness checks it against the golden's model).
