@@ -1,6 +1,5 @@
 #include "cases.hpp"
 
-#include <Eigen/Core>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -64,13 +63,6 @@ Timing time_dut_calls(dut::Dut& dut, Call&& call, const BenchSettings& settings,
 
 }  // namespace
 
-double sgemm_gflops(int n, const BenchSettings& settings) {
-  const Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n);
-  Eigen::MatrixXf c(n, n);
-  const Timing t = time_median([&] { c.noalias() = a * b; }, settings.warmups, settings.repeats);
-  return 2.0 * n * n * static_cast<double>(n) / (t.median_ms * 1e6);
-}
-
 BenchRow bench_prefill(const std::string& case_name, const std::string& dut_name, DType dtype, Shape shape,
                        const BenchSettings& settings) {
   harness::Problem pr;
@@ -86,7 +78,7 @@ BenchRow bench_prefill(const std::string& case_name, const std::string& dut_name
     r.timing = time_dut_calls(*dut, [&] { return dut->prefill(p); }, settings, r.timer);
   }
   const std::int64_t pairs = band_pair_count(p.band, shape.s) * shape.batch;
-  r.gflops = 4.0 * shape.d * static_cast<double>(pairs) * shape.hq / (r.timing.median_ms * 1e6);
+  r.gflops = attention_gflops(shape.d, pairs, shape.hq, r.timing.median_ms);
   r.kv_bytes = 2 * shape.batch * shape.s * shape.hkv * shape.d * static_cast<std::int64_t>(dtype_bytes(dtype));
   return r;
 }
@@ -123,7 +115,7 @@ BenchRow bench_decode(const std::string& case_name, const std::string& dut_name,
   BenchRow r = row_for(case_name, dut_name, dtype, shape, "decode", cache_name(cache));
   r.timing = time_dut_calls(*dut, [&] { return dut->decode_step(p, kv, step++); }, settings, r.timer);
   const std::int64_t keys = std::min<std::int64_t>(context + 1, shape.w > 0 ? shape.w : context + 1);
-  r.gflops = 4.0 * shape.d * static_cast<double>(keys) * shape.hq * shape.batch / (r.timing.median_ms * 1e6);
+  r.gflops = attention_gflops(shape.d, keys * shape.batch, shape.hq, r.timing.median_ms);
   r.kv_bytes = shape.batch * kv_cache_bytes(cache, shape.w, context, shape.hkv, shape.d, dtype);
   return r;
 }

@@ -4,9 +4,15 @@
 #include <vector>
 
 #include "swa/params.hpp"
-#include "timer.hpp"
+#include "swa/harness/timing.hpp"
 
 namespace swa::bench {
+
+using harness::attention_gflops;
+using harness::host_ms;
+using harness::time_median;
+using harness::time_reported;
+using harness::Timing;
 
 struct BenchSettings {
   int warmups = 1;
@@ -24,8 +30,6 @@ struct BenchRow {
   double ratio_to_sgemm() const { return sgemm_gflops > 0 ? gflops / sgemm_gflops : 0; }
 };
 
-// Eigen's fp32 GEMM on an n^3 product: the machine's practical ceiling, in GFLOP/s.
-double sgemm_gflops(int n, const BenchSettings& settings);
 
 struct Shape {
   std::int64_t s, w;  // w = 0: full causal

@@ -78,7 +78,7 @@ void torch_rows(const CudaBenchOptions& options, const BenchSettings& settings, 
     r.batch = shape.batch;
     r.timing = {std::stod(f[2]), std::stod(f[3]), std::stod(f[4]), settings.repeats};
     r.timer = "device events";
-    r.gflops = 4.0 * shape.d * static_cast<double>(pairs) * shape.hq / (r.timing.median_ms * 1e6);
+    r.gflops = attention_gflops(shape.d, pairs, shape.hq, r.timing.median_ms);
     result.rows.push_back(r);
   }
 }

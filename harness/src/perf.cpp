@@ -1,11 +1,11 @@
 #include "swa/harness/perf.hpp"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <optional>
 #include <vector>
 
+#include "swa/harness/timing.hpp"
 #include "swa/kv_cache_model.hpp"
 
 namespace swa::harness {
@@ -20,21 +20,6 @@ void require_ok(const dut::Status& s) {
 }
 
 }  // namespace
-
-double measure_cpu_ceiling_gflops() {
-  constexpr int n = 2048;
-  const Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n);
-  Eigen::MatrixXf c(n, n);
-  c.noalias() = a * b;  // warm-up
-  std::vector<double> ms;
-  for (int i = 0; i < 3; ++i) {
-    const auto t0 = Clock::now();
-    c.noalias() = a * b;
-    ms.push_back(ms_since(t0));
-  }
-  std::sort(ms.begin(), ms.end());
-  return 2.0 * n * n * static_cast<double>(n) / (ms[1] * 1e6);
-}
 
 namespace {
 
@@ -75,9 +60,8 @@ PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const Perf
                                  dtype_bytes(s.dtype));
   AttnParams p = base;
   p.out = out.data();
-  std::vector<double> ms;
   bool device_timed = true;
-  for (int r = 0; r < settings.warmups + settings.repeats; ++r) {
+  const Timing timing = time_reported([&] {
     // Through run_schedule, as every run: decode is timed per step (its prompt chunks untimed),
     // chunked prefill as the sum of its chunks, prefill as the whole call.
     CallTimer timer(dut);
@@ -96,9 +80,8 @@ PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const Perf
       device_timed = device_timed && device.has_value();
       elapsed = device ? *device : whole;
     }
-    if (r >= settings.warmups) ms.push_back(elapsed);
-  }
-  std::sort(ms.begin(), ms.end());
+    return elapsed;
+  }, settings.warmups, settings.repeats);
 
   PerfRow row;
   row.scenario_id = s.id();
@@ -114,9 +97,9 @@ PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const Perf
   row.batch = static_cast<std::int64_t>(s.prompt_lens.size());
   row.repeats = settings.repeats;
   row.timer = device_timed ? "device events" : "host wall clock";
-  row.time_ms = ms[ms.size() / 2];
-  row.min_ms = ms.front();
-  row.max_ms = ms.back();
+  row.time_ms = timing.median_ms;
+  row.min_ms = timing.min_ms;
+  row.max_ms = timing.max_ms;
   const WindowBand band = base.band;
   for (int b = 0; b < base.batch; ++b) {
     const std::int64_t len = base.seq_lens[b];
@@ -132,7 +115,7 @@ PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const Perf
                           : kv_cache_bytes(s.cache, s.window, len, s.kv_heads, s.head_size, s.dtype);
     }
   }
-  row.gflops = 4.0 * s.head_size * static_cast<double>(row.pairs) * s.heads / (row.time_ms * 1e6);
+  row.gflops = attention_gflops(s.head_size, row.pairs, s.heads, row.time_ms);
   row.ceiling_gflops = ceiling;
   row.ceiling_fraction = ceiling > 0 ? row.gflops / ceiling : 0;
   row.ceiling = "Eigen SGEMM 2048^3, same run";

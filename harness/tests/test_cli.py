@@ -205,6 +205,33 @@ class BadInput(unittest.TestCase):
         self.assertIn("unknown command 'frobnicate'", r.stderr)
 
 
+class PerfMode(unittest.TestCase):
+    def test_perf_rows_count_flops_exactly_for_every_mode(self):
+        # Attended pairs recounted here from the window; GFLOP/s = 4 D pairs Hq / time.
+        with tempfile.TemporaryDirectory() as tmp:
+            sweep = os.path.join(tmp, "p.yaml")
+            with open(sweep, "w") as f:
+                f.write("sweeps:\n  p:\n    duts: [cpu]\n    matrix: {mode: [prefill, chunked_prefill, decode], "
+                        "batch: [[10, 7]], heads: 4, kv_heads: 2, head_size: 32, window: 4, chunk: 3, decode_steps: 2}\n")
+            out = os.path.join(tmp, "p.h5")
+            r = run("run", sweep, "--perf", "--perf-repeats", "3", "--out", out)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with h5py.File(out) as f:
+                rows = {x["mode"].decode(): x for x in f["perf"][:]}
+            self.assertEqual(set(rows), {"prefill", "chunked_prefill", "decode"})
+            window_pairs = lambda n: sum(min(i + 1, 4) for i in range(n))
+            self.assertEqual(rows["prefill"]["pairs"], window_pairs(10) + window_pairs(7))
+            self.assertEqual(rows["chunked_prefill"]["pairs"], window_pairs(10) + window_pairs(7))
+            self.assertEqual(rows["decode"]["pairs"], 8)  # per step: every decode row sees W = 4 keys, 2 sequences
+            for mode, x in rows.items():
+                with self.subTest(mode):
+                    self.assertEqual(x["repeats"], 3)
+                    self.assertTrue(0 < x["min_ms"] <= x["time_ms"] <= x["max_ms"])
+                    self.assertAlmostEqual(x["gflops"], 4 * 32 * x["pairs"] * 4 / (x["time_ms"] * 1e6), delta=1e-9 * x["gflops"])
+                    self.assertGreater(x["ceiling_gflops"], 0)
+                    self.assertEqual(x["timer"].decode(), "host wall clock")
+
+
 class Checks(unittest.TestCase):
     def test_mask_check_exit_status_follows_the_chosen_pairing(self):
         self.assertEqual(run("mask-check", "--windows", "3,512").returncode, 0)

@@ -10,6 +10,7 @@
 #include "swa/harness/dut_registry.hpp"
 #include "swa/harness/junit.hpp"
 #include "swa/harness/perf.hpp"
+#include "swa/harness/timing.hpp"
 #include "swa/harness/runner.hpp"
 #include "swa/harness/summary.hpp"
 #include "swa/harness/verdict.hpp"
@@ -62,7 +63,7 @@ int cmd_run(const std::vector<std::string>& args) {
   if (timing) {
     if (jobs > 1) std::cerr << "perf mode: running one scenario at a time so timings do not compete\n";
     options.jobs = 1;
-    options.ceiling_gflops = harness::measure_cpu_ceiling_gflops();
+    options.ceiling_gflops = harness::sgemm_ceiling_gflops(2048, 1, 3);
     std::cerr << "perf ceiling: Eigen SGEMM 2048^3 = " << options.ceiling_gflops << " GFLOP/s\n";
   }
   options.cache_check = vm.count("no-cache-check") == 0;

@@ -23,9 +23,6 @@ struct PerfRow {
   std::string timer;                            // "host wall clock", or "device events" (kernels only)
 };
 
-// Eigen's fp32 GEMM on a 2048^3 product, median of 3 after a warm-up: the CPU's practical ceiling.
-double measure_cpu_ceiling_gflops();
-
 // Times `dut` on the problem's schedule. prefill and chunked_prefill: the whole schedule. decode:
 // the decode steps alone, per step (the prompt is replayed untimed before each repeat). A DUT that
 // times its own kernels (Dut::last_kernel_ms, the CUDA DUT) is timed by those, without its

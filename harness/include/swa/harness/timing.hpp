@@ -1,10 +1,13 @@
 #pragma once
-// Warm-ups, then the median of repeated runs: the machines are shared and noisy.
+// Timing and FLOP counting, one path for `swa-bench` and `run --perf`: warm-ups, then the median of
+// repeated runs (the machines are shared and noisy), FLOPs counted exactly, and the same-run SGEMM
+// ceiling that ratios are quoted against.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <vector>
 
-namespace swa::bench {
+namespace swa::harness {
 
 struct Timing {
   double median_ms = 0, min_ms = 0, max_ms = 0;
@@ -33,4 +36,13 @@ Timing time_median(F&& run, int warmups, int repeats) {
   return time_reported([&] { return host_ms(run); }, warmups, repeats);
 }
 
-}  // namespace swa::bench
+// Attention FLOPs are 4 * D * (attended query-key pairs) * Hq: QK^T and PV, a multiply-add each.
+inline double attention_gflops(std::int64_t head_size, std::int64_t pairs, std::int64_t heads_q, double ms) {
+  return 4.0 * static_cast<double>(head_size) * static_cast<double>(pairs) * static_cast<double>(heads_q) / (ms * 1e6);
+}
+
+// Eigen's fp32 GEMM on an n^3 product, median after warm-ups, in GFLOP/s: the CPU's practical
+// ceiling, measured in the same run as the kernels it is quoted against.
+double sgemm_ceiling_gflops(int n, int warmups, int repeats);
+
+}  // namespace swa::harness
