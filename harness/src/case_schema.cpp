@@ -155,6 +155,12 @@ std::string case_yaml(const Scenario& s) {
 
 bool needs_atb_api(const Scenario& s) { return s.mode == RunMode::decode && s.mask != MaskFormat::none; }
 
+std::map<std::string, std::string> case_attributes(const Scenario& s) {
+  std::map<std::string, std::string> a;
+  for (const CaseParam& p : case_params()) a[std::string(p.key)] = p.get(s);
+  return a;
+}
+
 CaseColumns case_columns(const Scenario& s) {
   CaseColumns c;
   const auto& params = case_params();

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "swa/harness/case_schema.hpp"
 #include "swa/harness/dut_registry.hpp"
 #include "swa/harness/evaluate.hpp"
 #include "swa/harness/perf.hpp"
@@ -45,8 +46,8 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
       dump->v = pr.v;
       dump->golden = ref.golden.out;
       dump->baseline = ref.baseline;
-      dump->attributes = {{"mode", std::string(mode_name(s.mode))}, {"dtype", std::string(dtype_name(s.dtype))},
-                          {"window", std::to_string(s.window)}, {"scale", std::to_string(pr.params.scale)}};
+      dump->attributes = case_attributes(s);
+      dump->attributes["scale"] = std::to_string(pr.params.scale);
     }
     dump->duts.push_back({index, name, std::move(out)});
   };

@@ -102,6 +102,13 @@ class FailuresStayFailures(unittest.TestCase):
                 duts = f["dumps"][scenario]["duts"]
                 self.assertEqual({k: text(d.attrs["dut"]) for k, d in duts.items()}, {"0": "baseline", "1": "cpu"})
                 self.assertIn("baseline", f["dumps"][scenario])  # the baseline's own output beside them
+                # The dump says which case it holds: every case parameter by its sweep-file key.
+                attrs = {k: text(v) for k, v in f["dumps"][scenario].attrs.items()}
+                self.assertEqual(attrs["scenario_id"], scenario)
+                for key in ("mode", "batch", "heads", "kv_heads", "head_size", "window", "dtype", "inputs", "seed"):
+                    self.assertIn(key, attrs)
+                self.assertIn(f"w={attrs['window']}/", scenario)
+                self.assertIn(f"seqs={attrs['batch'].replace(',', '-')}/", scenario)
 
     def test_a_dut_named_twice_is_refused(self):
         r = run("run", CI, "--dut", "baseline,baseline", "--out", "/tmp/never.h5")

@@ -232,6 +232,8 @@ void write_dump(const fs::path& path, const Scenario& s, const BisectRun& e) {
   h5::Handle root(H5Gopen2(f.id(), "/", H5P_DEFAULT), H5Gclose, "open /");
   h5::write_attr(root.id(), "scenario_id", s.id());
   h5::write_attr(root.id(), "threshold", e.threshold);
+  for (const auto& [key, value] : case_attributes(s)) h5::write_attr(root.id(), key, value);
+  h5::write_attr(root.id(), "scale", std::to_string(pr.params.scale));
   root.close();
   f.commit();
 }

@@ -6,6 +6,7 @@
 // kernels). harness/README.md, "Adding a case parameter".
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,6 +50,10 @@ std::string case_yaml(const Scenario& s);
 // Whether a sweep must say `api: atb` to accept the case: a decode with an ATB mask (the generic API
 // takes no mask tensor in decode).
 bool needs_atb_api(const Scenario& s);
+
+// Every parameter by its sweep-file key, as text ("batch" -> "450,131"): the attributes a tensor
+// file (dump, bisect repro) carries, so the file says which case it holds.
+std::map<std::string, std::string> case_attributes(const Scenario& s);
 
 // Text and integer cells of a /scenarios row, one per case_params() entry.
 struct CaseColumns {
