@@ -55,11 +55,11 @@ BisectRun evaluate_case(const Scenario& s, const BisectOptions& o) {
   const Reference& ref = *e.reference;
   const Problem& pr = ref.problem;
   e.threshold = s.tolerance.rtol_factor * compare(ref.baseline, ref.golden.out, s.dtype, 0).max_abs + s.tolerance.atol_floor;
+  auto dut = make_dut(o.dut);
+  e.traits = dut->traits();
   if (o.against == "golden") {
     // The run's own evaluation: the same verdict (per phase, worst element and relative L2) and the
     // same KV cache check, so what failed in a run fails here.
-    auto dut = make_dut(o.dut);
-    e.traits = dut->traits();
     Evaluation ev = evaluate(s, ref, *dut, o.dut, s.tolerance, s.cache_check);
     if (ev.out.empty()) {
       e.error = (ev.row.status == Verdict::skip ? "skipped: " : "") + ev.row.reason;
@@ -77,9 +77,8 @@ BisectRun evaluate_case(const Scenario& s, const BisectOptions& o) {
       return e;
     }
     e.ref = *other;
-    auto out = run_named_dut(o.dut, pr, e.error);
+    auto out = run_to_output(*dut, pr, &e.error);
     if (!out) return e;
-    e.traits = make_dut(o.dut)->traits();
     e.out = *out;
   }
   e.max_abs = max_abs_difference(e.out, e.ref);
