@@ -27,7 +27,7 @@ for gen in python cpp; do
 done
 
 echo "== golden example (chunked prefill then decode through the compact ring)"
-"$bin" golden --seq-lens 300,1,77 --heads 8 --kv-heads 2 --head-size 128 --window 64 --chunk 48 \
+"$bin" golden --batch 300,1,77 --heads 8 --kv-heads 2 --head-size 128 --window 64 --chunk 48 \
   --decode-steps 16 --cache ring-compact --dtype bf16 --seed 1 --out "$out/golden_example.h5"
 
 echo "== default sweep: scenarios/ci.yaml"

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "swa/harness/h5.hpp"
+#include "swa/harness/problem_file.hpp"
 
 namespace fs = std::filesystem;
 
@@ -20,57 +21,6 @@ namespace swa::harness {
 namespace {
 
 std::atomic<int> request_counter{0};
-
-std::vector<float> read_tensor(const AttnParams& p, const void* base, std::int64_t row_stride, std::int64_t head_stride,
-                               int heads) {
-  const std::int64_t n = total_tokens(p);
-  std::vector<float> t(static_cast<std::size_t>(n) * heads * p.head_size);
-  const auto* bytes = static_cast<const unsigned char*>(base);
-  for (std::int64_t r = 0; r < n; ++r)
-    for (int h = 0; h < heads; ++h)
-      for (int d = 0; d < p.head_size; ++d)
-        t[(r * heads + h) * p.head_size + d] =
-            load_from(p.dtype, bytes + (r * row_stride + h * head_stride + d) * dtype_bytes(p.dtype));
-  return t;
-}
-
-void write_request(const fs::path& path, const AttnParams& p) {
-  h5::AtomicFile f(path);
-  const auto n = static_cast<hsize_t>(total_tokens(p)), hq = static_cast<hsize_t>(p.heads_q),
-             hkv = static_cast<hsize_t>(p.heads_kv), d = static_cast<hsize_t>(p.head_size);
-  h5::write_dataset(f.id(), "q", read_tensor(p, p.q, p.q_row_stride, p.q_head_stride, p.heads_q), {n, hq, d});
-  h5::write_dataset(f.id(), "k", read_tensor(p, p.k, p.k_row_stride, p.k_head_stride, p.heads_kv), {n, hkv, d});
-  h5::write_dataset(f.id(), "v", read_tensor(p, p.v, p.v_row_stride, p.v_head_stride, p.heads_kv), {n, hkv, d});
-  const std::vector<std::int32_t> lens(p.seq_lens, p.seq_lens + p.batch);
-  std::vector<std::int32_t> prompts(p.batch);
-  for (int b = 0; b < p.batch; ++b) prompts[b] = static_cast<std::int32_t>(prompt_len(p, b));
-  h5::write_dataset(f.id(), "seq_lens", lens, {static_cast<hsize_t>(p.batch)});
-  h5::write_dataset(f.id(), "prompt_lens", prompts, {static_cast<hsize_t>(p.batch)});
-  if (p.mask) {
-    const auto rows = static_cast<hsize_t>(p.mask_rows);
-    h5::write_dataset(f.id(), "mask", std::vector<float>(p.mask, p.mask + rows * rows), {rows, rows});
-  }
-  h5::Handle root(H5Gopen2(f.id(), "/", H5P_DEFAULT), H5Gclose, "open /");
-  const hid_t r = root.id();
-  h5::write_attr(r, "protocol_version", std::int64_t{kExecProtocolVersion});
-  h5::write_attr(r, "dtype", std::string(dtype_name(p.dtype)));
-  h5::write_attr(r, "mode", std::string(mode_name(p.mode)));
-  h5::write_attr(r, "heads", std::int64_t{p.heads_q});
-  h5::write_attr(r, "kv_heads", std::int64_t{p.heads_kv});
-  h5::write_attr(r, "head_size", std::int64_t{p.head_size});
-  h5::write_attr(r, "window_left", p.band.left);
-  h5::write_attr(r, "window_right", p.band.right);
-  h5::write_attr(r, "scale", static_cast<double>(p.scale));
-  h5::write_attr(r, "cache", std::string(cache_name(p.cache)));
-  if (p.mode != RunMode::prefill) h5::write_attr(r, "cache_slots", dut::make_kv_cache(p).slots);
-  h5::write_attr(r, "chunk", std::int64_t{p.chunk});
-  h5::write_attr(r, "decode_steps", std::int64_t{p.decode_steps});
-  h5::write_attr(r, "mask_format", std::string(mask_format_name(p.mask_format)));
-  h5::write_attr(r, "mask_block", std::int64_t{p.mask_block});
-  h5::write_attr(r, "mask_effective_window", p.mask_effective_window);
-  root.close();
-  f.commit();
-}
 
 std::string tail_of(const fs::path& path, std::size_t chars) {
   std::ifstream in(path);
@@ -112,7 +62,7 @@ class ExecDut final : public dut::Dut {
       }
     } cleanup{dir};
     const fs::path request = dir / "request.h5", response = dir / "response.h5", errors = dir / "stderr.txt";
-    write_request(request, p);
+    write_problem_file(request, problem_inputs(p));
     if (dut::Status s = spawn(request, response, errors); !s.ok) return s;
     if (!fs::exists(response)) return fail("wrote no response file", errors);
     return read_response(p, cache, response, errors);

@@ -132,8 +132,63 @@ std::vector<T> read_typed(hid_t loc, const std::string& name, std::vector<hsize_
 std::vector<float> read_floats(hid_t loc, const std::string& name, std::vector<hsize_t>* dims) {
   return read_typed<float>(loc, name, dims);
 }
+std::vector<double> read_doubles(hid_t loc, const std::string& name, std::vector<hsize_t>* dims) {
+  return read_typed<double>(loc, name, dims);
+}
 std::vector<std::int64_t> read_int64s(hid_t loc, const std::string& name, std::vector<hsize_t>* dims) {
   return read_typed<std::int64_t>(loc, name, dims);
+}
+
+bool exists(hid_t loc, const std::string& path) {
+  // H5Lexists checks the last link only; walk the path so "a/b" with no "a" is false, not an error.
+  for (std::size_t end = 0;; ++end) {
+    end = path.find('/', end);
+    if (H5Lexists(loc, path.substr(0, end).c_str(), H5P_DEFAULT) <= 0) return false;
+    if (end == std::string::npos) return true;
+  }
+}
+
+std::vector<std::string> member_names(hid_t group) {
+  H5G_info_t info;
+  check(H5Gget_info(group, &info), "group info");
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t size = H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (size < 0) throw Error("HDF5: member name failed");
+    std::string name(static_cast<std::size_t>(size) + 1, '\0');
+    H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
+    name.resize(static_cast<std::size_t>(size));
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
+std::map<std::string, AttrValue> read_attrs(hid_t obj) {
+  std::vector<std::string> names;
+  auto collect = [](hid_t, const char* name, const H5A_info_t*, void* data) -> herr_t {
+    static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+    return 0;
+  };
+  check(H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names), "list attributes");
+  std::map<std::string, AttrValue> attrs;
+  for (const std::string& name : names) {
+    Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + name);
+    Handle type(H5Aget_type(attr.id()), H5Tclose, "type of " + name);
+    Handle space(H5Aget_space(attr.id()), H5Sclose, "space of " + name);
+    if (H5Sget_simple_extent_type(space.id()) != H5S_SCALAR) continue;
+    switch (H5Tget_class(type.id())) {
+      case H5T_STRING: attrs[name] = read_string_attr(obj, name); break;
+      case H5T_INTEGER: attrs[name] = read_int_attr(obj, name); break;
+      case H5T_FLOAT: {
+        double v = 0;
+        check(H5Aread(attr.id(), H5T_NATIVE_DOUBLE, &v), "read attribute " + name);
+        attrs[name] = v;
+        break;
+      }
+      default: break;
+    }
+  }
+  return attrs;
 }
 
 std::string read_string_attr(hid_t obj, const std::string& name) {

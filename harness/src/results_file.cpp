@@ -235,32 +235,6 @@ std::string dump_file_name(const std::string& id) {
 
 fs::path dumps_dir(const fs::path& results) { return fs::path(results.string() + ".dumps"); }
 
-void write_dump(const fs::path& path, const Dump& d) {
-  h5::AtomicFile f(path);
-  const auto n = static_cast<hsize_t>(d.tokens), hq = static_cast<hsize_t>(d.heads_q),
-             hkv = static_cast<hsize_t>(d.heads_kv), dim = static_cast<hsize_t>(d.head_size);
-  h5::write_dataset(f.id(), "q", d.q, {n, hq, dim});
-  h5::write_dataset(f.id(), "k", d.k, {n, hkv, dim});
-  h5::write_dataset(f.id(), "v", d.v, {n, hkv, dim});
-  h5::write_dataset(f.id(), "golden", d.golden, {n, hq, dim});
-  h5::write_dataset(f.id(), "baseline", d.baseline, {n, hq, dim});
-  h5::write_dataset(f.id(), "seq_lens", d.seq_lens, {static_cast<hsize_t>(d.seq_lens.size())});
-  {
-    h5::Handle outputs = h5::create_group(f.id(), "duts");
-    for (const auto& o : d.duts) {
-      const std::string key = std::to_string(o.index);
-      h5::write_dataset(outputs.id(), key, o.out, {n, hq, dim});
-      h5::Handle set(H5Dopen2(outputs.id(), key.c_str(), H5P_DEFAULT), H5Dclose, "open dump dataset duts/" + key);
-      h5::write_attr(set.id(), "dut", o.dut);
-    }
-  }
-  h5::Handle root(H5Gopen2(f.id(), "/", H5P_DEFAULT), H5Gclose, "open /");
-  h5::write_attr(root.id(), "scenario_id", d.scenario_id);
-  for (const auto& [k, v] : d.attributes) h5::write_attr(root.id(), k, v);
-  root.close();
-  f.commit();
-}
-
 std::map<std::string, fs::path> read_dump_links(hid_t file, const fs::path& results_path) {
   std::map<std::string, fs::path> links;
   if (H5Lexists(file, "dumps", H5P_DEFAULT) <= 0) return links;
@@ -365,17 +339,17 @@ bool ResultsStore::done(const std::string& scenario_id, const std::string& dut) 
 }
 
 std::vector<ResultRow> ResultsStore::add(const ScenarioRow& scenario, std::vector<ResultRow> rows,
-                                         const std::vector<PerfRow>& perf, const std::optional<Dump>& dump) {
+                                         const std::vector<PerfRow>& perf, const std::optional<ProblemFile>& dump) {
   std::lock_guard lock(mutex_);
   if (dump) try {
       const fs::path dir = dumps_dir(path_);
       fs::create_directories(dir);
       const fs::path file = fs::absolute(dir / dump_file_name(dump->scenario_id));
-      write_dump(file, *dump);
+      write_problem_file(file, *dump);
       contents_.dump_files[dump->scenario_id] = file;
     } catch (const std::exception& e) {
       for (auto& r : rows)
-        if (std::any_of(dump->duts.begin(), dump->duts.end(), [&](const Dump::Output& o) { return o.dut == r.dut; }))
+        if (std::any_of(dump->duts.begin(), dump->duts.end(), [&](const ProblemFile::DutOutput& o) { return o.dut == r.dut; }))
           r.reason += (r.reason.empty() ? "" : "; ") + std::string("tensor dump not written: ") + e.what();
     }
   const bool known = std::any_of(contents_.scenarios.begin(), contents_.scenarios.end(),

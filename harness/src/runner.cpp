@@ -31,25 +31,18 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
   const Tolerance tolerance = options.profile ? tolerance_for(*options.profile, s.dtype) : s.tolerance;
   std::vector<ResultRow> rows;
   std::vector<PerfRow> perf_rows;
-  std::optional<Dump> dump;
-  auto dump_add = [&](int index, const std::string& name, std::vector<float> out) {
+  std::optional<ProblemFile> dump;  // the tensors of a failing (or --dump all) scenario
+  auto dump_add = [&](int index, const std::string& name, std::vector<float> out, const ResultRow& row) {
     if (!dump) {
-      dump.emplace();
-      dump->scenario_id = s.id();
-      dump->seq_lens = pr.spec.seq_lens;
-      dump->tokens = pr.seq_offsets.back();
-      dump->heads_q = s.heads;
-      dump->heads_kv = s.kv_heads;
-      dump->head_size = s.head_size;
-      dump->q = pr.q;
-      dump->k = pr.k;
-      dump->v = pr.v;
-      dump->golden = ref.golden.out;
+      dump = problem_inputs(pr.params);
+      dump->kind = ProblemFileKind::dump;
+      describe_case(*dump, s);
+      dump->reference = ref.golden.out;
+      dump->reference_lse = ref.golden.lse;
       dump->baseline = ref.baseline;
-      dump->attributes = case_attributes(s);
-      dump->attributes["scale"] = std::to_string(pr.params.scale);
     }
-    dump->duts.push_back({index, name, std::move(out)});
+    dump->duts.push_back({index, name, std::move(out),
+                          {{"verdict", std::string(verdict_name(row.status))}, {"reason", row.reason}}});
   };
 
   // Never compare on zeros: the reference and the inputs must carry signal.
@@ -71,7 +64,7 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
     Evaluation e = evaluate(s, ref, *dut, name, tolerance, options.cache_check && s.cache_check);
     rows.push_back(std::move(e.row));
     if (e.out.empty()) continue;  // skipped or failed to run: nothing to dump or time
-    if (dump_policy == DumpPolicy::all || rows.back().status != Verdict::pass) dump_add(index, name, std::move(e.out));
+    if (dump_policy == DumpPolicy::all || rows.back().status != Verdict::pass) dump_add(index, name, std::move(e.out), rows.back());
     if (perf) try {
         perf_rows.push_back(time_dut(s, pr, *dut, *perf, options.ceiling_gflops));
       } catch (const std::exception& e) {

@@ -1,5 +1,7 @@
 #include "swa/harness/scenario.hpp"
 
+#include "swa/enum_names.hpp"
+
 
 namespace swa::harness {
 
@@ -22,6 +24,33 @@ ProblemSpec Scenario::problem_spec() const {
   p.mask = mask;
   p.mask_generator = mask_generator;
   return p;
+}
+
+std::optional<ScenarioFault> scenario_fault(const Scenario& s, Api api) {
+  if (s.kv_heads > s.heads || s.heads % s.kv_heads != 0)
+    return ScenarioFault{"kv_heads", "heads (" + std::to_string(s.heads) + ") must be a multiple of kv_heads (" +
+                                         std::to_string(s.kv_heads) + ")"};
+  if (s.mode == RunMode::chunked_prefill && s.chunk < 1) return ScenarioFault{"chunk", "chunked_prefill needs chunk >= 1"};
+  if (s.mode == RunMode::decode && s.decode_steps < 1)
+    return ScenarioFault{"decode_steps", "decode needs decode_steps >= 1"};
+  if (s.mode != RunMode::prefill && s.cache != CachePolicy::linear && s.window == 0)
+    return ScenarioFault{"cache", std::string(cache_name(s.cache)) + " needs a window > 0 (a ring holds W slots)"};
+  const bool swa = s.window > 0;
+  if (api == Api::atb) {
+    // ATB: SWA needs windowSize > 0 and an SWA mask type together; either alone is an error.
+    if (swa && s.mask == MaskFormat::none)
+      return ScenarioFault{"mask", "ATB SWA needs an SWA mask type (swa-norm|swa-compress) with windowSize > 0"};
+    if (!swa && s.mask != MaskFormat::none)
+      return ScenarioFault{"window", "ATB mask type " + std::string(mask_format_name(s.mask)) + " needs windowSize > 0"};
+    // ATB DECODER: maskType cannot be SWA_COMPRESS, and no mask tensor is passed.
+    if (s.mode == RunMode::decode && s.mask == MaskFormat::swa_compress)
+      return ScenarioFault{"mask", "ATB decode (calcType DECODER) cannot use MASK_TYPE_SLIDING_WINDOW_COMPRESS"};
+  } else {
+    if (!swa && s.mask != MaskFormat::none) return ScenarioFault{"mask", "an SWA mask needs window > 0"};
+    if (s.mode == RunMode::decode && s.mask != MaskFormat::none)
+      return ScenarioFault{"mask", "decode takes no mask tensor: use mask none"};
+  }
+  return std::nullopt;
 }
 
 std::int64_t Scenario::tokens() const {

@@ -136,7 +136,6 @@ std::vector<std::int32_t> draw_lengths(const BatchSpec& b, std::uint64_t seed) {
 }
 
 // ---- sweep-level settings --------------------------------------------------------------------
-enum class Api { generic, atb };
 
 // ATB SelfAttention compatibility matrix (seed 003), SWA column: the features marked N.
 const std::map<std::string, std::string>& atb_features_incompatible_with_swa() {
@@ -172,35 +171,13 @@ Scenario finalize(Draft d, const SweepSettings& settings, const Where& sweep_whe
   Scenario& s = d.s;
   s.prompt_lens = d.batch.size > 0 ? draw_lengths(d.batch, s.seed) : d.batch.lengths;
   if (!d.kv_heads_set()) s.kv_heads = s.heads;
-  if (s.kv_heads > s.heads || s.heads % s.kv_heads != 0)
-    fail(where("kv_heads"), "heads (" + std::to_string(s.heads) + ") must be a multiple of kv_heads (" +
-                                std::to_string(s.kv_heads) + ")");
   normalise(s);  // parameters the scenario does not use, back to their defaults: one case, one ID
-  if (s.mode == RunMode::chunked_prefill && s.chunk < 1) fail(where("chunk"), "chunked_prefill needs chunk >= 1");
-  if (s.mode == RunMode::decode && s.decode_steps < 1) fail(where("decode_steps"), "decode needs decode_steps >= 1");
-  if (s.mode != RunMode::prefill && s.cache != CachePolicy::linear && s.window == 0)
-    fail(where("cache"), std::string(cache_name(s.cache)) + " needs a window > 0 (a ring holds W slots)");
-
-  const bool swa = s.window > 0;
-  if (settings.api == Api::atb) {
-    // ATB: SWA needs windowSize > 0 and an SWA mask type together; either alone is an error.
-    if (swa && s.mask == MaskFormat::none)
-      fail(where("mask"), "ATB SWA needs an SWA mask type (swa-norm|swa-compress) with windowSize > 0");
-    if (!swa && s.mask != MaskFormat::none)
-      fail(where("window"), "ATB mask type " + std::string(mask_format_name(s.mask)) + " needs windowSize > 0");
-    // ATB DECODER: maskType cannot be SWA_COMPRESS, and no mask tensor is passed.
-    if (s.mode == RunMode::decode && s.mask == MaskFormat::swa_compress)
-      fail(where("mask"), "ATB decode (calcType DECODER) cannot use MASK_TYPE_SLIDING_WINDOW_COMPRESS");
-    if (swa)
-      for (const auto& [feature, w] : settings.atb_features)
-        if (atb_features_incompatible_with_swa().count(feature))
-          fail(w, "ATB SWA does not combine with " + atb_features_incompatible_with_swa().at(feature) +
-                      " (SelfAttention feature compatibility matrix)");
-  } else {
-    if (!swa && s.mask != MaskFormat::none) fail(where("mask"), "an SWA mask needs window > 0");
-    if (s.mode == RunMode::decode && s.mask != MaskFormat::none)
-      fail(where("mask"), "decode takes no mask tensor: use mask none");
-  }
+  if (auto fault = scenario_fault(s, settings.api)) fail(where(std::string(fault->key)), fault->message);
+  if (settings.api == Api::atb && s.window > 0)
+    for (const auto& [feature, w] : settings.atb_features)
+      if (atb_features_incompatible_with_swa().count(feature))
+        fail(w, "ATB SWA does not combine with " + atb_features_incompatible_with_swa().at(feature) +
+                    " (SelfAttention feature compatibility matrix)");
   const std::int64_t need = estimate_memory_bytes(s.problem_spec());
   if (need > settings.memory_limit)
     fail(where("batch"), "scenario " + s.id() + " needs about " + std::to_string(need >> 20) +

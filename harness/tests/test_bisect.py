@@ -12,6 +12,10 @@ import time
 import unittest
 
 import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_h5 import results_table  # noqa: E402
 
 HARNESS = CI = None
 MUTANTS = ["window_plus_one", "window_minus_one", "ring_slot_off_by_one", "stale_slot_after_wrap",
@@ -24,7 +28,7 @@ def run(*args):
 
 def first_failure(path):
     with h5py.File(path) as f:
-        r = f["results"][:]
+        r = results_table(f)
     return next(x["scenario_id"].decode() for x in r if x["status"] == b"fail")
 
 
@@ -49,7 +53,13 @@ class Bisect(unittest.TestCase):
                     rerun = run("run", os.path.join(out, "repro.yaml"), "--out", os.path.join(out, "r.h5"))
                     self.assertEqual(rerun.returncode, 1, rerun.stdout)
                     with h5py.File(os.path.join(out, "repro.h5")) as f:
-                        self.assertEqual(set(f.keys()) >= {"q", "k", "v", "reference", "dut", "error"}, True)
+                        self.assertEqual((f.attrs["problem_file_format"], f.attrs["kind"]), (1, "repro"))
+                        self.assertEqual(set(f.keys()) >= {"q", "k", "v", "reference", "duts", "case"}, True)
+                        self.assertEqual(f["reference"].attrs["source"], "golden")
+                        dut = f["duts/0"]
+                        self.assertEqual(dut.attrs["dut"], "mutant:" + m)
+                        np.testing.assert_array_equal(dut["error"][:], dut["out"][:].astype(np.float64) - f["reference/out"][:])
+                        self.assertGreater(np.abs(dut["error"][:]).max(), dut.attrs["threshold"])
 
     def test_a_correct_dut_does_not_reproduce(self):
         scenario = run("list", CI, "--sweep", "caches").stdout.split()[3]

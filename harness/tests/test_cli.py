@@ -116,9 +116,12 @@ class GoldenCommand(unittest.TestCase):
                 r = run("golden", *args, "--dtype", dtype, "--seed", "3", "--out", path)
                 self.assertEqual(r.returncode, 0, r.stderr)
                 with h5py.File(path) as f:
-                    q, k, v, out = f["q"][:], f["k"][:], f["v"][:], f["out"][:]
+                    self.assertEqual((f.attrs["problem_file_format"], f.attrs["kind"]), (1, "golden"))
+                    self.assertIn(f["case"].attrs["id"], r.stdout)
+                    q, k, v, out = f["q"][:], f["k"][:], f["v"][:], f["reference/out"][:]
                     seq_lens = f["seq_lens"][:]
-                    window, scale = int(f.attrs["window"]), float(f.attrs["scale"])
+                    window, scale = int(f["case"].attrs["window"]), float(f.attrs["scale"])
+                    self.assertEqual(int(f.attrs["window_left"]), window - 1)
                     self.assertEqual(out.dtype, np.float64)
                     self.assertEqual(out.shape[0], seq_lens.sum())
                     ref = numpy_attention(q, k, v, seq_lens, window, scale)
@@ -127,7 +130,7 @@ class GoldenCommand(unittest.TestCase):
                     self.assertLess(err, 1e-12, f"{args} {dtype}")
                     if dtype == "fp16":
                         np.testing.assert_array_equal(q.astype(np.float16).astype(np.float32), q)
-                    base = f["baseline"][:]
+                    base = f["reference/baseline"][:]
                     rel = np.linalg.norm(base - out) / np.linalg.norm(out)
                     self.assertLess(rel, {"fp32": 1e-5, "fp16": 3e-3, "bf16": 3e-2}[dtype])
                     self.assertGreater(rel, 0.0)
@@ -140,7 +143,7 @@ class GoldenCommand(unittest.TestCase):
             self.assertEqual(run("golden", *args, "--out", a).returncode, 0)
             self.assertEqual(run("golden", *args, "--out", b).returncode, 0)
             with h5py.File(a) as fa, h5py.File(b) as fb:
-                for name in ("q", "k", "v", "out", "baseline"):
+                for name in ("q", "k", "v", "reference/out", "reference/baseline"):
                     np.testing.assert_array_equal(fa[name][:], fb[name][:])
 
 
@@ -166,13 +169,15 @@ class BadInput(unittest.TestCase):
 
     def test_golden_refusals_name_the_option_and_range(self):
         cases = [
-            (self.with_option("--kv-heads", "3"), r"--kv-heads \(3\) must divide --heads \(4\)"),
-            (self.with_option("--window", "0"), r"--window must be in \[1, "),
-            (self.with_option("--heads", "0"), r"--heads must be in \[1, 1024\], got 0"),
+            (self.with_option("--kv-heads", "3"), r"--kv-heads: heads \(4\) must be a multiple of kv_heads \(3\)"),
+            (self.with_option("--window", "-1"), r"--window: must be in \[0, "),
+            (self.with_option("--heads", "0"), r"--heads: must be in \[1, 1024\], got 0"),
+            (self.with_option("--mode", "decode"), r"--decode-steps: decode needs decode_steps >= 1"),
+            ([*self.with_option("--window", "0"), "--mask", "swa-norm"], r"--mask: an SWA mask needs window > 0"),
             (self.with_option("--dtype", "fp64"), r"--dtype: 'fp64' is not one of fp32\|fp16\|bf16"),
             (self.with_option("--cache", "ring"), r"--cache: 'ring' is not one of ring-modulo\|ring-compact\|linear"),
-            (self.with_option("--seq-lens", "5,x"), r"--seq-lens: 'x' is not an integer"),
-            (self.with_option("--seq-lens", "0"), r"--seq-lens must be in \[1, "),
+            (self.with_option("--seq-lens", "5,x"), r"--seq-lens: expected an integer, got 'x'"),
+            (self.with_option("--seq-lens", "0"), r"--seq-lens: must be in \[1, "),
             (self.with_option("--inputs", "gauss"), r"--inputs: 'gauss' is not one of normal\|uniform"),
             (self.with_option("--head-size", "abc"), r"head-size"),
             (self.with_option("--bogus", "1"), r"unrecognised option '--bogus'"),

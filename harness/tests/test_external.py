@@ -16,6 +16,9 @@ import unittest
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_h5 import results_table  # noqa: E402
+
 HARNESS = CI = EXAMPLE = PLUGINS = None
 
 
@@ -29,13 +32,13 @@ def text(x):
 
 def rows(path):
     with h5py.File(path) as f:
-        r = f["results"][:]
+        r = results_table(f)
     return {(text(x["scenario_id"]), text(x["dut"])): (text(x["status"]), float(x["max_abs"]), text(x["reason"])) for x in r}
 
 
 def full_rows(path):
     with h5py.File(path) as f:
-        r = f["results"][:]
+        r = results_table(f)
         names = r.dtype.names
     return {(text(x["scenario_id"]), text(x["dut"])): {n: text(x[n]) for n in names} for x in r}
 
@@ -44,7 +47,7 @@ def dumped_outputs(path, scenario):
     """{DUT name: output array} of one scenario's dump."""
     with h5py.File(path) as f:
         duts = f["dumps"][scenario]["duts"]
-        return {text(d.attrs["dut"]): d[:] for d in duts.values()}
+        return {text(d.attrs["dut"]): d["out"][:] for d in duts.values()}
 
 
 class FailuresStayFailures(unittest.TestCase):
@@ -101,10 +104,15 @@ class FailuresStayFailures(unittest.TestCase):
             with h5py.File(out) as f:
                 duts = f["dumps"][scenario]["duts"]
                 self.assertEqual({k: text(d.attrs["dut"]) for k, d in duts.items()}, {"0": "baseline", "1": "cpu"})
-                self.assertIn("baseline", f["dumps"][scenario])  # the baseline's own output beside them
+                dump = f["dumps"][scenario]
+                self.assertEqual((dump.attrs["problem_file_format"], text(dump.attrs["kind"])), (1, "dump"))
+                self.assertIn("baseline", dump["reference"])  # the baseline's own output beside them
+                self.assertEqual({text(d.attrs["verdict"]) for d in duts.values()}, {"pass"})
+                for d in duts.values():
+                    np.testing.assert_array_equal(d["error"][:], d["out"][:].astype(np.float64) - dump["reference/out"][:])
                 # The dump says which case it holds: every case parameter by its sweep-file key.
-                attrs = {k: text(v) for k, v in f["dumps"][scenario].attrs.items()}
-                self.assertEqual(attrs["scenario_id"], scenario)
+                attrs = {k: text(v) for k, v in dump["case"].attrs.items()}
+                self.assertEqual(attrs["id"], scenario)
                 for key in ("mode", "batch", "heads", "kv_heads", "head_size", "window", "dtype", "inputs", "seed"):
                     self.assertIn(key, attrs)
                 self.assertIn(f"w={attrs['window']}/", scenario)

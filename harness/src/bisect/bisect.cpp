@@ -14,7 +14,7 @@
 #include "swa/harness/dut_registry.hpp"
 #include "swa/harness/evaluate.hpp"
 #include "swa/harness/verdict.hpp"
-#include "swa/harness/h5.hpp"
+#include "swa/harness/problem_file.hpp"
 #include "swa/harness/join.hpp"
 #include "swa/harness/metrics.hpp"
 
@@ -214,27 +214,18 @@ std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq, co
   return out;
 }
 
-void write_dump(const fs::path& path, const Scenario& s, const BisectRun& e) {
-  const Problem& pr = e.reference->problem;
-  h5::AtomicFile f(path);
-  const auto n = static_cast<hsize_t>(pr.seq_offsets.back()), hq = static_cast<hsize_t>(s.heads),
-             hkv = static_cast<hsize_t>(s.kv_heads), d = static_cast<hsize_t>(s.head_size);
-  h5::write_dataset(f.id(), "q", pr.q, {n, hq, d});
-  h5::write_dataset(f.id(), "k", pr.k, {n, hkv, d});
-  h5::write_dataset(f.id(), "v", pr.v, {n, hkv, d});
-  h5::write_dataset(f.id(), "reference", e.ref, {n, hq, d});
-  h5::write_dataset(f.id(), "dut", e.out, {n, hq, d});
-  std::vector<double> err(e.out.size());
-  for (std::size_t i = 0; i < err.size(); ++i) err[i] = std::abs(e.out[i] - e.ref[i]);
-  h5::write_dataset(f.id(), "error", err, {n, hq, d});
-  h5::write_dataset(f.id(), "seq_lens", pr.spec.seq_lens, {static_cast<hsize_t>(pr.spec.seq_lens.size())});
-  h5::Handle root(H5Gopen2(f.id(), "/", H5P_DEFAULT), H5Gclose, "open /");
-  h5::write_attr(root.id(), "scenario_id", s.id());
-  h5::write_attr(root.id(), "threshold", e.threshold);
-  for (const auto& [key, value] : case_attributes(s)) h5::write_attr(root.id(), key, value);
-  h5::write_attr(root.id(), "scale", std::to_string(pr.params.scale));
-  root.close();
-  f.commit();
+void write_repro(const fs::path& path, const Scenario& s, const BisectRun& e, const std::string& dut,
+                 const std::string& against) {
+  const Reference& ref = *e.reference;
+  ProblemFile f = problem_inputs(ref.problem.params);
+  f.kind = ProblemFileKind::repro;
+  describe_case(f, s);
+  f.reference.assign(e.ref.begin(), e.ref.end());
+  f.reference_source = against;
+  if (against == "golden") f.reference_lse = ref.golden.lse;
+  f.baseline = ref.baseline;
+  f.duts.push_back({0, dut, std::vector<float>(e.out.begin(), e.out.end()), {{"threshold", e.threshold}}});
+  write_problem_file(path, f);
 }
 
 }  // namespace
@@ -342,7 +333,7 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
          << (diag.explained ? "; diagnosis: " + diag.best : "; no diagnosis") << "\nsweeps:\n  repro:\n" << (needs_atb_api(minimal) ? "    api: atb\n" : "") << "    duts: [\""
          << o.dut << "\"]\n    include:\n      - " << case_yaml(minimal) << "\n";
   }
-  write_dump(o.out_dir / "repro.h5", minimal, minimal_eval);
+  write_repro(o.out_dir / "repro.h5", minimal, minimal_eval, o.dut, o.against);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r << "5. Files\n   " << (o.out_dir / "repro.yaml").string() << ": the minimal case; rerun it with\n     swa-harness run "
     << (o.out_dir / "repro.yaml").string() << "\n   " << (o.out_dir / "repro.h5").string()

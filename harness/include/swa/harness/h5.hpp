@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace swa::h5 {
@@ -47,8 +49,16 @@ void write_attr(hid_t obj, const std::string& name, const std::string& value);
 void write_attr(hid_t obj, const std::string& name, std::int64_t value);
 void write_attr(hid_t obj, const std::string& name, double value);
 
+// A scalar attribute as read back: integers widen to int64, floats to double.
+using AttrValue = std::variant<std::int64_t, double, std::string>;
+
 std::vector<float> read_floats(hid_t loc, const std::string& name, std::vector<hsize_t>* dims = nullptr);
+std::vector<double> read_doubles(hid_t loc, const std::string& name, std::vector<hsize_t>* dims = nullptr);
 std::vector<std::int64_t> read_int64s(hid_t loc, const std::string& name, std::vector<hsize_t>* dims = nullptr);
+bool exists(hid_t loc, const std::string& path);  // a link (dataset or group) at this path
+std::vector<std::string> member_names(hid_t group);  // in name order
+// Every scalar attribute of an object (string, integer or float); others are skipped.
+std::map<std::string, AttrValue> read_attrs(hid_t obj);
 std::string read_string_attr(hid_t obj, const std::string& name);
 std::int64_t read_int_attr(hid_t obj, const std::string& name);
 

@@ -3,8 +3,8 @@
 //
 // Crash safety: after every scenario the whole file is written to a temporary and renamed into
 // place, so at any instant, kill -9 included, the path holds a complete, readable file with every
-// finished scenario. Dumps are written once each, to RESULTS.h5.dumps/, and linked from
-// /dumps/<ID> by HDF5 external links (h5py follows them).
+// finished scenario. Dumps are problem files (problem_file.hpp), written once each to
+// RESULTS.h5.dumps/ and linked from /dumps/<ID> by HDF5 external links (h5py follows them).
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "swa/harness/perf.hpp"
+#include "swa/harness/problem_file.hpp"
 #include "swa/harness/results.hpp"
 
 namespace swa::harness {
@@ -21,25 +22,6 @@ struct Meta {
   std::string tool_version, git_commit, compiler, host, cpu, gpu, start_time, sweep_file, sweep_text, command;
 };
 Meta collect_meta(const std::string& sweep_file, const std::string& sweep_text, const std::string& command);
-
-// Tensors of one failing (or --dump all) scenario.
-struct Dump {
-  std::string scenario_id;
-  std::vector<std::int32_t> seq_lens;
-  std::int64_t tokens = 0;
-  int heads_q = 0, heads_kv = 0, head_size = 0;
-  std::vector<float> q, k, v, baseline;
-  std::vector<double> golden;
-  // Each DUT's output, keyed in the file by the DUT's index in the run's DUT list (always a valid,
-  // unique HDF5 name), with its full name as an attribute: DUT names hold '/', ':' and spaces.
-  struct Output {
-    int index = 0;
-    std::string dut;
-    std::vector<float> out;
-  };
-  std::vector<Output> duts;
-  std::map<std::string, std::string> attributes;
-};
 
 struct ResultsContents {
   Meta meta;
@@ -66,7 +48,7 @@ class ResultsStore {
   // Stores the rows and returns them as stored. A dump that cannot be written never changes a
   // verdict or a metric: the rows of the dumped DUTs say so in their reason.
   std::vector<ResultRow> add(const ScenarioRow& scenario, std::vector<ResultRow> rows, const std::vector<PerfRow>& perf,
-                             const std::optional<Dump>& dump);
+                             const std::optional<ProblemFile>& dump);
   std::vector<ResultRow> results() const;
   const std::filesystem::path& path() const { return path_; }
 

@@ -13,6 +13,9 @@
 
 namespace swa::harness {
 
+// Which operator contract a sweep follows: the generic kernel's, or Ascend ATB SelfAttention's
+// (SWA needs an SWA mask type, no SWA_COMPRESS in decode).
+enum class Api { generic, atb };
 
 struct PerfSettings {
   int warmups = 1;
@@ -48,5 +51,14 @@ struct Scenario {
   ProblemSpec problem_spec() const;
   std::int64_t tokens() const;
 };
+
+// A rule a case breaks beyond each parameter's own range, and the parameter to blame.
+struct ScenarioFault {
+  std::string_view key;  // a case parameter's sweep-file key
+  std::string message;
+};
+// kv_heads divides heads, a mode's own parameters are set, a ring cache has a window, and the API's
+// mask rules hold. Expects a normalised scenario (case_schema.hpp).
+std::optional<ScenarioFault> scenario_fault(const Scenario& s, Api api);
 
 }  // namespace swa::harness

@@ -1,0 +1,70 @@
+#pragma once
+// The problem file: one HDF5 layout for every file that holds a problem's tensors, written and read
+// here alone (harness/README.md, "Problem files"). The exec protocol's request is its inputs part; a
+// `golden` file adds the case and the reference; a results dump and bisect's repro.h5 add the DUTs'
+// outputs and their per-element error.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "swa/harness/h5.hpp"
+#include "swa/harness/scenario.hpp"
+#include "swa/params.hpp"
+
+namespace swa::harness {
+
+// Root attribute `problem_file_format`; a file without it predates the format and is refused by name.
+inline constexpr std::int64_t kProblemFileFormat = 1;
+
+enum class ProblemFileKind { request, golden, dump, repro };
+inline constexpr ProblemFileKind kAllProblemFileKinds[] = {ProblemFileKind::request, ProblemFileKind::golden,
+                                                           ProblemFileKind::dump, ProblemFileKind::repro};
+const char* problem_file_kind_name(ProblemFileKind k);
+
+struct ProblemFile {
+  ProblemFileKind kind = ProblemFileKind::request;
+
+  // Inputs, as the kernel reads them: dtype-rounded values, [tokens, heads, head_size].
+  std::int64_t tokens = 0;
+  int heads_q = 0, heads_kv = 0, head_size = 0;
+  std::vector<float> q, k, v;
+  std::vector<std::int32_t> seq_lens, prompt_lens;
+  std::vector<float> mask;  // [mask_rows, mask_rows] when the kernel gets an ATB mask
+  std::int64_t mask_rows = 0;
+  // The kernel's parameters by the exec protocol's names (dtype, mode, window_left, scale, ...).
+  std::map<std::string, h5::AttrValue> kernel;
+
+  // The case it is (golden, dump, repro): its ID and every case parameter by its sweep-file key.
+  std::string scenario_id;
+  std::map<std::string, std::string> case_params;
+
+  // The reference: the fp64 golden's output and row log-sum-exp, the same-precision baseline.
+  std::vector<double> reference, reference_lse;
+  std::vector<float> baseline;
+  std::string reference_source = "golden";  // or the DUT bisect compared against
+
+  // DUT outputs (dump, repro), keyed by the DUT's index in the run; the file adds each one's
+  // per-element error, out - reference.
+  struct DutOutput {
+    int index = 0;
+    std::string dut;
+    std::vector<float> out;
+    std::map<std::string, h5::AttrValue> attributes;  // threshold, ...
+  };
+  std::vector<DutOutput> duts;
+};
+
+// The inputs part, read through the params' strides and dtype (what any DUT is given).
+ProblemFile problem_inputs(const AttnParams& p);
+// Adds the case: its ID and parameters.
+void describe_case(ProblemFile& f, const Scenario& s);
+
+// Written to a temporary and renamed into place. Throws h5::Error.
+void write_problem_file(const std::filesystem::path& path, const ProblemFile& f);
+// Throws h5::Error naming the file and what is wrong: not a problem file, a file that predates the
+// format, a newer format, a missing or misshapen tensor.
+ProblemFile read_problem_file(const std::filesystem::path& path);
+
+}  // namespace swa::harness

@@ -1,0 +1,124 @@
+#define BOOST_TEST_MODULE harness_problem_file
+#include <boost/test/unit_test.hpp>
+#include <filesystem>
+
+#include "swa/harness/evaluate.hpp"
+#include "swa/harness/problem_file.hpp"
+
+namespace fs = std::filesystem;
+using namespace swa;
+using namespace swa::harness;
+
+namespace {
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("swa_problem_file_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+Scenario decode_case() {
+  Scenario s;
+  s.mode = RunMode::decode;
+  s.prompt_lens = {5, 9};
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_size = 16;
+  s.window = 3;
+  s.chunk = 2;
+  s.decode_steps = 3;
+  s.dtype = DType::bf16;
+  s.seed = 7;
+  return s;
+}
+
+std::string refusal(const fs::path& path) {
+  try {
+    read_problem_file(path);
+  } catch (const h5::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_dump_reads_back_whole) {
+  const Scenario s = decode_case();
+  const Reference ref(s);
+  ProblemFile f = problem_inputs(ref.problem.params);
+  f.kind = ProblemFileKind::dump;
+  describe_case(f, s);
+  f.reference = ref.golden.out;
+  f.reference_lse = ref.golden.lse;
+  f.baseline = ref.baseline;
+  f.duts.push_back({3, "exec:./my kernel --x", ref.baseline, {{"verdict", std::string("fail")}}});
+  const fs::path path = scratch("dump.h5");
+  write_problem_file(path, f);
+
+  const ProblemFile r = read_problem_file(path);
+  BOOST_TEST((r.kind == ProblemFileKind::dump));
+  BOOST_TEST(r.tokens == 5 + 9 + 2 * 3);
+  BOOST_TEST(r.q == ref.problem.q);  // the dtype-rounded inputs, exactly
+  BOOST_TEST(r.k == ref.problem.k);
+  BOOST_TEST(r.v == ref.problem.v);
+  BOOST_TEST((r.seq_lens == std::vector<std::int32_t>{8, 12}));
+  BOOST_TEST((r.prompt_lens == std::vector<std::int32_t>{5, 9}));
+  BOOST_TEST(r.scenario_id == s.id());
+  BOOST_TEST(r.case_params.at("batch") == "5,9");
+  BOOST_TEST(std::get<std::int64_t>(r.kernel.at("window_left")) == 2);
+  BOOST_TEST(std::get<std::string>(r.kernel.at("dtype")) == "bf16");
+  BOOST_TEST(std::get<std::int64_t>(r.kernel.at("cache_slots")) == 3);
+  BOOST_TEST(r.reference == ref.golden.out);
+  BOOST_TEST(r.reference_lse == ref.golden.lse);
+  BOOST_TEST(r.reference_source == "golden");
+  BOOST_REQUIRE(r.duts.size() == 1u);
+  BOOST_TEST(r.duts[0].index == 3);
+  BOOST_TEST(r.duts[0].dut == "exec:./my kernel --x");
+  BOOST_TEST(r.duts[0].out == ref.baseline);
+  BOOST_TEST(std::get<std::string>(r.duts[0].attributes.at("verdict")) == "fail");
+  // The per-element error the file adds is out - reference.
+  h5::Handle file = h5::open_file_readonly(path);
+  const std::vector<double> error = h5::read_doubles(file.id(), "duts/3/error");
+  for (std::size_t i = 0; i < error.size(); ++i)
+    BOOST_REQUIRE(error[i] == static_cast<double>(ref.baseline[i]) - ref.golden.out[i]);
+}
+
+BOOST_AUTO_TEST_CASE(a_request_is_the_inputs_part) {
+  const Reference ref(decode_case());
+  const fs::path path = scratch("request.h5");
+  write_problem_file(path, problem_inputs(ref.problem.params));
+  const ProblemFile r = read_problem_file(path);
+  BOOST_TEST((r.kind == ProblemFileKind::request));
+  BOOST_TEST(r.reference.empty());
+  BOOST_TEST(r.duts.empty());
+  BOOST_TEST(r.scenario_id.empty());
+  h5::Handle file = h5::open_file_readonly(path);
+  BOOST_TEST(h5::read_int_attr(file.id(), "protocol_version") == 2);
+}
+
+BOOST_AUTO_TEST_CASE(files_that_are_not_this_format_are_refused_by_name) {
+  const fs::path old = scratch("old.h5");
+  {
+    h5::AtomicFile f(old);
+    h5::write_dataset(f.id(), "q", std::vector<float>{1.f}, {1, 1, 1});
+    h5::write_attr(f.id(), "scenario_id", std::string("mode=prefill/..."));
+    f.commit();
+  }
+  BOOST_TEST(refusal(old).find(old.string() + ": predates the problem file format") != std::string::npos);
+
+  const fs::path newer = scratch("newer.h5");
+  {
+    h5::AtomicFile f(newer);
+    h5::write_attr(f.id(), "problem_file_format", std::int64_t{2});
+    f.commit();
+  }
+  BOOST_TEST(refusal(newer).find("is problem file format 2, newer than this swa-harness reads (1)") != std::string::npos);
+
+  // A misshapen tensor is named with its shape and the shape it should have.
+  const Reference ref(decode_case());
+  ProblemFile f = problem_inputs(ref.problem.params);
+  f.v.resize(f.v.size() / 2);
+  const fs::path bad = scratch("bad.h5");
+  BOOST_CHECK_THROW(write_problem_file(bad, f), h5::Error);  // the writer checks shapes too
+  BOOST_TEST(!fs::exists(bad));
+  BOOST_TEST(refusal(scratch("missing.h5")).find("missing.h5: no such file") != std::string::npos);
+}
