@@ -36,9 +36,13 @@ def _table(dataset):
     """A compound HDF5 table as a list of dicts with str/int/float values."""
     rows = dataset[:]
     names = rows.dtype.names
+    # Enum columns (status: pass|warn|fail|skip|error) by name; files written before the enum hold text.
+    enums = {n: {v: k for k, v in h5py.check_enum_dtype(dataset.dtype[n]).items()}
+             for n in names if h5py.check_enum_dtype(dataset.dtype[n])}
     out = []
     for r in rows:
-        out.append({n: (_str(r[n]) if rows.dtype[n].kind in "OSU" else r[n].item()) for n in names})
+        out.append({n: (enums[n][int(r[n])] if n in enums else _str(r[n]) if rows.dtype[n].kind in "OSU"
+                        else r[n].item()) for n in names})
     return out
 
 

@@ -29,12 +29,18 @@ def load(path):
         with h5py.File(path, "r") as f:
             scenarios = [text(r["id"]) for r in f["scenarios"][:]]
             results = f["results"][:]
+            # status is an HDF5 enum (files written before it hold text): compare it by name.
+            enum = h5py.check_enum_dtype(f["results"].dtype["status"])
+            names = {v: k for k, v in enum.items()} if enum else None
     except (OSError, KeyError) as e:
         print(f"compare-results.py: {path}: not a results file ({e})", file=sys.stderr)
         sys.exit(2)
     rows = {}
     for r in results:
-        rows[(text(r["scenario_id"]), text(r["dut"]))] = r
+        row = {n: r[n] for n in results.dtype.names}
+        if names:
+            row["status"] = names[int(row["status"])]
+        rows[(text(r["scenario_id"]), text(r["dut"]))] = row
     return scenarios, rows, set(results.dtype.names)
 
 

@@ -42,7 +42,8 @@ namespace {
 
 // ---- compound tables from a column list ------------------------------------------------------
 // A column names a cell of a row: a std::string (variable-length UTF-8 on disk), std::int64_t, double,
-// or a Verdict (written by name, as a string).
+// or a Verdict (an HDF5 enum over int64 whose names are the verdicts; files written before it hold the
+// name as a string and still read).
 template <class Row>
 struct Column {
   using Cell = std::variant<std::string*, std::int64_t*, double*, Verdict*>;
@@ -117,19 +118,44 @@ h5::Handle string_type() {
   return t;
 }
 
+h5::Handle verdict_type() {
+  h5::Handle t(H5Tenum_create(H5T_NATIVE_INT64), H5Tclose, "verdict enum type");
+  for (Verdict v : kAllVerdicts) {
+    const auto value = static_cast<std::int64_t>(v);
+    if (H5Tenum_insert(t.id(), std::string(verdict_name(v)).c_str(), &value) < 0) throw h5::Error("HDF5: enum member");
+  }
+  return t;
+}
+
+// verdict_as_text: the layout of files written before the verdict was an enum.
 template <class Row>
-h5::Handle compound_type(const std::vector<Column<Row>>& cols) {
+h5::Handle compound_type(const std::vector<Column<Row>>& cols, bool verdict_as_text = false) {
   h5::Handle t(H5Tcreate(H5T_COMPOUND, cols.size() * kCell), H5Tclose, "compound type");
   const h5::Handle str = string_type();
+  const h5::Handle verdict = verdict_type();
   Row probe;
   for (std::size_t i = 0; i < cols.size(); ++i) {
     const auto cell = cols[i].cell(probe);
-    const hid_t member = std::holds_alternative<std::string*>(cell) || std::holds_alternative<Verdict*>(cell) ? str.id()
+    const hid_t member = std::holds_alternative<std::string*>(cell)    ? str.id()
+                         : std::holds_alternative<Verdict*>(cell)      ? (verdict_as_text ? str.id() : verdict.id())
                          : std::holds_alternative<std::int64_t*>(cell) ? H5T_NATIVE_INT64
                                                                        : H5T_NATIVE_DOUBLE;
     if (H5Tinsert(t.id(), cols[i].name.c_str(), i * kCell, member) < 0) throw h5::Error("HDF5: compound member");
   }
   return t;
+}
+
+// Whether a file's table holds its verdict columns as strings (written before the enum).
+template <class Row>
+bool verdict_stored_as_text(hid_t set, const std::vector<Column<Row>>& cols) {
+  h5::Handle file_type(H5Dget_type(set), H5Tclose, "table type");
+  Row probe;
+  for (const auto& c : cols) {
+    if (!std::holds_alternative<Verdict*>(c.cell(probe))) continue;
+    const int index = H5Tget_member_index(file_type.id(), c.name.c_str());
+    if (index >= 0 && H5Tget_member_class(file_type.id(), static_cast<unsigned>(index)) == H5T_STRING) return true;
+  }
+  return false;
 }
 
 template <class Row>
@@ -145,8 +171,8 @@ void write_table(hid_t file, const char* name, const std::vector<Column<Row>>& c
               const char* p = value->c_str();
               std::memcpy(cell, &p, kCell);
             } else if constexpr (std::is_same_v<decltype(value), Verdict*>) {
-              const char* p = verdict_name(*value).data();  // a string literal: NUL-terminated
-              std::memcpy(cell, &p, kCell);
+              const auto v = static_cast<std::int64_t>(*value);
+              std::memcpy(cell, &v, kCell);
             } else {
               std::memcpy(cell, value, kCell);
             }
@@ -171,7 +197,8 @@ std::vector<Row> read_table(hid_t file, const char* name, const std::vector<Colu
   H5Sget_simple_extent_dims(space.id(), &n, nullptr);
   std::vector<Row> rows(n);
   if (n == 0) return rows;
-  const h5::Handle type = compound_type(cols);
+  const bool legacy = verdict_stored_as_text(set.id(), cols);
+  const h5::Handle type = compound_type(cols, legacy);
   std::vector<unsigned char> buf(n * cols.size() * kCell);
   std::optional<std::string> bad_verdict;
   if (H5Dread(set.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
@@ -186,10 +213,19 @@ std::vector<Row> read_table(hid_t file, const char* name, const std::vector<Colu
               std::memcpy(&p, cell, kCell);
               *value = p ? p : "";
             } else if constexpr (std::is_same_v<decltype(value), Verdict*>) {
-              const char* p = nullptr;
-              std::memcpy(&p, cell, kCell);
-              const auto v = parse_verdict(p ? p : "");
-              if (!v) bad_verdict = p ? p : "";
+              std::optional<Verdict> v;
+              if (legacy) {
+                const char* p = nullptr;
+                std::memcpy(&p, cell, kCell);
+                v = parse_verdict(p ? p : "");
+                if (!v) bad_verdict = p ? p : "";
+              } else {
+                std::int64_t code = 0;
+                std::memcpy(&code, cell, kCell);
+                for (Verdict known : kAllVerdicts)
+                  if (static_cast<std::int64_t>(known) == code) v = known;
+                if (!v) bad_verdict = std::to_string(code);
+              }
               *value = v.value_or(Verdict::error);
             } else {
               std::memcpy(value, cell, kCell);

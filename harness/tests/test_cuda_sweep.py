@@ -12,6 +12,9 @@ import tempfile
 
 import h5py
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_h5 import results_table  # noqa: E402
+
 
 def text(x):
     return x.decode() if isinstance(x, bytes) else x
@@ -25,7 +28,7 @@ def main(harness, ci):
         with h5py.File(out) as f:
             gpu = text(f["meta"].attrs["gpu"])
             rows = [(text(x["scenario_id"]), text(x["dut"]), text(x["status"]), text(x["reason"]), float(x["max_abs"]))
-                    for x in f["results"][:]]
+                    for x in results_table(f)]
     cuda = [row for row in rows if row[1] == "cuda"]
     if cuda and all(row[2] == "skip" and "no CUDA device" in row[3] for row in cuda):
         print(f"skipped: no CUDA device ({cuda[0][3]})")

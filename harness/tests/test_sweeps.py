@@ -17,6 +17,9 @@ import xml.etree.ElementTree as ET
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_h5 import results_table  # noqa: E402
+
 HARNESS = None
 CI_YAML = None
 MUTANTS = ["window_plus_one", "window_minus_one", "ring_slot_off_by_one", "stale_slot_after_wrap",
@@ -32,7 +35,7 @@ def run(*args, **kw):
 def rows(path):
     """(scenario, dut) -> (status, max_abs, threshold) of a results file."""
     with h5py.File(path) as f:
-        r = f["results"][:]
+        r = results_table(f)
     as_str = lambda x: x.decode() if isinstance(x, bytes) else x
     return {(as_str(x["scenario_id"]), as_str(x["dut"])): (as_str(x["status"]), float(x["max_abs"]),
                                                            float(x["threshold"])) for x in r}
@@ -162,7 +165,7 @@ class Mutants(unittest.TestCase):
             out = os.path.join(tmp, "p.h5")
             run("run", CI_YAML, "--dut", "mutant:p_low_precision,mutant:scores_low_precision", "--jobs", "2", "--out", out)
             with h5py.File(out) as f:
-                r = f["results"][:]
+                r = results_table(f)
             status = np.array([s.decode() for s in r["status"]])
             dtype = np.array([s.decode() for s in r["dtype"]])
             for dt in ("fp16", "bf16"):
@@ -182,7 +185,7 @@ class Verdicts(unittest.TestCase):
             self.assertIn("warnings: passed, with precision below a same-precision kernel's", r.stdout)
             self.assertRegex(r.stdout, r"\(\d+ of the passed with a precision warning\)")
             with h5py.File(out) as f:
-                res = f["results"][:]
+                res = results_table(f)
             for x in res:
                 if x["status"].decode() == "warn":
                     self.assertEqual(x["profile"].decode(), "default")
@@ -205,7 +208,7 @@ class Verdicts(unittest.TestCase):
                 out = os.path.join(tmp, profile + ".h5")
                 run("run", CI_YAML, *self.DECODE_FP16, "--tolerance-profile", profile, "--out", out)
                 with h5py.File(out) as f:
-                    res = f["results"][:]
+                    res = results_table(f)
                 self.assertEqual({p.decode() for p in res["profile"]}, {profile})
                 verdicts[profile] = sorted(s.decode() for s in res["status"])
             self.assertNotIn("warn", verdicts["strict"])
@@ -285,8 +288,9 @@ class Outputs(unittest.TestCase):
                               "run_ms", "reason"):
                     self.assertIn(field, res.dtype.names)
                 self.assertEqual(len(res), 2 * len(sc))
-                status = [s.decode() for s in res["status"]]
-                nan_rows = res[np.array([s == "fail" for s in status])]
+                table = results_table(f)
+                status = [s.decode() for s in table["status"]]
+                nan_rows = table[np.array([s == "fail" for s in status])]
                 self.assertTrue((nan_rows["nan_count"] > 0).any(), "large logits overflow without the max subtraction")
             root = ET.parse(junit).getroot()
             cases = root.findall(".//testcase")

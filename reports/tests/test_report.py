@@ -15,6 +15,7 @@ import unittest
 from collections import Counter
 
 import h5py
+import numpy as np
 
 HARNESS = None
 SWEEP = """
@@ -40,6 +41,14 @@ def s(x):
     return x.decode() if isinstance(x, bytes) else x
 
 
+# /results status is an HDF5 enum: {name: value} from the file itself.
+VERDICTS = {}
+
+
+def verdict(x):
+    return {v: k for k, v in VERDICTS.items()}[int(x)]
+
+
 class Report(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -57,6 +66,7 @@ class Report(unittest.TestCase):
         with open(os.path.join(cls.out, "summary.md")) as f:
             cls.md = f.read()
         with h5py.File(cls.results) as f:
+            VERDICTS.update(h5py.check_enum_dtype(f["results"].dtype["status"]))
             cls.rows = f["results"][:]
             cls.perf = f["perf"][:]
 
@@ -69,11 +79,11 @@ class Report(unittest.TestCase):
         self.assertIn(os.path.join(self.out, "report.html"), self.report.stdout)
 
     def test_totals_and_verdict_table_match_the_file(self):
-        totals = Counter(s(x) for x in self.rows["status"])
+        totals = Counter(verdict(x) for x in self.rows["status"])
         self.assertGreater(totals["fail"], 0)
         for status in ("pass", "fail", "error", "skip"):
             self.assertIn(f'<span id="total-{status}">{totals[status]} {status}</span>', self.html)
-        cells = Counter((s(r["dut"]), s(r["dtype"]), s(r["mode"]), s(r["status"])) for r in self.rows)
+        cells = Counter((s(r["dut"]), s(r["dtype"]), s(r["mode"]), verdict(r["status"])) for r in self.rows)
         for (dut, dtype, mode) in {(k[0], k[1], k[2]) for k in cells}:
             line = f"| {dut} | {dtype} | {mode} | " + " | ".join(str(cells[(dut, dtype, mode, st)]) for st in ("pass", "warn", "fail", "error", "skip")) + " |"
             self.assertIn(line, self.md)
@@ -88,7 +98,7 @@ class Report(unittest.TestCase):
 
     def test_every_failure_is_listed_with_its_rerun_command(self):
         for r in self.rows:
-            if s(r["status"]) == "fail":
+            if verdict(r["status"]) == "fail":
                 self.assertIn(f"--filter &#x27;{s(r['scenario_id'])}&#x27; --dut {s(r['dut'])}", self.html)
         self.assertIn("## Failing", self.md)
 
@@ -103,9 +113,9 @@ class Report(unittest.TestCase):
         shutil.copy(self.results, candidate)
         with h5py.File(candidate, "r+") as f:
             res, perf = f["results"][:], f["perf"][:]
-            passing = [i for i, r in enumerate(res) if s(r["status"]) == "pass" and s(r["dut"]) == "cpu"]
+            passing = [i for i, r in enumerate(res) if verdict(r["status"]) == "pass" and s(r["dut"]) == "cpu"]
             res["max_abs"][passing[0]] *= 5  # error up 5x
-            res["status"][passing[1]] = b"fail"
+            res["status"][passing[1]] = VERDICTS["fail"]
             perf["time_ms"][0] *= 1.5  # 50% slower
             f["results"][...] = res
             f["perf"][...] = perf
@@ -120,6 +130,33 @@ class Report(unittest.TestCase):
             text = f.read()
         for kind in ("| error |", "| verdict |", "| time |"):
             self.assertIn(kind, text)
+
+    def test_a_file_written_before_the_status_enum_still_merges_and_reports(self):
+        old = os.path.join(self.tmp, "old.h5")
+        shutil.copy(self.results, old)
+        with h5py.File(old, "r+") as f:  # /results as earlier versions wrote it: status as text
+            res = f["results"][:]
+            fields = [(n, h5py.string_dtype() if n == "status" else res.dtype[n]) for n in res.dtype.names]
+            text_rows = np.empty(res.shape, dtype=fields)
+            for n in res.dtype.names:
+                text_rows[n] = [verdict(v) for v in res[n]] if n == "status" else res[n]
+            del f["results"]
+            f.create_dataset("results", data=text_rows, maxshape=(None,), chunks=(64,))
+        merged = os.path.join(self.tmp, "merged.h5")
+        r = run("merge", old, "-o", merged)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with h5py.File(merged) as f:
+            self.assertEqual(h5py.check_enum_dtype(f["results"].dtype["status"]), VERDICTS)
+            self.assertEqual(Counter(verdict(x) for x in f["results"]["status"]),
+                             Counter(verdict(x) for x in self.rows["status"]))
+        out = os.path.join(self.tmp, "old-report")
+        r = run("report", old, "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(out, "report.html")) as f:
+            html = f.read()
+        totals = Counter(verdict(x) for x in self.rows["status"])
+        for status in ("pass", "fail"):
+            self.assertIn(f'<span id="total-{status}">{totals[status]} {status}</span>', html)
 
     def test_bad_input_is_an_error(self):
         r = run("report", os.path.join(self.tmp, "missing.h5"), "-o", os.path.join(self.tmp, "x"))
