@@ -25,23 +25,6 @@ harness::ProblemSpec spec_for(DType dtype, const Shape& shape, std::int64_t toke
   return spec;
 }
 
-BenchRow row_for(const std::string& case_name, const std::string& dut, DType dtype, const Shape& shape,
-                 std::string_view mode, std::string_view cache) {
-  BenchRow r;
-  r.case_name = case_name;
-  r.dut = dut;
-  r.dtype = dtype_name(dtype);
-  r.mode = mode;
-  r.cache = cache;
-  r.s = shape.s;
-  r.w = shape.w > 0 ? shape.w : shape.s;
-  r.d = shape.d;
-  r.hq = shape.hq;
-  r.hkv = shape.hkv;
-  r.batch = shape.batch;
-  return r;
-}
-
 // One DUT call per measurement: its own kernel time when it reports one, else the host clock.
 // A failed call stops the benchmark: a timing of an error is no timing.
 template <class Call>
@@ -63,27 +46,44 @@ Timing time_dut_calls(dut::Dut& dut, Call&& call, const BenchSettings& settings,
 
 }  // namespace
 
-BenchRow bench_prefill(const std::string& case_name, const std::string& dut_name, DType dtype, Shape shape,
+PerfRow row_for(const std::string& case_name, const std::string& dut, DType dtype, const Shape& shape,
+                 std::string_view mode, std::string_view cache) {
+  PerfRow r;
+  r.scenario_id = case_name;
+  r.dut = dut;
+  r.dtype = dtype_name(dtype);
+  r.mode = mode;
+  r.cache = cache;
+  r.tokens = shape.s;
+  r.window = shape.w > 0 ? shape.w : shape.s;
+  r.head_size = shape.d;
+  r.heads = shape.hq;
+  r.kv_heads = shape.hkv;
+  r.batch = shape.batch;
+  return r;
+}
+
+PerfRow bench_prefill(const std::string& case_name, const std::string& dut_name, DType dtype, Shape shape,
                        const BenchSettings& settings) {
   harness::Problem pr;
   harness::build_problem(spec_for(dtype, shape, shape.s), pr);
   std::vector<unsigned char> out(static_cast<std::size_t>(shape.batch) * shape.s * shape.hq * shape.d * dtype_bytes(dtype));
   AttnParams p = pr.params;
   p.out = out.data();
-  BenchRow r = row_for(case_name, dut_name, dtype, shape, "prefill", "none");
+  PerfRow r = row_for(case_name, dut_name, dtype, shape, "prefill", "none");
   if (dut_name == "dense-masked") {
-    r.timing = time_median([&] { dense_masked_attention(p); }, settings.warmups, settings.repeats);
+    r.set_timing(time_median([&] { dense_masked_attention(p); }, settings.warmups, settings.repeats));
   } else {
     auto dut = harness::make_dut(dut_name);
-    r.timing = time_dut_calls(*dut, [&] { return dut->prefill(p); }, settings, r.timer);
+    r.set_timing(time_dut_calls(*dut, [&] { return dut->prefill(p); }, settings, r.timer));
   }
   const std::int64_t pairs = band_pair_count(p.band, shape.s) * shape.batch;
-  r.gflops = attention_gflops(shape.d, pairs, shape.hq, r.timing.median_ms);
+  r.gflops = attention_gflops(shape.d, pairs, shape.hq, r.time_ms);
   r.kv_bytes = 2 * shape.batch * shape.s * shape.hkv * shape.d * static_cast<std::int64_t>(dtype_bytes(dtype));
   return r;
 }
 
-BenchRow bench_decode(const std::string& case_name, const std::string& dut_name, DType dtype, Shape shape,
+PerfRow bench_decode(const std::string& case_name, const std::string& dut_name, DType dtype, Shape shape,
                       CachePolicy cache, const BenchSettings& settings) {
   const int steps = settings.warmups + settings.repeats;
   const std::int64_t context = shape.s;
@@ -112,10 +112,10 @@ BenchRow bench_decode(const std::string& case_name, const std::string& dut_name,
   for (auto& written : kv.tokens_written) written = context;
   auto dut = harness::make_dut(dut_name);
   int step = 0;
-  BenchRow r = row_for(case_name, dut_name, dtype, shape, "decode", cache_name(cache));
-  r.timing = time_dut_calls(*dut, [&] { return dut->decode_step(p, kv, step++); }, settings, r.timer);
+  PerfRow r = row_for(case_name, dut_name, dtype, shape, "decode", cache_name(cache));
+  r.set_timing(time_dut_calls(*dut, [&] { return dut->decode_step(p, kv, step++); }, settings, r.timer));
   const std::int64_t keys = std::min<std::int64_t>(context + 1, shape.w > 0 ? shape.w : context + 1);
-  r.gflops = attention_gflops(shape.d, keys * shape.batch, shape.hq, r.timing.median_ms);
+  r.gflops = attention_gflops(shape.d, keys * shape.batch, shape.hq, r.time_ms);
   r.kv_bytes = shape.batch * kv_cache_bytes(cache, shape.w, context, shape.hkv, shape.d, dtype);
   return r;
 }

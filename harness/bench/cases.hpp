@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "swa/params.hpp"
+#include "swa/harness/perf.hpp"
 #include "swa/harness/timing.hpp"
 
 namespace swa::bench {
@@ -12,6 +13,7 @@ using harness::attention_gflops;
 using harness::host_ms;
 using harness::time_median;
 using harness::time_reported;
+using harness::PerfRow;
 using harness::Timing;
 
 struct BenchSettings {
@@ -19,16 +21,6 @@ struct BenchSettings {
   int repeats = 5;
 };
 
-struct BenchRow {
-  std::string case_name, dut, dtype, mode, cache;
-  std::int64_t s = 0, w = 0, d = 0, hq = 0, hkv = 0, batch = 1;
-  Timing timing;
-  double gflops = 0;        // 4 * D * attended pairs * Hq / time
-  double sgemm_gflops = 0;  // the same run's ceiling
-  std::int64_t kv_bytes = 0;
-  std::string timer = "host wall clock";  // or "device events": a device DUT's kernels alone
-  double ratio_to_sgemm() const { return sgemm_gflops > 0 ? gflops / sgemm_gflops : 0; }
-};
 
 
 struct Shape {
@@ -36,12 +28,16 @@ struct Shape {
   int d, hq, hkv, batch;
 };
 
+// A row with the case's name and shape filled in; the caller times it.
+PerfRow row_for(const std::string& case_name, const std::string& dut, DType dtype, const Shape& shape,
+                std::string_view mode, std::string_view cache);
+
 // Prefill of `batch` sequences of s tokens; dut "dense-masked" is the naive S x S implementation.
-BenchRow bench_prefill(const std::string& case_name, const std::string& dut, DType dtype, Shape shape,
+PerfRow bench_prefill(const std::string& case_name, const std::string& dut, DType dtype, Shape shape,
                        const BenchSettings& settings);
 
 // One decode step per sequence at `context` tokens already cached (s = context).
-BenchRow bench_decode(const std::string& case_name, const std::string& dut, DType dtype, Shape shape,
+PerfRow bench_decode(const std::string& case_name, const std::string& dut, DType dtype, Shape shape,
                       CachePolicy cache, const BenchSettings& settings);
 
 }  // namespace swa::bench

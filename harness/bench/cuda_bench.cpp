@@ -29,10 +29,10 @@ std::string shell_quote(const std::string& s) {
 }
 
 // Bytes a decode step must move: each sequence's visible K and V rows, its query and its output.
-std::int64_t decode_bytes(const BenchRow& r) {
-  const std::int64_t keys = std::min<std::int64_t>(r.s + 1, r.w);
+std::int64_t decode_bytes(const PerfRow& r) {
+  const std::int64_t keys = std::min<std::int64_t>(r.tokens + 1, r.window);
   const std::int64_t elem = static_cast<std::int64_t>(dtype_bytes(*parse_dtype(r.dtype)));
-  return r.batch * (2 * keys * r.hkv * r.d + 2 * r.hq * r.d) * elem;
+  return r.batch * (2 * keys * r.kv_heads * r.head_size + 2 * r.heads * r.head_size) * elem;
 }
 
 // FlexAttention and SDPA rows from harness/bench/torch_swa.py, or notes saying why not.
@@ -64,28 +64,18 @@ void torch_rows(const CudaBenchOptions& options, const BenchSettings& settings, 
       if (!line.empty()) result.notes.push_back("PyTorch said: " + line.substr(0, 300));
       continue;
     }
-    BenchRow r;
-    r.case_name = "torch_" + f[0] + "_" + case_suffix;
-    r.dut = f[0] == "flex" ? "torch-flex" : "torch-sdpa";
-    r.dtype = dtype_name(dtype);
-    r.mode = "prefill";
-    r.cache = "none";
-    r.s = shape.s;
-    r.w = shape.w > 0 ? shape.w : shape.s;
-    r.d = shape.d;
-    r.hq = shape.hq;
-    r.hkv = shape.hkv;
-    r.batch = shape.batch;
-    r.timing = {std::stod(f[2]), std::stod(f[3]), std::stod(f[4]), settings.repeats};
+    PerfRow r = row_for("torch_" + f[0] + "_" + case_suffix, f[0] == "flex" ? "torch-flex" : "torch-sdpa", dtype, shape,
+                        "prefill", "none");
+    r.set_timing({std::stod(f[2]), std::stod(f[3]), std::stod(f[4]), settings.repeats});
     r.timer = "device events";
-    r.gflops = attention_gflops(shape.d, pairs, shape.hq, r.timing.median_ms);
+    r.gflops = attention_gflops(shape.d, pairs, shape.hq, r.time_ms);
     result.rows.push_back(r);
   }
 }
 
-const BenchRow* find(const CudaBenchResult& r, const std::string& name) {
+const PerfRow* find(const CudaBenchResult& r, const std::string& name) {
   for (const auto& row : r.rows)
-    if (row.case_name == name) return &row;
+    if (row.scenario_id == name) return &row;
   return nullptr;
 }
 
@@ -123,24 +113,24 @@ CudaBenchResult run_cuda_bench(const BenchSettings& settings, const CudaBenchOpt
 void print_cuda_targets(const CudaBenchResult& result) {
   std::cout << std::fixed << "\ntargets (cuda, this run; " << harness::cuda_device() << "):\n";
   for (const char* dt : {"fp16", "bf16"}) {
-    const BenchRow* ours = find(result, std::string("prefill_") + dt);
-    const BenchRow* flex = find(result, std::string("torch_flex_") + dt);
-    const BenchRow* sdpa = find(result, std::string("torch_sdpa_") + dt);
+    const PerfRow* ours = find(result, std::string("prefill_") + dt);
+    const PerfRow* flex = find(result, std::string("torch_flex_") + dt);
+    const PerfRow* sdpa = find(result, std::string("torch_sdpa_") + dt);
     if (!ours) continue;
-    std::cout << std::setprecision(1) << "  " << dt << " prefill S=" << ours->s << " W=" << ours->w << " D=" << ours->d
-              << " Hq=" << ours->hq << " Hkv=" << ours->hkv << ": cuda " << ours->gflops / 1e3 << " TFLOP/s";
+    std::cout << std::setprecision(1) << "  " << dt << " prefill S=" << ours->tokens << " W=" << ours->window << " D=" << ours->head_size
+              << " Hq=" << ours->heads << " Hkv=" << ours->kv_heads << ": cuda " << ours->gflops / 1e3 << " TFLOP/s";
     if (flex)
       std::cout << ", FlexAttention " << flex->gflops / 1e3 << " TFLOP/s, cuda/flex " << std::setprecision(3)
                 << ours->gflops / flex->gflops << " (target >= 0.5)";
     if (sdpa) std::cout << std::setprecision(1) << ", SDPA (explicit mask) " << sdpa->gflops / 1e3 << " TFLOP/s";
     std::cout << "\n";
   }
-  if (const BenchRow *swa = find(result, "prefill_fp16"), *causal = find(result, "prefill_causal_fp16"); swa && causal) {
+  if (const PerfRow *swa = find(result, "prefill_fp16"), *causal = find(result, "prefill_causal_fp16"); swa && causal) {
     const double pair_ratio =
-        static_cast<double>(band_pair_count(causal_band(), causal->s)) /
-        band_pair_count(band_from_window(swa->w, WindowConvention::keys_including_self), swa->s);
+        static_cast<double>(band_pair_count(causal_band(), causal->tokens)) /
+        band_pair_count(band_from_window(swa->window, WindowConvention::keys_including_self), swa->tokens);
     std::cout << std::setprecision(3) << "  causal / SWA fp16 prefill time: "
-              << causal->timing.median_ms / swa->timing.median_ms << " (pair-count ratio " << pair_ratio << ")\n";
+              << causal->time_ms / swa->time_ms << " (pair-count ratio " << pair_ratio << ")\n";
   }
   std::cout << std::setprecision(1) << "  copy bandwidth (device-to-device, read + write, this run): "
             << result.copy_bandwidth_gbps << " GB/s\n";
@@ -148,9 +138,9 @@ void print_cuda_targets(const CudaBenchResult& result) {
     if (r.mode != "decode") continue;
     const std::int64_t bytes = decode_bytes(r);
     const double floor_ms = bytes / (result.copy_bandwidth_gbps * 1e6);
-    std::cout << std::setprecision(4) << "  " << r.case_name << ": step " << r.timing.median_ms * 1e3 << " us, reads "
+    std::cout << std::setprecision(4) << "  " << r.scenario_id << ": step " << r.time_ms * 1e3 << " us, reads "
               << bytes << " B, bandwidth floor " << floor_ms * 1e3 << " us, floor/step " << std::setprecision(3)
-              << floor_ms / r.timing.median_ms << "\n";
+              << floor_ms / r.time_ms << "\n";
   }
   for (const auto& n : result.notes) std::cout << "  note: " << n << "\n";
 }

@@ -17,7 +17,7 @@ struct CudaBenchOptions {
 };
 
 struct CudaBenchResult {
-  std::vector<BenchRow> rows;
+  std::vector<PerfRow> rows;
   double copy_bandwidth_gbps = 0;
   std::vector<std::string> notes;  // PyTorch failures and the like, printed with the targets
 };

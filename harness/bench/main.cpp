@@ -32,34 +32,34 @@ Plan quick_plan() {
           512};
 }
 
-void print_csv(const std::vector<BenchRow>& rows) {
+void print_csv(const std::vector<PerfRow>& rows) {
   std::cout << "case,dut,dtype,mode,cache,S,W,D,Hq,Hkv,batch,time_ms,min_ms,max_ms,repeats,gflops,sgemm_gflops,"
                "ratio_to_sgemm,kv_bytes,timer\n";
   for (const auto& r : rows)
-    std::cout << r.case_name << "," << r.dut << "," << r.dtype << "," << r.mode << "," << r.cache << "," << r.s << ","
-              << r.w << "," << r.d << "," << r.hq << "," << r.hkv << "," << r.batch << "," << r.timing.median_ms << ","
-              << r.timing.min_ms << "," << r.timing.max_ms << "," << r.timing.repeats << "," << r.gflops << ","
-              << r.sgemm_gflops << "," << r.ratio_to_sgemm() << "," << r.kv_bytes << "," << r.timer << "\n";
+    std::cout << r.scenario_id << "," << r.dut << "," << r.dtype << "," << r.mode << "," << r.cache << "," << r.tokens << ","
+              << r.window << "," << r.head_size << "," << r.heads << "," << r.kv_heads << "," << r.batch << "," << r.time_ms << ","
+              << r.min_ms << "," << r.max_ms << "," << r.repeats << "," << r.gflops << ","
+              << r.ceiling_gflops << "," << r.ceiling_fraction << "," << r.kv_bytes << "," << r.timer << "\n";
 }
 
-void print_table(const std::vector<BenchRow>& rows) {
+void print_table(const std::vector<PerfRow>& rows) {
   std::cout << std::left << std::setw(22) << "case" << std::setw(14) << "dut" << std::setw(6) << "dtype"
             << std::setw(13) << "cache" << std::right << std::setw(7) << "S" << std::setw(6) << "W" << std::setw(5)
             << "D" << std::setw(4) << "Hq" << std::setw(4) << "Hkv" << std::setw(11) << "median ms" << std::setw(10)
             << "GFLOP/s" << std::setw(8) << "/SGEMM" << std::setw(14) << "KV bytes" << "\n";
   for (const auto& r : rows)
-    std::cout << std::left << std::setw(22) << r.case_name << std::setw(14) << r.dut << std::setw(6) << r.dtype
-              << std::setw(13) << r.cache << std::right << std::setw(7) << r.s << std::setw(6) << r.w << std::setw(5)
-              << r.d << std::setw(4) << r.hq << std::setw(4) << r.hkv << std::setw(11) << std::fixed
-              << std::setprecision(3) << r.timing.median_ms << std::setw(10) << std::setprecision(1) << r.gflops
-              << std::setw(8) << std::setprecision(3) << r.ratio_to_sgemm() << std::setw(14) << r.kv_bytes << "\n";
+    std::cout << std::left << std::setw(22) << r.scenario_id << std::setw(14) << r.dut << std::setw(6) << r.dtype
+              << std::setw(13) << r.cache << std::right << std::setw(7) << r.tokens << std::setw(6) << r.window << std::setw(5)
+              << r.head_size << std::setw(4) << r.heads << std::setw(4) << r.kv_heads << std::setw(11) << std::fixed
+              << std::setprecision(3) << r.time_ms << std::setw(10) << std::setprecision(1) << r.gflops
+              << std::setw(8) << std::setprecision(3) << r.ceiling_fraction << std::setw(14) << r.kv_bytes << "\n";
 }
 
 // The targets, computed from this run's rows.
-void print_targets(const std::map<std::string, BenchRow>& by_case, const std::string& dut, const Plan& plan) {
-  auto t = [&](const std::string& name) { return by_case.at(name).timing.median_ms; };
+void print_targets(const std::map<std::string, PerfRow>& by_case, const std::string& dut, const Plan& plan) {
+  auto t = [&](const std::string& name) { return by_case.at(name).time_ms; };
   std::cout << std::fixed << std::setprecision(3) << "\ntargets (" << dut << ", this run):\n";
-  std::cout << "  fp32 prefill / SGEMM rate:            " << by_case.at("prefill_fp32").ratio_to_sgemm()
+  std::cout << "  fp32 prefill / SGEMM rate:            " << by_case.at("prefill_fp32").ceiling_fraction
             << "   (target >= 0.5)\n";
   std::cout << "  dense-masked time / " << dut << " time:       " << t("dense_masked_fp32") / t("prefill_fp32")
             << "   (target >= 10)\n";
@@ -145,13 +145,13 @@ int main(int argc, char** argv) {
   }
   const Plan plan = vm.count("quick") ? quick_plan() : full_plan();
   const BenchSettings once{settings.warmups, std::max(1, std::min(settings.repeats, 2))};  // the slow dense baseline
-  std::vector<BenchRow> rows;
+  std::vector<PerfRow> rows;
   try {
     const double sgemm = harness::sgemm_ceiling_gflops(plan.sgemm_n, settings.warmups, settings.repeats);
     auto add = [&](const std::string& name, auto&& make) {
       if (!std::regex_search(name, filter)) return;
       rows.push_back(make());
-      rows.back().sgemm_gflops = sgemm;
+      rows.back().set_ceiling(sgemm, "Eigen SGEMM " + std::to_string(plan.sgemm_n) + "^3, same run");
       if (format == "table") std::cerr << "  done " << name << "\n";
     };
     for (DType dt : kAllDTypes)
@@ -175,10 +175,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   print_table(rows);
-  std::map<std::string, BenchRow> by_case;
-  for (const auto& r : rows) by_case[r.case_name] = r;
+  std::map<std::string, PerfRow> by_case;
+  for (const auto& r : rows) by_case[r.scenario_id] = r;
   if (only.empty()) print_targets(by_case, dut, plan);
-  std::cout << "SGEMM " << plan.sgemm_n << "^3 (Eigen, same run): " << std::setprecision(1) << rows.front().sgemm_gflops
+  std::cout << "SGEMM " << plan.sgemm_n << "^3 (Eigen, same run): " << std::setprecision(1) << rows.front().ceiling_gflops
             << " GFLOP/s\n";
   return 0;
 }

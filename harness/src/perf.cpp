@@ -95,11 +95,8 @@ PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const Perf
   row.heads = s.heads;
   row.kv_heads = s.kv_heads;
   row.batch = static_cast<std::int64_t>(s.prompt_lens.size());
-  row.repeats = settings.repeats;
   row.timer = device_timed ? "device events" : "host wall clock";
-  row.time_ms = timing.median_ms;
-  row.min_ms = timing.min_ms;
-  row.max_ms = timing.max_ms;
+  row.set_timing(timing);
   const WindowBand band = base.band;
   for (int b = 0; b < base.batch; ++b) {
     const std::int64_t len = base.seq_lens[b];
@@ -116,9 +113,7 @@ PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const Perf
     }
   }
   row.gflops = attention_gflops(s.head_size, row.pairs, s.heads, row.time_ms);
-  row.ceiling_gflops = ceiling;
-  row.ceiling_fraction = ceiling > 0 ? row.gflops / ceiling : 0;
-  row.ceiling = "Eigen SGEMM 2048^3, same run";
+  row.set_ceiling(ceiling, "Eigen SGEMM 2048^3, same run");
   return row;
 }
 

@@ -7,9 +7,12 @@
 #include "swa/dut/dut.hpp"
 #include "swa/harness/problem.hpp"
 #include "swa/harness/scenario.hpp"
+#include "swa/harness/timing.hpp"
 
 namespace swa::harness {
 
+// One timed case: a row of /perf (run --perf) and of swa-bench's table and CSV. The shape columns are
+// what the FLOP and byte counts depend on; a scenario's every parameter is in /scenarios by its ID.
 struct PerfRow {
   std::string scenario_id, dut, mode, dtype, cache;
   std::int64_t tokens = 0, window = 0, head_size = 0, heads = 0, kv_heads = 0, batch = 0, repeats = 0;
@@ -21,6 +24,18 @@ struct PerfRow {
   double ceiling_fraction = 0;
   std::string ceiling;                          // what the ceiling is
   std::string timer;                            // "host wall clock", or "device events" (kernels only)
+
+  void set_timing(const Timing& t) {
+    time_ms = t.median_ms;
+    min_ms = t.min_ms;
+    max_ms = t.max_ms;
+    repeats = t.repeats;
+  }
+  void set_ceiling(double gflops_ceiling, std::string what) {
+    ceiling_gflops = gflops_ceiling;
+    ceiling_fraction = gflops_ceiling > 0 ? gflops / gflops_ceiling : 0;
+    ceiling = std::move(what);
+  }
 };
 
 // Times `dut` on the problem's schedule. prefill and chunked_prefill: the whole schedule. decode:
