@@ -1,6 +1,6 @@
 #pragma once
-// Test helper for DUTs: a packed problem with owned buffers in the run's dtype, and the error of a
-// DUT's output against the golden.
+// Test helper for DUTs: a packed problem with owned buffers in the run's dtype, judged against the
+// golden by the harness's verdict (harness/verdict.hpp: the one comparison rule of every run).
 #include <cmath>
 #include <limits>
 #include <random>
@@ -8,7 +8,10 @@
 
 #include "swa/atb_masks.hpp"
 #include "swa/dut/dut.hpp"
+#include "swa/baseline.hpp"
 #include "swa/golden.hpp"
+#include "swa/harness/tolerance.hpp"
+#include "swa/harness/verdict.hpp"
 
 namespace swa::dut::test {
 
@@ -88,10 +91,24 @@ inline Case masked_case(MaskFormat format, std::vector<float>& storage, std::int
   return c;
 }
 
-// Relative error bounds of a DUT against the golden, a few times the same-precision baseline's level.
+// Relative error bounds for comparing two DUTs' outputs with each other (not with the golden).
 inline double error_bound(DType dt) { return dt == DType::fp32 ? 2e-6 : dt == DType::fp16 ? 4e-3 : 3e-2; }
 
-// Runs the DUT through the schedule; max |out - golden| / max |golden|, infinity on NaN/Inf.
+// Runs the DUT through the schedule and judges its output as a run does (per phase, worst element
+// and relative L2 against the same-precision baseline's error, default profile; NaN fails):
+// "pass", or the verdict and its reason.
+inline std::string verdict(Dut& dut, Case& c) {
+  if (Status s = run_schedule(dut, c.p); !s.ok) return "error: " + s.message;
+  const golden::Output g = golden::run(c.p);
+  const std::vector<float> base = baseline::attention(c.p);
+  const harness::ResultRow r =
+      harness::judge(c.p, harness::tolerance_for(harness::ToleranceProfile::standard, c.p.dtype), dut.name(),
+                     c.output(), g.out, base);
+  return r.status == harness::Verdict::pass ? "pass" : std::string(harness::verdict_name(r.status)) + ": " + r.reason;
+}
+
+// Runs the DUT through the schedule; max |out - golden| / max |golden|, infinity on NaN/Inf: for
+// checks of how far an output moved (a mutant's size of error, a corrupted mask), not for verdicts.
 inline double relative_error(Dut& dut, Case& c) {
   if (!run_schedule(dut, c.p).ok) return std::numeric_limits<double>::infinity();
   const auto g = golden::run(c.p);

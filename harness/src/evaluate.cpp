@@ -88,7 +88,7 @@ Evaluation evaluate(const Scenario& s, const Reference& ref, dut::Dut& dut, cons
     e.row.run_ms = run.ms;
     return e;
   }
-  e.row = judge(pr, tolerance, name, run.out, ref.golden.out, ref.baseline);
+  e.row = judge(pr.params, tolerance, name, run.out, ref.golden.out, ref.baseline);
   e.row.scenario_id = s.id();
   e.row.run_ms = run.ms;
   if (checker) judge_cache(e.row, *checker);

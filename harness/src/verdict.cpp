@@ -19,16 +19,15 @@ struct Location {
 // Flat index of [nTokens, Hq, D] -> sequence, token position, head, dim. window_edge is the token's
 // position relative to the first row whose window is full (t - (W - 1)): negative rows still see
 // every earlier token, rows >= 1 are the first to lose a key to the window.
-Location locate(const Problem& pr, std::int64_t flat) {
+Location locate(const AttnParams& p, std::int64_t flat) {
   Location l;
   if (flat < 0) return l;
-  const AttnParams& p = pr.params;
   const std::int64_t row = flat / (static_cast<std::int64_t>(p.heads_q) * p.head_size);
   l.head = flat / p.head_size % p.heads_q;
   l.dim = flat % p.head_size;
-  const auto it = std::upper_bound(pr.seq_offsets.begin(), pr.seq_offsets.end(), row);
-  l.seq = (it - pr.seq_offsets.begin()) - 1;
-  l.token = row - pr.seq_offsets[l.seq];
+  const auto it = std::upper_bound(p.seq_offsets, p.seq_offsets + p.batch + 1, row);
+  l.seq = (it - p.seq_offsets) - 1;
+  l.token = row - p.seq_offsets[l.seq];
   l.window_edge = p.band.left >= 0 ? l.token - p.band.left : l.token;
   return l;
 }
@@ -108,8 +107,7 @@ Tolerance tolerance_for(ToleranceProfile profile, DType dtype) {
   return t;
 }
 
-std::vector<Phase> phases_of(const Problem& pr) {
-  const AttnParams& p = pr.params;
+std::vector<Phase> phases_of(const AttnParams& p) {
   std::vector<Phase> phases;
   auto rows = [&](auto begin, auto end) {
     Phase ph;
@@ -135,9 +133,8 @@ std::vector<Phase> phases_of(const Problem& pr) {
   return phases;
 }
 
-ResultRow judge(const Problem& pr, const Tolerance& tol, const std::string& dut, std::span<const float> out,
+ResultRow judge(const AttnParams& p, const Tolerance& tol, const std::string& dut, std::span<const float> out,
                 std::span<const double> golden, std::span<const float> baseline) {
-  const AttnParams& p = pr.params;
   const DType dtype = p.dtype;
   ResultRow r;
   r.dut = dut;
@@ -161,7 +158,7 @@ ResultRow judge(const Problem& pr, const Tolerance& tol, const std::string& dut,
   std::string max_phase, l2_phase, warn_phase, nmse_phase;
   double warn_margin = 0, warn_ratio = 0, nmse_worst = 0, l2_at_worst = 0, l2_limit_at_worst = 0, max_at_worst = 0;
   r.threshold = tol.rtol_factor * base.max_abs + tol.atol_floor;
-  for (const Phase& ph : phases_of(pr)) {
+  for (const Phase& ph : phases_of(p)) {
     const std::vector<float> o = gather(out, ph.rows, row_elems), b = gather(baseline, ph.rows, row_elems);
     const std::vector<double> g = gather(golden, ph.rows, row_elems);
     const Comparison bc = compare(b, g, dtype, 0), dc = compare(o, g, dtype, 0);
@@ -213,7 +210,7 @@ ResultRow judge(const Problem& pr, const Tolerance& tol, const std::string& dut,
   r.over_threshold = c.over_threshold;
   r.nan_count = c.nan_count;
   r.inf_count = c.inf_count;
-  const Location worst = locate(pr, c.nan_count + c.inf_count > 0 ? c.first_nonfinite : c.worst_index);
+  const Location worst = locate(p, c.nan_count + c.inf_count > 0 ? c.first_nonfinite : c.worst_index);
   r.worst_seq = worst.seq;
   r.worst_token = worst.token;
   r.worst_head = worst.head;

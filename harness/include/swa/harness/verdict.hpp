@@ -25,11 +25,12 @@ struct Phase {
   std::string name;
   std::vector<std::int64_t> rows;
 };
-std::vector<Phase> phases_of(const Problem& problem);
+std::vector<Phase> phases_of(const AttnParams& params);
 
 // The metrics and the verdict of one output (rows [nTokens, Hq, D] in the dtype's values) against
-// the golden, with the baseline's output setting the limits. `dut` names the row.
-ResultRow judge(const Problem& problem, const Tolerance& tolerance, const std::string& dut, std::span<const float> out,
+// the golden, with the baseline's output setting the limits. `dut` names the row. The params give
+// the problem's shape and schedule (its pointers to inputs are not read).
+ResultRow judge(const AttnParams& params, const Tolerance& tolerance, const std::string& dut, std::span<const float> out,
                 std::span<const double> golden, std::span<const float> baseline);
 
 }  // namespace swa::harness
