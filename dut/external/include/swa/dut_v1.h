@@ -2,8 +2,10 @@
  *
  * A plugin is a shared library exporting the six functions below; load it with
  *   swa-harness run SWEEP.yaml --dut plugin:/path/to/libmydut.so
- * The harness dlopens it, checks swa_dut_v1_abi_version() == SWA_DUT_V1_ABI_VERSION, and calls it
- * from one thread at a time per loaded instance.
+ * The harness loads it in a worker process (swa-dut-worker; --in-process: into the harness itself),
+ * checks swa_dut_v1_abi_version() == SWA_DUT_V1_ABI_VERSION, and calls it from one thread at a time
+ * per process. Each worker loads the library once and serves many scenarios; with --jobs N there may
+ * be N workers. A crash, an abort or a call over --dut-timeout fails that scenario only.
  *
  * Layout (all strides in elements, the last dimension contiguous): Q and the output are
  * [nTokens, heads_q, head_size], K and V [nTokens, heads_kv, head_size], sequence b at rows
@@ -34,11 +36,37 @@
  * holds the wrong position fails the scenario even when the outputs are right, and a slot never
  * written must stay zero. (`--no-cache-check` or `cache_check: false` for a private layout.)
  *
- * Masks (mask != NULL): mask_format SWA_NORM is [mask_rows, mask_rows] float over absolute positions,
- * SWA_COMPRESS is [512, 512] read tile by tile with block mask_block and effective window
- * mask_effective_window (golden/README.md, "tile-walk rule"). The mask is a visibility pattern:
- * 0 = visible, ANY nonzero value hides the key. Never add it to the scores: the bf16 mask's fill is
- * +1, so adding it leaves hidden keys visible (the harness has a mutant that does this, and fails).
+ * Masks. mask_format says which ATB mask type the operator was configured with; mask may still be
+ * NULL (decode: ATB's DECODER takes no mask tensor), and then the band alone decides. With a mask:
+ * - it is a visibility pattern: 0 = visible, ANY nonzero value hides the key. Never add it to the
+ *   scores: the bf16 mask's fill is +1, so adding it leaves hidden keys visible (the harness has a
+ *   mutant that does this, and fails). The harness's masks encode the same band as
+ *   window_left/window_right, so a kernel may use the band to pick tiles and the mask inside them
+ *   (the reference CPU kernel does) or the mask alone.
+ * - SWA_NORM: [mask_rows, mask_rows] float, row = query position, column = key position, both
+ *   absolute positions within the sequence (every sequence reads the same top-left corner).
+ * - SWA_COMPRESS: [512, 512] float, row stride 512, read tile by tile. With W = window_left + 1,
+ *   B = mask_block (use it as given) and T = mask_effective_window, a tile of queries at absolute
+ *   positions [qt*B, qt*B + B) of one sequence against keys [kt*B, kt*B + B) of the same sequence,
+ *   tile distance d = (qt - kt) * B:
+ *     1. kt > qt, or every pair at distance >= W: hidden, do not read;
+ *     2. qt == kt: read rows [0, B), columns [0, B) (the top-left block);
+ *     3. every pair at distance in [0, W): visible, do not read;
+ *     4. otherwise: read rows [d - (W - T), d - (W - T) + B), columns [0, B).
+ *   Rows r and columns c inside the tile index the block read. W - T is a multiple of B and every
+ *   read stays inside the 512 rows for the (B, T) the harness sends; a read outside is a bug in the
+ *   kernel's tile walk. The rule assumes tiles start at multiples of B from position 0, which is
+ *   not so in chunked prefill: return 0 from swa_dut_v1_supports for SWA_COMPRESS there (the
+ *   harness records a skip), as the reference kernels do.
+ *
+ * Window sides. The harness's scenarios send window_right = 0 (causal sliding windows). A band with
+ * window_right != 0 (keys after the query) is defined for PREFILL only; in CHUNKED_PREFILL and DECODE
+ * the keys after a query are not written yet, so return 0 from swa_dut_v1_supports there.
+ *
+ * Outputs. Every element of out for the rows a call owns is written, rounded to the storage dtype
+ * with round-to-nearest-even. A row that sees no key is 0 (as FlashAttention; the golden agrees). The
+ * harness fills out with NaN before the schedule: a row never written fails. nTokens is not passed:
+ * it is seq_offsets[batch]. scale multiplies q.k before the softmax (usually 1/sqrt(head_size)).
  *
  * Errors: a function returns 0 on success, nonzero on failure with a message in error->message.
  */
