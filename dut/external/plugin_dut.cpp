@@ -3,6 +3,9 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 
 #include "abi_convert.hpp"
@@ -19,20 +22,29 @@ struct Symbols {
   int (*decode_step)(const swa_dut_v1_params*, swa_dut_v1_cache*, int, swa_dut_v1_error*);
 };
 
+// A library loaded once per run and never unloaded: real libraries (ggml) abort in their static
+// initialisers when loaded again at the same address. Its calls are serialised: the ABI promises a
+// plugin one thread at a time.
+struct Loaded {
+  Symbols s{};
+  std::mutex calls;
+};
+
 class PluginDut final : public Dut {
  public:
-  PluginDut(std::string path, void* handle, Symbols s) : path_(std::move(path)), handle_(handle), s_(s) {}
-  ~PluginDut() override { dlclose(handle_); }
+  PluginDut(std::string path, Loaded& loaded) : path_(std::move(path)), loaded_(loaded), s_(loaded.s) {}
 
   std::string name() const override { return "plugin:" + path_; }
 
   Support supports(const AttnParams& p) const override {
+    std::lock_guard lock(loaded_.calls);
     const swa_dut_v1_params c = abi::to_c(p);
     char reason[512] = {};
     return s_.supports(&c, reason, sizeof reason) ? Support::yes() : Support::skip(reason);
   }
 
   Status prefill(const AttnParams& p) override {
+    std::lock_guard lock(loaded_.calls);
     const swa_dut_v1_params c = abi::to_c(p);
     swa_dut_v1_error e{};
     return result(s_.prefill(&c, &e), e);
@@ -49,6 +61,7 @@ class PluginDut final : public Dut {
  private:
   using CacheCall = int (*)(const swa_dut_v1_params*, swa_dut_v1_cache*, int, swa_dut_v1_error*);
   Status with_cache(const AttnParams& p, KvCache& cache, CacheCall call, int index) const {
+    std::lock_guard lock(loaded_.calls);
     const swa_dut_v1_params c = abi::to_c(p);
     abi::CacheView view(cache);
     swa_dut_v1_error e{};
@@ -64,7 +77,7 @@ class PluginDut final : public Dut {
   }
 
   std::string path_;
-  void* handle_;
+  Loaded& loaded_;
   Symbols s_;
 };
 
@@ -80,9 +93,11 @@ void bind(void* handle, const std::string& path, const char* symbol, F& out) {
   out = reinterpret_cast<F>(p);
 }
 
-}  // namespace
-
-std::unique_ptr<Dut> load_plugin(const std::string& path) {
+Loaded& load_once(const std::string& path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<Loaded>> loaded;
+  std::lock_guard lock(mutex);
+  if (auto it = loaded.find(path); it != loaded.end()) return *it->second;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) throw std::runtime_error("cannot load plugin " + path + ": " + dlerror());
   Symbols s{};
@@ -97,7 +112,13 @@ std::unique_ptr<Dut> load_plugin(const std::string& path) {
   bind(handle, path, "swa_dut_v1_prefill", s.prefill);
   bind(handle, path, "swa_dut_v1_chunked_prefill", s.chunked_prefill);
   bind(handle, path, "swa_dut_v1_decode_step", s.decode_step);
-  return std::make_unique<PluginDut>(path, handle, s);
+  auto entry = std::make_unique<Loaded>();
+  entry->s = s;
+  return *loaded.emplace(path, std::move(entry)).first->second;
 }
+
+}  // namespace
+
+std::unique_ptr<Dut> load_plugin(const std::string& path) { return std::make_unique<PluginDut>(path, load_once(path)); }
 
 }  // namespace swa::dut

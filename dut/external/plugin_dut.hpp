@@ -1,5 +1,6 @@
 #pragma once
-// A DUT loaded from a shared library that exports the C ABI of swa/dut_v1.h.
+// A DUT loaded into this process from a shared library that exports the C ABI of swa/dut_v1.h
+// (`--in-process`: for gdb). Each library is loaded once per run and never unloaded.
 #include <memory>
 #include <string>
 

@@ -5,6 +5,7 @@
 #include "baseline_dut.hpp"
 #include "cpu_dut.hpp"
 #include "mutant_dut.hpp"
+#include "isolated_plugin.hpp"
 #include "plugin_dut.hpp"
 #include "swa/harness/exec_dut.hpp"
 #ifndef SWA_HAVE_CUDA_DUT
@@ -18,6 +19,8 @@ namespace swa::harness {
 
 namespace {
 double exec_timeout_seconds = 300;
+bool plugins_in_process = false;
+double plugin_call_timeout_seconds = 300;
 
 #if !SWA_HAVE_CUDA_DUT
 // "cuda" in a build configured without nvcc: every scenario is a skip that says so, so sweep files
@@ -59,6 +62,10 @@ double cuda_copy_bandwidth_gbps() {
 }
 
 void set_exec_timeout(double seconds) { exec_timeout_seconds = seconds; }
+void set_plugin_isolation(bool in_process, double call_timeout_seconds) {
+  plugins_in_process = in_process;
+  plugin_call_timeout_seconds = call_timeout_seconds;
+}
 
 std::string dut_choices() {
   return "baseline|cpu|cuda|mutant:<" + dut::fault_choices() + ">|plugin:PATH.so|exec:'COMMAND ...'";
@@ -76,7 +83,8 @@ std::unique_ptr<dut::Dut> make_dut(const std::string& name) {
   }
   if (name.rfind("plugin:", 0) == 0) {
     try {
-      return dut::load_plugin(name.substr(7));
+      return plugins_in_process ? dut::load_plugin(name.substr(7))
+                                : dut::load_isolated_plugin(name.substr(7), plugin_call_timeout_seconds);
     } catch (const std::runtime_error& e) {
       throw std::invalid_argument(e.what());
     }

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "swa/harness/h5.hpp"
+#include "swa/harness/interrupt.hpp"
 #include "swa/harness/problem_file.hpp"
 
 namespace fs = std::filesystem;
@@ -21,6 +22,25 @@ namespace swa::harness {
 namespace {
 
 std::atomic<int> request_counter{0};
+
+// Everything the DUT's command started goes when the call ends: its process group is killed, and
+// members that the harness inherited as their subreaper are reaped.
+void end_process_group(pid_t pgid) {
+  ::kill(-pgid, SIGKILL);
+  for (int i = 0; i < 200; ++i) {
+    const pid_t got = ::waitpid(-pgid, nullptr, WNOHANG);
+    if (got < 0) return;  // no child left in the group
+    if (got == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// The most bytes a response can need: /out and /cache as float32, plus room for HDF5's own structure.
+std::uintmax_t response_size_limit(const AttnParams& p) {
+  const std::uintmax_t out = static_cast<std::uintmax_t>(total_tokens(p)) * p.heads_q * p.head_size * 4;
+  const std::uintmax_t cache =
+      p.mode == RunMode::prefill ? 0 : 2 * static_cast<std::uintmax_t>(dut::make_kv_cache(p).k.size()) / dtype_bytes(p.dtype) * 4;
+  return 2 * (out + cache) + (std::uintmax_t{16} << 20);
+}
 
 std::string tail_of(const fs::path& path, std::size_t chars) {
   std::ifstream in(path);
@@ -46,6 +66,7 @@ class ExecDut final : public dut::Dut {
   dut::Traits traits() const override {
     dut::Traits t;
     t.cache = dut::CacheReport::end_of_schedule;  // one process runs the whole schedule
+    t.whole_schedule_per_call = true;
     return t;
   }
 
@@ -54,6 +75,7 @@ class ExecDut final : public dut::Dut {
     const fs::path dir = fs::temp_directory_path() /
                          ("swa-exec-" + std::to_string(::getpid()) + "-" + std::to_string(request_counter++));
     fs::create_directories(dir);
+    const TrackedPath tracked(dir);  // an interrupt removes it too
     struct Cleanup {
       fs::path dir;
       ~Cleanup() {
@@ -64,7 +86,14 @@ class ExecDut final : public dut::Dut {
     const fs::path request = dir / "request.h5", response = dir / "response.h5", errors = dir / "stderr.txt";
     write_problem_file(request, problem_inputs(p));
     if (dut::Status s = spawn(request, response, errors); !s.ok) return s;
-    if (!fs::exists(response)) return fail("wrote no response file", errors);
+    if (!fs::exists(fs::symlink_status(response))) return fail("wrote no response file", errors);
+    if (fs::symlink_status(response).type() != fs::file_type::regular)
+      return fail("left a response that is not a regular file (a symlink, a FIFO, ...): refused unread", errors);
+    const std::uintmax_t most = response_size_limit(p);
+    if (fs::file_size(response) > most)
+      return fail("wrote a response of " + std::to_string(fs::file_size(response)) + " bytes, over the " +
+                      std::to_string(most) + " this problem's /out and /cache can take: refused unread",
+                  errors);
     return read_response(p, cache, response, errors);
   }
 
@@ -75,22 +104,30 @@ class ExecDut final : public dut::Dut {
       ::setpgid(0, 0);
       if (FILE* e = std::freopen(errors.c_str(), "w", stderr); !e) _exit(127);
       if (!std::freopen("/dev/null", "r", stdin)) _exit(127);
+      ::dup2(2, 1);  // its stdout joins its captured stderr instead of flooding the harness's console
       // Other threads' open files (HDF5 files hold flock locks) must not leak into the DUT process.
       ::close_range(3, ~0u, 0);
       const std::string script = command_ + " \"$1\" \"$2\"";
       ::execl("/bin/sh", "sh", "-c", script.c_str(), "swa-exec", request.c_str(), response.c_str(), nullptr);
       _exit(127);
     }
+    ::setpgid(pid, pid);  // as the child does: no window where the group does not exist yet
+    const TrackedProcessGroup group(pid);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
     int status = 0;
+    bool timed_out = false;
     while (::waitpid(pid, &status, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() > deadline) {
         ::kill(-pid, SIGKILL);
         ::waitpid(pid, &status, 0);
-        return dut::Status::failure("exec: '" + command_ + "' timed out after " + std::to_string(timeout_) + " s");
+        timed_out = true;
+        break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    end_process_group(pid);
+    if (timed_out)
+      return dut::Status::failure("exec: '" + command_ + "' timed out after " + std::to_string(timeout_) + " s");
     if (WIFSIGNALED(status))
       return fail("was killed by signal " + std::to_string(WTERMSIG(status)), errors);
     if (WEXITSTATUS(status) != 0) return fail("exited with status " + std::to_string(WEXITSTATUS(status)), errors);
@@ -107,8 +144,7 @@ class ExecDut final : public dut::Dut {
       h5::Handle f = h5::open_file_readonly(response);
       if (H5Aexists(f.id(), "error") > 0)
         return dut::Status::failure("exec: the DUT reported: " + h5::read_string_attr(f.id(), "error"));
-      std::vector<hsize_t> dims;
-      const std::vector<float> out = h5::read_floats(f.id(), "out", &dims);
+      const std::vector<hsize_t> dims = h5::dataset_dims(f.id(), "out");  // the shape first, then the data
       const std::vector<hsize_t> want = {static_cast<hsize_t>(total_tokens(p)), static_cast<hsize_t>(p.heads_q),
                                          static_cast<hsize_t>(p.head_size)};
       if (dims != want) {
@@ -118,6 +154,7 @@ class ExecDut final : public dut::Dut {
         o << "], expected [" << want[0] << "," << want[1] << "," << want[2] << "]";
         return dut::Status::failure(o.str());
       }
+      const std::vector<float> out = h5::read_floats(f.id(), "out");
       auto* bytes = static_cast<unsigned char*>(p.out);
       const std::size_t elem = dtype_bytes(p.dtype);
       for (std::int64_t r = 0; r < static_cast<std::int64_t>(want[0]); ++r)
@@ -141,16 +178,17 @@ class ExecDut final : public dut::Dut {
     const auto batch = static_cast<hsize_t>(cache.tokens_written.size());
     const std::vector<hsize_t> want = {batch, static_cast<hsize_t>(cache.slots), static_cast<hsize_t>(cache.heads_kv),
                                        static_cast<hsize_t>(cache.head_size)};
-    std::vector<hsize_t> k_dims, v_dims, b_dims, t_dims;
-    const std::vector<float> k = h5::read_floats(file, "cache/k", &k_dims);
-    const std::vector<float> v = h5::read_floats(file, "cache/v", &v_dims);
-    const std::vector<std::int64_t> base = h5::read_int64s(file, "cache/base", &b_dims);
-    const std::vector<std::int64_t> written = h5::read_int64s(file, "cache/tokens_written", &t_dims);
+    const std::vector<hsize_t> k_dims = h5::dataset_dims(file, "cache/k"), v_dims = h5::dataset_dims(file, "cache/v"),
+                               b_dims = h5::dataset_dims(file, "cache/base"),
+                               t_dims = h5::dataset_dims(file, "cache/tokens_written");
     if (k_dims != want || v_dims != want || b_dims != std::vector<hsize_t>{batch} || t_dims != b_dims)
       return dut::Status::failure("exec: response /cache has the wrong shapes: k and v must be [batch, cache_slots, "
                                   "kv_heads, head_size] = [" + std::to_string(want[0]) + "," + std::to_string(want[1]) +
                                   "," + std::to_string(want[2]) + "," + std::to_string(want[3]) +
                                   "], base and tokens_written [batch]");
+    const std::vector<float> k = h5::read_floats(file, "cache/k"), v = h5::read_floats(file, "cache/v");
+    const std::vector<std::int64_t> base = h5::read_int64s(file, "cache/base");
+    const std::vector<std::int64_t> written = h5::read_int64s(file, "cache/tokens_written");
     const std::size_t elem = dtype_bytes(cache.dtype);
     for (std::size_t i = 0; i < k.size(); ++i) {
       store_as(cache.dtype, k[i], &cache.k[i * elem]);

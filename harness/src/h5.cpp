@@ -1,5 +1,7 @@
 #include "swa/harness/h5.hpp"
 
+#include "swa/harness/interrupt.hpp"
+
 #include <unistd.h>
 
 #include <system_error>
@@ -139,6 +141,16 @@ std::vector<std::int64_t> read_int64s(hid_t loc, const std::string& name, std::v
   return read_typed<std::int64_t>(loc, name, dims);
 }
 
+std::vector<hsize_t> dataset_dims(hid_t loc, const std::string& name) {
+  Handle set(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
+  Handle space(H5Dget_space(set.id()), H5Sclose, "dataspace of " + name);
+  const int rank = H5Sget_simple_extent_ndims(space.id());
+  if (rank < 0) throw Error("HDF5: dataspace of " + name);
+  std::vector<hsize_t> shape(static_cast<std::size_t>(rank));
+  H5Sget_simple_extent_dims(space.id(), shape.data(), nullptr);
+  return shape;
+}
+
 bool exists(hid_t loc, const std::string& path) {
   // H5Lexists checks the last link only; walk the path so "a/b" with no "a" is false, not an error.
   for (std::size_t end = 0;; ++end) {
@@ -220,6 +232,7 @@ AtomicFile::AtomicFile(std::filesystem::path final_path) : final_path_(std::move
     throw Error("cannot write " + final_path_.string() + ": directory " + dir.string() + " does not exist");
   temp_path_ = final_path_;
   temp_path_ += ".tmp." + std::to_string(::getpid());
+  tracked_ = std::make_shared<harness::TrackedPath>(temp_path_);
   file_ = create_file(temp_path_);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "swa/harness/timing.hpp"
@@ -56,6 +57,9 @@ double sum(const std::vector<double>& v) {
 
 PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const PerfSettings& settings, double ceiling) {
   const AttnParams& base = pr.params;
+  if (s.mode == RunMode::decode && dut.traits().whole_schedule_per_call)
+    throw std::runtime_error(dut.name() + " runs the whole schedule in one call, so its decode steps cannot be timed "
+                             "one by one; perf mode times such DUTs in prefill and chunked_prefill only");
   std::vector<unsigned char> out(static_cast<std::size_t>(pr.seq_offsets.back()) * s.heads * s.head_size *
                                  dtype_bytes(s.dtype));
   AttnParams p = base;

@@ -8,9 +8,11 @@ Tried the way an outside team does: plugins by absolute path, exec: DUTs with sp
 their names, and a plain-C plugin written from swa/dut_v1.h alone (dut/external/examples/c_plugin.c).
 """
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import h5py
@@ -227,6 +229,101 @@ class ProcessProtocol(unittest.TestCase):
                 self.assertIn(message, reason)
 
 
+def processes_with(*words):
+    """Command lines of live processes whose argv holds every one of `words`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if all(w in argv for w in words):
+            found.append(" ".join(argv))
+    return found
+
+
+class ProcessHygiene(unittest.TestCase):
+    """What an exec: DUT starts is gone when its call ends; its responses are checked before reading."""
+
+    def script(self, tmp, name, body):
+        path = os.path.join(tmp, name)
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n" + body + "\n")
+        os.chmod(path, 0o755)
+        return path
+
+    def one_scenario(self, tmp, dut, *args):
+        scenario = run("list", CI, "--sweep", "inputs").stdout.split()[0]
+        out = os.path.join(tmp, "r.h5")
+        env = {**os.environ, "TMPDIR": tmp}
+        r = subprocess.run([HARNESS, "run", CI, "--filter", scenario, "--out", out, "--dut", dut, *args],
+                           capture_output=True, text=True, timeout=300, env=env)
+        self.assertNotEqual(r.returncode, 2, r.stderr)
+        self.assertEqual([d for d in os.listdir(tmp) if d.startswith("swa-exec-")], [], "temp folders removed")
+        return r, rows(out)[(scenario, dut)]
+
+    def test_processes_the_command_leaves_behind_are_killed(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            dut = self.script(tmp, "leaves.sh", f"sleep 9871 &\nexec /usr/bin/python3 {EXAMPLE} \"$@\"")
+            r, row = self.one_scenario(tmp, "exec:" + dut)
+            self.assertEqual(row[0], "pass", row)
+            self.assertEqual(processes_with("sleep", "9871"), [])
+
+    def test_stdout_does_not_flood_the_console(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            dut = self.script(tmp, "chatty.sh", f"for i in $(seq 2000); do echo FLOODLINE; done\nexec /usr/bin/python3 {EXAMPLE} \"$@\"")
+            r, row = self.one_scenario(tmp, "exec:" + dut)
+            self.assertEqual(row[0], "pass", row)
+            self.assertNotIn("FLOODLINE", r.stdout)
+
+    def test_responses_that_are_not_plain_files_or_too_big_are_refused_unread(self):
+        cases = {
+            "symlink.sh": ('ln -s /dev/zero "$2"', "not a regular file"),
+            "fifo.sh": ('mkfifo "$2"', "not a regular file"),
+            "huge.sh": ('truncate -s 64G "$2"', "over the"),
+        }
+        for name, (body, message) in cases.items():
+            with self.subTest(name), tempfile.TemporaryDirectory() as tmp:
+                start = time.time()
+                r, row = self.one_scenario(tmp, "exec:" + self.script(tmp, name, body))
+                self.assertEqual(row[0], "error", row)
+                self.assertIn(message, row[2])
+                self.assertLess(time.time() - start, 60)
+
+    def test_sigint_stops_the_dut_removes_temp_folders_and_says_how_to_resume(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            dut = f"exec:/usr/bin/python3 {EXAMPLE} --fail hang"
+            p = subprocess.Popen([HARNESS, "run", CI, "--sweep", "inputs", "--out", out, "--dut", dut],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": tmp})
+            deadline = time.time() + 60
+            while not processes_with("--fail", "hang") and time.time() < deadline:
+                time.sleep(0.1)
+            self.assertTrue(processes_with("--fail", "hang"), "the DUT started")
+            p.send_signal(signal.SIGINT)
+            _, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 130, err)
+            self.assertIn("--resume", err)
+            self.assertEqual(processes_with("--fail", "hang"), [])
+            self.assertEqual([d for d in os.listdir(tmp) if d.startswith("swa-exec-") or ".tmp." in d], [])
+            with h5py.File(out) as f:  # the results file is whole
+                self.assertIn("results", f)
+
+    def test_perf_refuses_to_time_an_exec_dut_decode_step_by_step(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            scenario = run("list", CI, "--sweep", "caches", "--filter", "mode=decode").stdout.split()[0]
+            out = os.path.join(tmp, "r.h5")
+            dut = f"exec:/usr/bin/python3 {EXAMPLE}"
+            r = run("run", CI, "--filter", scenario, "--perf", "--perf-repeats", "1", "--out", out, "--dut", dut)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            status, _, reason = rows(out)[(scenario, dut)]
+            self.assertEqual(status, "pass")
+            self.assertIn("decode steps cannot be timed one by one", reason)
+            with h5py.File(out) as f:
+                self.assertEqual(len(f["perf"]), 0)
+
+
 class Plugins(unittest.TestCase):
     def plugin(self, name):
         return os.path.join(PLUGINS, f"lib{name}.so")
@@ -257,17 +354,107 @@ class Plugins(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("speaks ABI version 2; this harness speaks 1", r.stderr)
 
-    def test_a_crashing_plugin_leaves_the_results_and_names_the_scenario(self):
+    def test_in_process_a_crash_ends_the_run_but_leaves_the_results_and_names_the_scenario(self):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "r.h5")
             self.assertEqual(run("run", CI, "--sweep", "inputs", "--dut", "cpu", "--out", out).returncode, 0)
             before = rows(out)
-            r = run("run", CI, "--sweep", "inputs", "--resume", "--out", out,
+            r = run("run", CI, "--sweep", "inputs", "--resume", "--out", out, "--in-process",
                     "--dut", "cpu,plugin:" + self.plugin("swa_bad_plugin_crash"))
-            self.assertLess(r.returncode, 0)  # killed by SIGSEGV: documented as fatal
+            self.assertLess(r.returncode, 0)  # killed by SIGSEGV: --in-process is for gdb
             self.assertEqual(rows(out), before)  # everything finished before the crash is there
             with open(out + ".inflight") as f:
                 self.assertIn(f.read().strip(), {k[0] for k in before})
+
+
+def live_workers():
+    """Command lines of the swa-dut-worker processes alive now."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"swa-dut-worker"):
+            found.append(b" ".join(argv).decode(errors="replace"))
+    return found
+
+
+class Isolation(unittest.TestCase):
+    """Plugins run in a worker process: a crash or a hang is an error row and the sweep goes on."""
+
+    def plugin(self, name):
+        return "plugin:" + os.path.join(PLUGINS, f"lib{name}.so")
+
+    def sweep(self, plugin, *args):
+        """Runs cpu beside the plugin; returns (exit status, {(scenario, dut): row}, seconds)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            start = time.time()
+            r = run("run", CI, "--out", out, "--jobs", "2", "--dut", "cpu," + self.plugin(plugin), *args)
+            seconds = time.time() - start
+            self.assertNotEqual(r.returncode, 2, r.stderr)
+            got = full_rows(out)
+        self.assertEqual(live_workers(), [], "no worker outlives the run")
+        return r.returncode, got, seconds
+
+    def check(self, got, dut, reason, rows_at_least=1):
+        errors = 0
+        for (scenario, name), row in got.items():
+            if name == "cpu":
+                self.assertEqual(row["status"], "pass", scenario)
+            elif reason in row["reason"]:
+                self.assertEqual(row["status"], "error", row["reason"])
+                errors += 1
+        self.assertGreaterEqual(errors, rows_at_least, f"no row says '{reason}'")
+
+    def test_a_segfault_in_prefill_is_an_error_row_and_the_sweep_goes_on(self):
+        rc, got, _ = self.sweep("swa_bad_plugin_crash", "--sweep", "inputs")
+        self.assertEqual(rc, 1)
+        self.check(got, "crash", "swa_dut_v1_prefill was killed by signal 11 (Segmentation fault)",
+                   rows_at_least=len(got) // 2)
+
+    def test_an_abort_in_decode_is_an_error_row_naming_the_entry_point(self):
+        rc, got, _ = self.sweep("swa_bad_plugin_abort", "--sweep", "caches", "--filter", "mode=decode")
+        self.assertEqual(rc, 1)
+        self.check(got, "abort", "swa_dut_v1_decode_step was killed by signal 6 (Aborted)", rows_at_least=len(got) // 2)
+
+    def test_a_hang_is_killed_at_the_call_time_limit(self):
+        rc, got, seconds = self.sweep("swa_bad_plugin_hang", "--sweep", "inputs", "--filter", "in=uniform",
+                                      "--dut-timeout", "1")
+        self.assertEqual(rc, 1)
+        self.check(got, "hang", "swa_dut_v1_prefill timed out after 1 s", rows_at_least=len(got) // 2)
+        self.assertLess(seconds, 60)
+
+    def test_a_harness_killed_with_sigkill_takes_its_workers_with_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            p = subprocess.Popen([HARNESS, "run", CI, "--sweep", "inputs", "--out", os.path.join(tmp, "r.h5"),
+                                  "--dut", self.plugin("swa_bad_plugin_hang")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.time() + 30
+            while not live_workers() and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertTrue(live_workers(), "a worker started")
+            time.sleep(0.5)  # inside the hanging call
+            p.kill()
+            p.wait()
+            deadline = time.time() + 5
+            while live_workers() and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(live_workers(), [])
+
+    def test_the_worker_is_reused_across_scenarios(self):
+        # A plugin whose static initialiser counts loads: one load per worker, not per scenario.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            r = subprocess.run([HARNESS, "run", CI, "--sweep", "caches", "--out", out, "--dut", self.plugin("swa_c_plugin")],
+                               capture_output=True, text=True, timeout=900,
+                               env={**os.environ, "SWA_C_PLUGIN_LOG_LOADS": "1"})
+            self.assertEqual(r.returncode, 0, r.stdout[-2000:])
+            loads = r.stderr.count("swa_c_plugin: loaded")
+            self.assertEqual(loads, 1, r.stderr[-2000:])
+            self.assertGreater(len(rows(out)), 10)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
  * SWA_C_PLUGIN_FAULT=window_plus_one|cache_slot_shift makes it a wrong kernel on purpose, for the
  * harness's own tests: W+1 keys, or every ring write one slot late (read back consistently, so
  * the outputs stay right and only the cache is wrong).
+ * SWA_C_PLUGIN_LOG_LOADS=1 prints a line on stderr each time the plugin is loaded.
  */
 #include <math.h>
 #include <stdio.h>
@@ -200,7 +201,12 @@ static int64_t prompt_len(const swa_dut_v1_params* p, int b) {
 /* ---- the ABI --------------------------------------------------------------------------------- */
 uint32_t swa_dut_v1_abi_version(void) { return SWA_DUT_V1_ABI_VERSION; }
 
-const char* swa_dut_v1_name(void) { return "c_plugin"; }
+/* The harness asks a plugin's name once per load; SWA_C_PLUGIN_LOG_LOADS=1 says so on stderr (the
+ * harness's tests count loads with it). */
+const char* swa_dut_v1_name(void) {
+  if (getenv("SWA_C_PLUGIN_LOG_LOADS")) fputs("swa_c_plugin: loaded\n", stderr);
+  return "c_plugin";
+}
 
 int swa_dut_v1_supports(const swa_dut_v1_params* p, char* reason, size_t reason_len) {
   if (p->heads_kv <= 0 || p->heads_q % p->heads_kv != 0) {

@@ -1,8 +1,10 @@
 /* Deliberately broken plugins for the loader's tests, selected at compile time:
  * BAD_MISSING_SYMBOLS exports only the version; BAD_ABI_VERSION reports version 2;
- * BAD_CRASH segfaults in prefill. */
+ * BAD_CRASH segfaults in prefill (and chunked prefill); BAD_ABORT aborts in decode_step;
+ * BAD_HANG never returns from prefill (and chunked prefill). Otherwise they write nothing. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "swa/dut_v1.h"
 
@@ -26,6 +28,9 @@ int swa_dut_v1_prefill(const swa_dut_v1_params* p, swa_dut_v1_error* error) {
   volatile int* nowhere = (volatile int*)(uintptr_t)p->seq_lens[0] - (uintptr_t)p->seq_lens[0];
   *nowhere = 1;
 #endif
+#ifdef BAD_HANG
+  for (;;) pause();
+#endif
   (void)p;
   return 0;
 }
@@ -35,6 +40,9 @@ int swa_dut_v1_chunked_prefill(const swa_dut_v1_params* p, swa_dut_v1_cache* c, 
 }
 int swa_dut_v1_decode_step(const swa_dut_v1_params* p, swa_dut_v1_cache* c, int s, swa_dut_v1_error* e) {
   (void)p; (void)c; (void)s; (void)e;
+#ifdef BAD_ABORT
+  abort();
+#endif
   return 0;
 }
 #endif

@@ -46,6 +46,7 @@ int cmd_bisect(const std::vector<std::string>& args) {
   std::string path, from, id, filter;
   harness::BisectOptions o;
   std::string out_dir = "bisect-out";
+  double dut_timeout = 300;
   po::options_description desc(
       "swa-harness bisect (--from results.h5 --id ID | SWEEP.yaml --filter ID) --dut NAME [--against golden|DUT] "
       "[--out DIR]\nReproduce, localize, diagnose, reduce, and write DIR/report.txt, DIR/repro.yaml, DIR/repro.h5.\n"
@@ -58,12 +59,16 @@ int cmd_bisect(const std::vector<std::string>& args) {
       ("dut", po::value(&o.dut)->required(), "the DUT to bisect")
       ("against", po::value(&o.against)->default_value("golden"), "golden, or a DUT to compare with")
       ("reruns", po::value(&o.reruns)->default_value(3), "runs of the original case (the spread exposes races)")
-      ("out", po::value(&out_dir)->default_value(out_dir), "output directory");
+      ("out", po::value(&out_dir)->default_value(out_dir), "output directory")
+      ("dut-timeout", po::value(&dut_timeout)->default_value(300), "seconds one call of a plugin: DUT may take")
+      ("in-process", "load plugin: DUTs into this process (for gdb) instead of a worker");
   po::positional_options_description positional;
   positional.add("sweep-file", 1);
   po::variables_map vm;
   if (!parse_options("bisect", args, desc, vm, &positional)) return kOk;
   require_range("--reruns", o.reruns, 1, 100);
+  if (!(dut_timeout > 0)) throw UsageError("option --dut-timeout must be > 0 seconds");
+  harness::set_plugin_isolation(vm.count("in-process") > 0, dut_timeout);
   o.out_dir = out_dir;
   for (const std::string& d : {o.dut, o.against})
     if (d != "golden") try {

@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "options.hpp"
 #include "swa/harness/dut_registry.hpp"
+#include "swa/harness/interrupt.hpp"
 #include "swa/harness/junit.hpp"
 #include "swa/harness/perf.hpp"
 #include "swa/harness/timing.hpp"
@@ -20,7 +21,7 @@ namespace swa::cli {
 int cmd_run(const std::vector<std::string>& args) {
   std::string path, sweep, filter, duts_text, out = "results.h5", junit, shard_text, dump_text = "failures", profile_text;
   int jobs = 1, perf_repeats = 5;
-  double exec_timeout = 300;
+  double exec_timeout = 300, dut_timeout = 300;
   std::int64_t memory_limit_mb = 0;
   po::options_description desc(
       "swa-harness run SWEEP.yaml: run the sweep's scenarios against DUTs\nexit status: 0 all pass, 1 some fail, 2 "
@@ -37,6 +38,9 @@ int cmd_run(const std::vector<std::string>& args) {
       ("shard", po::value(&shard_text), "K/N: every N-th scenario from the K-th (0 <= K < N)")
       ("dump", po::value(&dump_text)->default_value(dump_text), "failures|all: when to dump tensors to /dumps")
       ("exec-timeout", po::value(&exec_timeout)->default_value(300), "seconds an exec: DUT may run per scenario")
+      ("dut-timeout", po::value(&dut_timeout)->default_value(300),
+       "seconds one call of a plugin: DUT may take in its worker process; over it the call is an error row")
+      ("in-process", "load plugin: DUTs into this process (for gdb) instead of a worker; a crash ends the run")
       ("tolerance-profile", po::value(&profile_text), ("strict|default|loose: replaces the sweeps' tolerances (harness/README.md)"))
       ("no-cache-check", "do not compare the DUTs' KV caches with the golden cache model (for private cache layouts)")
       ("perf", "also time every DUT per scenario (warm-ups, then the median) into /perf; runs one job")
@@ -46,6 +50,12 @@ int cmd_run(const std::vector<std::string>& args) {
   positional.add("sweep-file", 1);
   po::variables_map vm;
   if (!parse_options("run", args, desc, vm, &positional)) return kOk;
+  {
+    std::string again = "swa-harness run";
+    for (const auto& a : args) again += " '" + a + "'";
+    if (std::find(args.begin(), args.end(), "--resume") == args.end()) again += " --resume";
+    harness::install_interrupt_handler("continue with: " + again);
+  }
   require_range("--jobs", jobs, 1, 256);
   require_range("--memory-limit-mb", memory_limit_mb, 0, std::int64_t{1} << 30);
   if (dump_text != "failures" && dump_text != "all") throw UsageError("option --dump: '" + dump_text + "' is not one of failures|all");
@@ -56,6 +66,8 @@ int cmd_run(const std::vector<std::string>& args) {
                                                    parse_shard(shard_text));
   if (!(exec_timeout > 0)) throw UsageError("option --exec-timeout must be > 0 seconds");
   harness::set_exec_timeout(exec_timeout);
+  if (!(dut_timeout > 0)) throw UsageError("option --dut-timeout must be > 0 seconds");
+  harness::set_plugin_isolation(vm.count("in-process") > 0, dut_timeout);
   harness::RunOptions options;
   options.jobs = jobs;
   if (vm.count("perf")) options.perf = harness::PerfSettings{1, static_cast<int>(require_range("--perf-repeats", perf_repeats, 1, 1000))};

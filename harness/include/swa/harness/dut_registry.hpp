@@ -19,5 +19,8 @@ std::string cuda_device();
 double cuda_copy_bandwidth_gbps();
 // Time limit of each exec: DUT run (default 300 s).
 void set_exec_timeout(double seconds);
+// plugin: DUTs run in a worker process (default), each call limited to call_timeout_seconds (default
+// 300); in_process loads them into the harness instead (for gdb; a crash then ends the run).
+void set_plugin_isolation(bool in_process, double call_timeout_seconds);
 
 }  // namespace swa::harness

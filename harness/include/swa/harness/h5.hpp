@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -55,7 +56,9 @@ using AttrValue = std::variant<std::int64_t, double, std::string>;
 std::vector<float> read_floats(hid_t loc, const std::string& name, std::vector<hsize_t>* dims = nullptr);
 std::vector<double> read_doubles(hid_t loc, const std::string& name, std::vector<hsize_t>* dims = nullptr);
 std::vector<std::int64_t> read_int64s(hid_t loc, const std::string& name, std::vector<hsize_t>* dims = nullptr);
-bool exists(hid_t loc, const std::string& path);  // a link (dataset or group) at this path
+bool exists(hid_t loc, const std::string& path);
+// A dataset's shape, without reading it (check a shape before reading an untrusted file).
+std::vector<hsize_t> dataset_dims(hid_t loc, const std::string& name);  // a link (dataset or group) at this path
 std::vector<std::string> member_names(hid_t group);  // in name order
 // Every scalar attribute of an object (string, integer or float); others are skipped.
 std::map<std::string, AttrValue> read_attrs(hid_t obj);
@@ -75,6 +78,7 @@ class AtomicFile {
 
  private:
   std::filesystem::path final_path_, temp_path_;
+  std::shared_ptr<void> tracked_;  // an interrupt removes the temporary (interrupt.hpp)
   Handle file_;
   bool committed_ = false;
 };

@@ -44,6 +44,9 @@ struct Traits {
   std::vector<int> head_sizes;  // the head sizes it runs, ascending (empty: any)
   bool times_own_kernels = false;  // last_kernel_ms() reports device time
   CacheReport cache = CacheReport::every_call;
+  // The first call of a schedule does the whole schedule (a process DUT); its later calls are
+  // no-ops, so its decode steps cannot be timed one by one.
+  bool whole_schedule_per_call = false;
 };
 
 class Dut {

@@ -1,0 +1,424 @@
+#include "isolated_plugin.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+#include "abi_convert.hpp"
+#include "worker_protocol.hpp"
+
+#ifndef SWA_DUT_WORKER_PATH
+#define SWA_DUT_WORKER_PATH "swa-dut-worker"
+#endif
+
+namespace swa::dut {
+namespace {
+
+using worker::Op;
+using worker::Reply;
+using worker::Request;
+
+std::string worker_path() {
+  const char* env = std::getenv("SWA_DUT_WORKER");
+  return env && *env ? env : SWA_DUT_WORKER_PATH;
+}
+
+// One swa-dut-worker process and its socket.
+class Worker {
+ public:
+  Worker(pid_t pid, int sock) : pid_(pid), sock_(sock) {}
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker() { stop(); }
+
+  // Starts a worker for `plugin` and loads it; throws std::runtime_error saying why not.
+  static std::unique_ptr<Worker> start(const std::string& plugin, double timeout) {
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0)
+      throw std::runtime_error("plugin " + plugin + ": socketpair failed: " + std::strerror(errno));
+    const std::string exe = worker_path();
+    const std::string fd_text = "3";
+    // The worker's environment: the harness's, with OpenMP threads that sleep when idle unless the
+    // user chose otherwise. Spinning idle threads of two processes on one machine starve each other
+    // (ci.yaml with the CPU plugin: 2.4x slower than in-process with spinning, 1.1x without).
+    std::vector<std::string> env_text;
+    bool has_wait_policy = false;
+    for (char** e = environ; *e; ++e) {
+      env_text.emplace_back(*e);
+      has_wait_policy = has_wait_policy || env_text.back().rfind("OMP_WAIT_POLICY=", 0) == 0;
+    }
+    if (!has_wait_policy) env_text.emplace_back("OMP_WAIT_POLICY=passive");
+    std::vector<char*> envp;
+    for (auto& e : env_text) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+      close(fds[0]);
+      close(fds[1]);
+      throw std::runtime_error("plugin " + plugin + ": fork failed");
+    }
+    if (pid == 0) {
+      // Only async-signal-safe calls until exec: the harness has other threads.
+      setpgid(0, 0);
+      dup2(fds[1], 3);  // dup2 clears close-on-exec on the copy
+      close_range(4, ~0u, 0);
+      dup2(2, 1);  // the plugin's prints go to stderr, not into the harness's console
+      char* argv[] = {const_cast<char*>("swa-dut-worker"), const_cast<char*>(plugin.c_str()),
+                      const_cast<char*>(fd_text.c_str()), nullptr};
+      execve(exe.c_str(), argv, envp.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    auto w = std::make_unique<Worker>(pid, fds[0]);
+    Request hello;
+    std::string failure;
+    const std::optional<Reply> r = w->call(hello, -1, timeout, failure);
+    if (!r) {
+      if (failure.find("exited with status 127") != std::string::npos)
+        failure = "cannot start " + exe + " (set SWA_DUT_WORKER to its path, or use --in-process)";
+      throw std::runtime_error("plugin " + plugin + ": " + failure + " while loading it");
+    }
+    if (r->abi_version != 0 && r->abi_version != SWA_DUT_V1_ABI_VERSION)
+      throw std::runtime_error("plugin " + plugin + " speaks ABI version " + std::to_string(r->abi_version) +
+                               "; this harness speaks " + std::to_string(SWA_DUT_V1_ABI_VERSION));
+    if (!r->loaded) throw std::runtime_error("plugin " + plugin + " " + std::string(r->text, strnlen(r->text, sizeof r->text)));
+    return w;
+  }
+
+  // One request and its reply. nullopt when the worker died or timed out (it is then gone), with
+  // `failure` saying which: "was killed by signal 11 (Segmentation fault)", "timed out after 5 s".
+  std::optional<Reply> call(const Request& req, int arena_fd, double timeout, std::string& failure) {
+    if (!send_request(req, arena_fd)) {
+      failure = reap("stopped answering");
+      return std::nullopt;
+    }
+    pollfd p{sock_, POLLIN, 0};
+    const int ms = timeout > 0 ? static_cast<int>(timeout * 1000) : -1;
+    int ready;
+    do ready = poll(&p, 1, ms);
+    while (ready < 0 && errno == EINTR);
+    if (ready == 0) {
+      kill(-pid_, SIGKILL);
+      kill(pid_, SIGKILL);
+      reap("");
+      char text[64];
+      std::snprintf(text, sizeof text, "timed out after %g s", timeout);
+      failure = text;
+      return std::nullopt;
+    }
+    Reply r;
+    const ssize_t n = recv(sock_, &r, sizeof r, 0);
+    if (n != static_cast<ssize_t>(sizeof r)) {
+      failure = reap("closed its socket");
+      return std::nullopt;
+    }
+    return r;
+  }
+
+  // Whether the process still runs (a pooled worker can die while idle: killed, or its parent thread gone).
+  bool alive() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == 0) return true;
+    pid_ = -1;
+    close(sock_);
+    sock_ = -1;
+    return false;
+  }
+
+ private:
+  bool send_request(const Request& req, int arena_fd) {
+    iovec iov{const_cast<Request*>(&req), sizeof req};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    char control[CMSG_SPACE(sizeof(int))] = {};
+    if (arena_fd >= 0) {
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &arena_fd, sizeof arena_fd);
+    }
+    return sendmsg(sock_, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof req);
+  }
+
+  // Waits for the worker's end and says how it ended.
+  std::string reap(const std::string& otherwise) {
+    if (pid_ <= 0) return otherwise;
+    int status = 0;
+    kill(-pid_, SIGKILL);  // anything the plugin started goes with it
+    const pid_t got = waitpid(pid_, &status, 0);
+    pid_ = -1;
+    close(sock_);
+    sock_ = -1;
+    if (got > 0 && WIFSIGNALED(status))
+      return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+    if (got > 0 && WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+    return otherwise;
+  }
+
+  void stop() {
+    if (pid_ <= 0) return;
+    close(sock_);  // the worker reads end-of-file and exits
+    sock_ = -1;
+    int status = 0;
+    for (int i = 0; i < 200 && waitpid(pid_, &status, WNOHANG) == 0; ++i) usleep(5000);
+    if (waitpid(pid_, &status, WNOHANG) == 0) {
+      kill(-pid_, SIGKILL);
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+    }
+    pid_ = -1;
+  }
+
+  pid_t pid_;
+  int sock_;
+};
+
+// Idle workers per plugin, so that a plugin is loaded once per run and not once per scenario.
+class WorkerPool {
+ public:
+  static WorkerPool& instance() {
+    static WorkerPool pool;
+    return pool;
+  }
+  std::unique_ptr<Worker> acquire(const std::string& plugin, double timeout) {
+    {
+      std::lock_guard lock(mutex_);
+      auto& idle = idle_[plugin];
+      while (!idle.empty()) {
+        auto w = std::move(idle.back());
+        idle.pop_back();
+        if (w->alive()) return w;
+      }
+    }
+    return Worker::start(plugin, timeout);
+  }
+  void release(const std::string& plugin, std::unique_ptr<Worker> w) {
+    if (!w || !w->alive()) return;
+    std::lock_guard lock(mutex_);
+    idle_[plugin].push_back(std::move(w));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::vector<std::unique_ptr<Worker>>> idle_;
+};
+
+// The bytes a strided [tokens, heads, head_size] tensor spans.
+std::size_t tensor_bytes(const AttnParams& p, std::int64_t row_stride, std::int64_t head_stride, int heads) {
+  const std::int64_t n = p.seq_offsets[p.batch];
+  if (n == 0 || heads == 0) return 0;
+  return static_cast<std::size_t>((n - 1) * row_stride + (heads - 1) * head_stride + p.head_size) * dtype_bytes(p.dtype);
+}
+
+// The tensors of one call in a memfd: each region copied in, and the writable ones copied back.
+class Arena {
+ public:
+  struct Region {
+    void* host;
+    std::size_t bytes, offset;
+    bool copy_back;
+  };
+
+  template <class T>
+  T* add(T* host, std::size_t bytes, bool copy_back) {
+    if (!host) return nullptr;
+    const std::size_t offset = (size_ + 63) / 64 * 64;
+    regions_.push_back({const_cast<void*>(static_cast<const void*>(host)), bytes, offset, copy_back});
+    size_ = offset + bytes;
+    return worker::encode<T>(offset);
+  }
+
+  // Creates the memfd and copies every region in; false when the memory cannot be had.
+  bool fill() {
+    fd_ = memfd_create("swa-dut-tensors", MFD_CLOEXEC);
+    const std::size_t bytes = std::max<std::size_t>(size_, 1);
+    if (fd_ < 0 || ftruncate(fd_, static_cast<off_t>(bytes)) != 0) return false;
+    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (m == MAP_FAILED) return false;
+    map_ = static_cast<unsigned char*>(m);
+    for (const Region& r : regions_) std::memcpy(map_ + r.offset, r.host, r.bytes);
+    return true;
+  }
+  void copy_back() const {
+    for (const Region& r : regions_)
+      if (r.copy_back) std::memcpy(r.host, map_ + r.offset, r.bytes);
+  }
+  int fd() const { return fd_; }
+  std::size_t size() const { return std::max<std::size_t>(size_, 1); }
+  ~Arena() {
+    if (map_) munmap(map_, size());
+    if (fd_ >= 0) close(fd_);
+  }
+
+ private:
+  std::vector<Region> regions_;
+  std::size_t size_ = 0;
+  int fd_ = -1;
+  unsigned char* map_ = nullptr;
+};
+
+class IsolatedPluginDut final : public Dut {
+ public:
+  IsolatedPluginDut(std::string path, double timeout)
+      : path_(std::move(path)), timeout_(timeout), worker_(WorkerPool::instance().acquire(path_, timeout_)) {}
+  ~IsolatedPluginDut() override { WorkerPool::instance().release(path_, std::move(worker_)); }
+
+  std::string name() const override { return "plugin:" + path_; }
+
+  Support supports(const AttnParams& p) const override {
+    Reply r;
+    if (Status s = call(Op::supports, p, nullptr, 0, r); !s.ok) {
+      pending_ = s;  // a crash in supports() is an error of the scenario, reported by its first call
+      return Support::yes();
+    }
+    return r.rc ? Support::yes() : Support::skip(std::string(r.text, strnlen(r.text, sizeof r.text)));
+  }
+
+  Status prefill(const AttnParams& p) override { return run(Op::prefill, p, nullptr, 0); }
+  Status chunked_prefill(const AttnParams& p, KvCache& cache, int chunk_index) override {
+    return run(Op::chunked_prefill, p, &cache, chunk_index);
+  }
+  Status decode_step(const AttnParams& p, KvCache& cache, int step) override {
+    return run(Op::decode_step, p, &cache, step);
+  }
+
+ private:
+  Status run(Op op, const AttnParams& p, KvCache* cache, int index) {
+    if (pending_) {
+      Status s = *pending_;
+      pending_.reset();
+      return s;
+    }
+    Reply r;
+    if (Status s = call(op, p, cache, index, r); !s.ok) return s;
+    if (r.rc == 0) return Status::success();
+    return Status::failure(path_ + " returned " + std::to_string(r.rc) + " (code " + std::to_string(r.error.code) +
+                           "): " + std::string(r.error.message, strnlen(r.error.message, sizeof r.error.message)));
+  }
+
+  // The tensors shared with the worker for one schedule: built (and copied in) by its first call,
+  // reused by the rest. The harness does not touch the inputs, the output or the cache between the
+  // calls of a schedule, so only the written regions travel back after each call.
+  struct Shared {
+    Arena arena;
+    std::uint64_t id = 0;
+    swa_dut_v1_params pointers{};  // the encoded pointer fields
+    swa_dut_v1_cache cache{};
+    std::optional<abi::CacheView> view;
+    const void* q = nullptr;
+    void* out = nullptr;
+    const KvCache* host_cache = nullptr;
+  };
+
+  static bool starts_schedule(Op op, int index) {
+    return op == Op::supports || op == Op::prefill || (op == Op::chunked_prefill && index == 0);
+  }
+
+  std::unique_ptr<Shared> share(const AttnParams& p, KvCache* cache) const {
+    auto sh = std::make_unique<Shared>();
+    static std::atomic<std::uint64_t> next_id{0};
+    sh->id = ++next_id;
+    sh->q = p.q;
+    sh->out = p.out;
+    sh->host_cache = cache;
+    swa_dut_v1_params& c = sh->pointers;
+    c = abi::to_c(p);
+    Arena& a = sh->arena;
+    c.q = a.add(c.q, tensor_bytes(p, p.q_row_stride, p.q_head_stride, p.heads_q), false);
+    c.k = a.add(c.k, tensor_bytes(p, p.k_row_stride, p.k_head_stride, p.heads_kv), false);
+    c.v = a.add(c.v, tensor_bytes(p, p.v_row_stride, p.v_head_stride, p.heads_kv), false);
+    c.out = a.add(c.out, tensor_bytes(p, p.out_row_stride, p.out_head_stride, p.heads_q), true);
+    c.seq_lens = a.add(c.seq_lens, sizeof(int32_t) * p.batch, false);
+    c.seq_offsets = a.add(c.seq_offsets, sizeof(int64_t) * (p.batch + 1), false);
+    c.mask = a.add(c.mask, sizeof(float) * p.mask_rows * p.mask_rows, false);
+    if (cache) {
+      sh->view.emplace(*cache);
+      sh->cache = sh->view->c;
+      const std::size_t bytes = cache->k.size();
+      sh->cache.k = a.add(sh->cache.k, bytes, true);
+      sh->cache.v = a.add(sh->cache.v, bytes, true);
+      sh->cache.base = a.add(sh->cache.base, sizeof(int64_t) * sh->view->base.size(), true);
+      sh->cache.tokens_written = a.add(sh->cache.tokens_written, sizeof(int64_t) * sh->view->tokens_written.size(), true);
+    }
+    if (!a.fill()) return nullptr;
+    return sh;
+  }
+
+  // Ships the call to the worker; a dead or hung worker is a failure naming the entry point, and the
+  // next call starts a new one.
+  Status call(Op op, const AttnParams& p, KvCache* cache, int index, Reply& reply) const {
+    if (!worker_) try {
+        worker_ = Worker::start(path_, timeout_);
+        shared_.reset();  // a new worker has mapped nothing
+      } catch (const std::exception& e) {
+        return Status::failure(e.what());
+      }
+    const bool fresh = starts_schedule(op, index) || !shared_ || shared_->q != p.q || shared_->out != p.out ||
+                       shared_->host_cache != cache;
+    if (fresh) {
+      shared_ = share(p, cache);
+      if (!shared_) return Status::failure("plugin " + path_ + ": cannot share the tensors with its worker (memfd)");
+    }
+    Request req;
+    req.op = op;
+    req.index = index;
+    req.arena_id = shared_->id;
+    req.arena_bytes = shared_->arena.size();
+    req.params = abi::to_c(p);
+    const swa_dut_v1_params& e = shared_->pointers;
+    req.params.q = e.q;
+    req.params.k = e.k;
+    req.params.v = e.v;
+    req.params.out = e.out;
+    req.params.seq_lens = e.seq_lens;
+    req.params.seq_offsets = e.seq_offsets;
+    req.params.mask = e.mask;
+    if (cache) req.cache = shared_->cache;
+    std::string failure;
+    const std::optional<Reply> r = worker_->call(req, fresh ? shared_->arena.fd() : -1, timeout_, failure);
+    if (!r) {
+      worker_.reset();
+      shared_.reset();
+      return Status::failure("plugin " + path_ + ": " + worker::op_function(op) + " " + failure +
+                             " (in its worker process; the sweep goes on)");
+    }
+    if (op != Op::supports) {
+      shared_->arena.copy_back();
+      if (shared_->view) shared_->view->sync_back(*cache);
+    }
+    reply = *r;
+    return Status::success();
+  }
+
+  std::string path_;
+  double timeout_;
+  mutable std::unique_ptr<Worker> worker_;
+  mutable std::unique_ptr<Shared> shared_;
+  mutable std::optional<Status> pending_;
+};
+
+}  // namespace
+
+std::unique_ptr<Dut> load_isolated_plugin(const std::string& path, double timeout_seconds) {
+  return std::make_unique<IsolatedPluginDut>(path, timeout_seconds);
+}
+
+}  // namespace swa::dut

@@ -1,0 +1,161 @@
+// swa-dut-worker PLUGIN.so FD: hosts one plugin for the harness (isolated_plugin.cpp). It loads the
+// library, then answers requests on the socket FD until the harness closes it. A crash or a hang in
+// the plugin ends this process only; the harness names the signal or the timeout and starts another.
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "worker_protocol.hpp"
+
+namespace {
+
+using namespace swa::dut::worker;
+
+struct Plugin {
+  uint32_t (*abi_version)() = nullptr;
+  const char* (*name)() = nullptr;
+  int (*supports)(const swa_dut_v1_params*, char*, size_t) = nullptr;
+  int (*prefill)(const swa_dut_v1_params*, swa_dut_v1_error*) = nullptr;
+  int (*chunked_prefill)(const swa_dut_v1_params*, swa_dut_v1_cache*, int, swa_dut_v1_error*) = nullptr;
+  int (*decode_step)(const swa_dut_v1_params*, swa_dut_v1_cache*, int, swa_dut_v1_error*) = nullptr;
+};
+
+void say(Reply& r, const std::string& text) { std::snprintf(r.text, sizeof r.text, "%s", text.c_str()); }
+
+template <class F>
+bool bind(void* handle, const char* symbol, F& out, Reply& r) {
+  out = reinterpret_cast<F>(dlsym(handle, symbol));
+  if (!out) say(r, std::string("does not export ") + symbol + " (every swa_dut_v1_* function of swa/dut_v1.h is required)");
+  return out != nullptr;
+}
+
+Reply load(const char* path, Plugin& p) {
+  Reply r;
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    say(r, std::string("cannot load: ") + dlerror());
+    return r;
+  }
+  if (!bind(handle, "swa_dut_v1_abi_version", p.abi_version, r)) return r;
+  r.abi_version = p.abi_version();
+  if (r.abi_version != SWA_DUT_V1_ABI_VERSION) return r;  // the harness words the mismatch
+  if (!bind(handle, "swa_dut_v1_name", p.name, r) || !bind(handle, "swa_dut_v1_supports", p.supports, r) ||
+      !bind(handle, "swa_dut_v1_prefill", p.prefill, r) ||
+      !bind(handle, "swa_dut_v1_chunked_prefill", p.chunked_prefill, r) ||
+      !bind(handle, "swa_dut_v1_decode_step", p.decode_step, r))
+    return r;
+  const char* name = p.name();
+  say(r, name ? name : "");
+  r.loaded = 1;
+  return r;
+}
+
+// Receives one request and the memfd that comes with it (-1 for hello). False when the harness is gone.
+bool receive(int sock, Request& req, int& fd) {
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{&req, sizeof req};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  const ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  if (n != static_cast<ssize_t>(sizeof req)) return false;
+  fd = -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  return true;
+}
+
+void rebase(swa_dut_v1_params& p, swa_dut_v1_cache& c, unsigned char* base) {
+  p.q = decode(p.q, base);
+  p.k = decode(p.k, base);
+  p.v = decode(p.v, base);
+  p.out = decode(p.out, base);
+  p.seq_lens = decode(p.seq_lens, base);
+  p.seq_offsets = decode(p.seq_offsets, base);
+  p.mask = decode(p.mask, base);
+  c.base = decode(c.base, base);
+  c.tokens_written = decode(c.tokens_written, base);
+  c.k = decode(c.k, base);
+  c.v = decode(c.v, base);
+}
+
+// The memfd of the current schedule, mapped once.
+struct Mapping {
+  std::uint64_t id = 0;
+  void* base = MAP_FAILED;
+  std::size_t bytes = 0;
+  ~Mapping() { drop(); }
+  void drop() {
+    if (base != MAP_FAILED) munmap(base, bytes);
+    base = MAP_FAILED;
+    id = 0;
+  }
+};
+
+Reply serve(const Plugin& plugin, Request& req, int fd, Mapping& m) {
+  Reply r;
+  if (fd >= 0) {
+    m.drop();
+    m.bytes = req.arena_bytes;
+    m.base = mmap(nullptr, m.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    m.id = m.base == MAP_FAILED ? 0 : req.arena_id;
+    close(fd);
+  }
+  if (m.base == MAP_FAILED || m.id != req.arena_id) {
+    r.rc = -1;
+    std::snprintf(r.error.message, sizeof r.error.message, "swa-dut-worker: cannot map the tensors");
+    return r;
+  }
+  rebase(req.params, req.cache, static_cast<unsigned char*>(m.base));
+  switch (req.op) {
+    case Op::supports: r.rc = plugin.supports(&req.params, r.text, sizeof r.text); break;
+    case Op::prefill: r.rc = plugin.prefill(&req.params, &r.error); break;
+    case Op::chunked_prefill: r.rc = plugin.chunked_prefill(&req.params, &req.cache, req.index, &r.error); break;
+    case Op::decode_step: r.rc = plugin.decode_step(&req.params, &req.cache, req.index, &r.error); break;
+    case Op::hello: break;
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: swa-dut-worker PLUGIN.so SOCKET_FD (started by swa-harness)\n");
+    return 2;
+  }
+  // The harness killed (even with -9) takes its workers with it: a watchdog notices the re-parenting.
+  // Not PR_SET_PDEATHSIG: it fires when the harness *thread* that started the worker ends, and a
+  // pooled worker outlives that thread.
+  const pid_t parent = getppid();
+  std::thread([parent] {
+    for (;;) {
+      if (getppid() != parent) _exit(0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }).detach();
+  const int sock = std::atoi(argv[2]);
+  Plugin plugin;
+  Request req;
+  int fd = -1;
+  if (!receive(sock, req, fd) || req.op != Op::hello) return 3;
+  const Reply hello = load(argv[1], plugin);
+  if (send(sock, &hello, sizeof hello, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof hello) || !hello.loaded) return 0;
+  Mapping mapping;
+  while (receive(sock, req, fd)) {
+    const Reply r = serve(plugin, req, fd, mapping);
+    if (send(sock, &r, sizeof r, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof r)) return 0;
+  }
+  return 0;
+}

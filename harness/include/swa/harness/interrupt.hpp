@@ -1,0 +1,39 @@
+#pragma once
+// SIGINT and SIGTERM during a run: a watcher thread kills the process groups DUTs started, removes
+// the temporary files and folders in flight, prints how to resume, and exits 130 (SIGINT) or 143
+// (SIGTERM). Finished scenarios are safe already: the results file is replaced whole after each.
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+
+namespace swa::harness {
+
+// Blocks SIGINT and SIGTERM in this thread (and so in every thread started after it) and starts the
+// watcher. Call first thing in a command, before any other thread exists. `resume_hint` is printed.
+// Also makes the harness the subreaper of what DUT commands leave behind.
+void install_interrupt_handler(std::string resume_hint);
+
+// What an interrupt must clean up while it exists (registered only while a handler is installed).
+class TrackedPath {
+ public:
+  explicit TrackedPath(std::filesystem::path p);
+  ~TrackedPath();
+  TrackedPath(const TrackedPath&) = delete;
+  TrackedPath& operator=(const TrackedPath&) = delete;
+
+ private:
+  std::filesystem::path path_;
+};
+class TrackedProcessGroup {
+ public:
+  explicit TrackedProcessGroup(pid_t pgid);
+  ~TrackedProcessGroup();
+  TrackedProcessGroup(const TrackedProcessGroup&) = delete;
+  TrackedProcessGroup& operator=(const TrackedProcessGroup&) = delete;
+
+ private:
+  pid_t pgid_;
+};
+
+}  // namespace swa::harness

@@ -1,0 +1,77 @@
+#include "swa/harness/interrupt.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace swa::harness {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::set<std::filesystem::path> paths;
+  std::set<pid_t> groups;
+  std::string hint;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+[[noreturn]] void clean_up_and_exit(int sig) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);  // held to the end: nothing registers or unregisters meanwhile
+  for (pid_t g : r.groups) ::kill(-g, SIGKILL);
+  std::error_code ignored;
+  for (const auto& p : r.paths) std::filesystem::remove_all(p, ignored);
+  std::cerr << "\nswa-harness: interrupted by " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
+            << "; stopped the DUTs' processes and removed their temporary files. Every finished scenario is in the "
+               "results file; "
+            << r.hint << "\n";
+  std::cerr.flush();
+  std::_Exit(128 + sig);
+}
+
+}  // namespace
+
+void install_interrupt_handler(std::string resume_hint) {
+  registry().hint = std::move(resume_hint);
+  // Processes a DUT's command leaves behind are re-parented to the harness, which reaps them.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {
+    }
+    clean_up_and_exit(sig);
+  }).detach();
+}
+
+TrackedPath::TrackedPath(std::filesystem::path p) : path_(std::move(p)) {
+  std::lock_guard lock(registry().mutex);
+  registry().paths.insert(path_);
+}
+TrackedPath::~TrackedPath() {
+  std::lock_guard lock(registry().mutex);
+  registry().paths.erase(path_);
+}
+
+TrackedProcessGroup::TrackedProcessGroup(pid_t pgid) : pgid_(pgid) {
+  std::lock_guard lock(registry().mutex);
+  registry().groups.insert(pgid_);
+}
+TrackedProcessGroup::~TrackedProcessGroup() {
+  std::lock_guard lock(registry().mutex);
+  registry().groups.erase(pgid_);
+}
+
+}  // namespace swa::harness
