@@ -91,9 +91,6 @@ class Worker {
         failure = "cannot start " + exe + " (set SWA_DUT_WORKER to its path, or use --in-process)";
       throw std::runtime_error("plugin " + plugin + ": " + failure + " while loading it");
     }
-    if (r->abi_version != 0 && r->abi_version != SWA_DUT_V1_ABI_VERSION)
-      throw std::runtime_error("plugin " + plugin + " speaks ABI version " + std::to_string(r->abi_version) +
-                               "; this harness speaks " + std::to_string(SWA_DUT_V1_ABI_VERSION));
     if (!r->loaded) throw std::runtime_error("plugin " + plugin + " " + std::string(r->text, strnlen(r->text, sizeof r->text)));
     return w;
   }

@@ -1,7 +1,5 @@
 #include "plugin_dut.hpp"
 
-#include <dlfcn.h>
-
 #include <cstring>
 #include <map>
 #include <memory>
@@ -9,18 +7,12 @@
 #include <stdexcept>
 
 #include "abi_convert.hpp"
+#include "plugin_symbols.hpp"
 
 namespace swa::dut {
 namespace {
 
-struct Symbols {
-  uint32_t (*abi_version)();
-  const char* (*name)();
-  int (*supports)(const swa_dut_v1_params*, char*, size_t);
-  int (*prefill)(const swa_dut_v1_params*, swa_dut_v1_error*);
-  int (*chunked_prefill)(const swa_dut_v1_params*, swa_dut_v1_cache*, int, swa_dut_v1_error*);
-  int (*decode_step)(const swa_dut_v1_params*, swa_dut_v1_cache*, int, swa_dut_v1_error*);
-};
+using Symbols = PluginSymbols;
 
 // A library loaded once per run and never unloaded: real libraries (ggml) abort in their static
 // initialisers when loaded again at the same address. Its calls are serialised: the ABI promises a
@@ -81,37 +73,14 @@ class PluginDut final : public Dut {
   Symbols s_;
 };
 
-template <class F>
-void bind(void* handle, const std::string& path, const char* symbol, F& out) {
-  dlerror();
-  void* p = dlsym(handle, symbol);
-  if (!p) {
-    dlclose(handle);
-    throw std::runtime_error("plugin " + path + " does not export " + symbol +
-                             " (every swa_dut_v1_* function of swa/dut_v1.h is required)");
-  }
-  out = reinterpret_cast<F>(p);
-}
-
 Loaded& load_once(const std::string& path) {
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<Loaded>> loaded;
   std::lock_guard lock(mutex);
   if (auto it = loaded.find(path); it != loaded.end()) return *it->second;
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) throw std::runtime_error("cannot load plugin " + path + ": " + dlerror());
   Symbols s{};
-  bind(handle, path, "swa_dut_v1_abi_version", s.abi_version);
-  if (const uint32_t v = s.abi_version(); v != SWA_DUT_V1_ABI_VERSION) {
-    dlclose(handle);
-    throw std::runtime_error("plugin " + path + " speaks ABI version " + std::to_string(v) + "; this harness speaks " +
-                             std::to_string(SWA_DUT_V1_ABI_VERSION));
-  }
-  bind(handle, path, "swa_dut_v1_name", s.name);
-  bind(handle, path, "swa_dut_v1_supports", s.supports);
-  bind(handle, path, "swa_dut_v1_prefill", s.prefill);
-  bind(handle, path, "swa_dut_v1_chunked_prefill", s.chunked_prefill);
-  bind(handle, path, "swa_dut_v1_decode_step", s.decode_step);
+  if (const std::string error = open_plugin(path, s); !error.empty())
+    throw std::runtime_error("plugin " + path + " " + error);
   auto entry = std::make_unique<Loaded>();
   entry->s = s;
   return *loaded.emplace(path, std::move(entry)).first->second;

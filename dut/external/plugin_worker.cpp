@@ -1,7 +1,6 @@
 // swa-dut-worker PLUGIN.so FD: hosts one plugin for the harness (isolated_plugin.cpp). It loads the
 // library, then answers requests on the socket FD until the harness closes it. A crash or a hang in
 // the plugin ends this process only; the harness names the signal or the timeout and starts another.
-#include <dlfcn.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,45 +13,23 @@
 #include <string>
 #include <thread>
 
+#include "plugin_symbols.hpp"
 #include "worker_protocol.hpp"
 
 namespace {
 
 using namespace swa::dut::worker;
 
-struct Plugin {
-  uint32_t (*abi_version)() = nullptr;
-  const char* (*name)() = nullptr;
-  int (*supports)(const swa_dut_v1_params*, char*, size_t) = nullptr;
-  int (*prefill)(const swa_dut_v1_params*, swa_dut_v1_error*) = nullptr;
-  int (*chunked_prefill)(const swa_dut_v1_params*, swa_dut_v1_cache*, int, swa_dut_v1_error*) = nullptr;
-  int (*decode_step)(const swa_dut_v1_params*, swa_dut_v1_cache*, int, swa_dut_v1_error*) = nullptr;
-};
+using Plugin = swa::dut::PluginSymbols;
 
 void say(Reply& r, const std::string& text) { std::snprintf(r.text, sizeof r.text, "%s", text.c_str()); }
 
-template <class F>
-bool bind(void* handle, const char* symbol, F& out, Reply& r) {
-  out = reinterpret_cast<F>(dlsym(handle, symbol));
-  if (!out) say(r, std::string("does not export ") + symbol + " (every swa_dut_v1_* function of swa/dut_v1.h is required)");
-  return out != nullptr;
-}
-
 Reply load(const char* path, Plugin& p) {
   Reply r;
-  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    say(r, std::string("cannot load: ") + dlerror());
+  if (const std::string error = swa::dut::open_plugin(path, p); !error.empty()) {
+    say(r, error);
     return r;
   }
-  if (!bind(handle, "swa_dut_v1_abi_version", p.abi_version, r)) return r;
-  r.abi_version = p.abi_version();
-  if (r.abi_version != SWA_DUT_V1_ABI_VERSION) return r;  // the harness words the mismatch
-  if (!bind(handle, "swa_dut_v1_name", p.name, r) || !bind(handle, "swa_dut_v1_supports", p.supports, r) ||
-      !bind(handle, "swa_dut_v1_prefill", p.prefill, r) ||
-      !bind(handle, "swa_dut_v1_chunked_prefill", p.chunked_prefill, r) ||
-      !bind(handle, "swa_dut_v1_decode_step", p.decode_step, r))
-    return r;
   const char* name = p.name();
   say(r, name ? name : "");
   r.loaded = 1;

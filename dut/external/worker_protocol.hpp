@@ -25,9 +25,8 @@ struct Request {
 
 struct Reply {
   int32_t rc = 0;           // the plugin function's return value (supports: 1 run, 0 skip)
-  uint32_t abi_version = 0;  // hello
   swa_dut_v1_error error{};
-  char text[512] = {};  // hello: the plugin's name, or why it cannot be loaded; supports: the skip reason
+  char text[512] = {};  // hello: the plugin's name, or why it cannot be loaded (open_plugin); supports: the skip reason
   int32_t loaded = 0;   // hello: 1 when the plugin loaded and exports every function
 };
 

@@ -61,6 +61,16 @@ Reference::Reference(const Scenario& s) {
   baseline = baseline::attention(problem.params);
 }
 
+ProblemFile problem_file(const Scenario& s, const Reference& ref, ProblemFileKind kind) {
+  ProblemFile f = problem_inputs(ref.problem.params);
+  f.kind = kind;
+  describe_case(f, s);
+  f.reference = ref.golden.out;
+  f.reference_lse = ref.golden.lse;
+  f.baseline = ref.baseline;
+  return f;
+}
+
 ResultRow unjudged_row(const Scenario& s, const std::string& dut, Verdict verdict, const std::string& reason) {
   ResultRow r;
   r.scenario_id = s.id();

@@ -86,12 +86,13 @@ class ExecDut final : public dut::Dut {
     const fs::path request = dir / "request.h5", response = dir / "response.h5", errors = dir / "stderr.txt";
     write_problem_file(request, problem_inputs(p));
     if (dut::Status s = spawn(request, response, errors); !s.ok) return s;
-    if (!fs::exists(fs::symlink_status(response))) return fail("wrote no response file", errors);
-    if (fs::symlink_status(response).type() != fs::file_type::regular)
+    const fs::file_status status = fs::symlink_status(response);
+    if (!fs::exists(status)) return fail("wrote no response file", errors);
+    if (status.type() != fs::file_type::regular)
       return fail("left a response that is not a regular file (a symlink, a FIFO, ...): refused unread", errors);
-    const std::uintmax_t most = response_size_limit(p);
-    if (fs::file_size(response) > most)
-      return fail("wrote a response of " + std::to_string(fs::file_size(response)) + " bytes, over the " +
+    const std::uintmax_t most = response_size_limit(p), size = fs::file_size(response);
+    if (size > most)
+      return fail("wrote a response of " + std::to_string(size) + " bytes, over the " +
                       std::to_string(most) + " this problem's /out and /cache can take: refused unread",
                   errors);
     return read_response(p, cache, response, errors);

@@ -115,13 +115,19 @@ void write_attr(hid_t obj, const std::string& name, double value) {
 }
 
 namespace {
+std::vector<hsize_t> shape_of(hid_t set, const std::string& name) {
+  Handle space(H5Dget_space(set), H5Sclose, "dataspace of " + name);
+  const int rank = H5Sget_simple_extent_ndims(space.id());
+  if (rank < 0) throw Error("HDF5: dataspace of " + name);
+  std::vector<hsize_t> shape(static_cast<std::size_t>(rank));
+  H5Sget_simple_extent_dims(space.id(), shape.data(), nullptr);
+  return shape;
+}
+
 template <class T>
 std::vector<T> read_typed(hid_t loc, const std::string& name, std::vector<hsize_t>* dims) {
   Handle set(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
-  Handle space(H5Dget_space(set.id()), H5Sclose, "dataspace of " + name);
-  const int rank = H5Sget_simple_extent_ndims(space.id());
-  std::vector<hsize_t> shape(static_cast<std::size_t>(rank));
-  H5Sget_simple_extent_dims(space.id(), shape.data(), nullptr);
+  const std::vector<hsize_t> shape = shape_of(set.id(), name);
   hsize_t count = 1;
   for (hsize_t d : shape) count *= d;
   std::vector<T> out(count);
@@ -143,12 +149,7 @@ std::vector<std::int64_t> read_int64s(hid_t loc, const std::string& name, std::v
 
 std::vector<hsize_t> dataset_dims(hid_t loc, const std::string& name) {
   Handle set(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
-  Handle space(H5Dget_space(set.id()), H5Sclose, "dataspace of " + name);
-  const int rank = H5Sget_simple_extent_ndims(space.id());
-  if (rank < 0) throw Error("HDF5: dataspace of " + name);
-  std::vector<hsize_t> shape(static_cast<std::size_t>(rank));
-  H5Sget_simple_extent_dims(space.id(), shape.data(), nullptr);
-  return shape;
+  return shape_of(set.id(), name);
 }
 
 bool exists(hid_t loc, const std::string& path) {

@@ -34,12 +34,7 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
   std::optional<ProblemFile> dump;  // the tensors of a failing (or --dump all) scenario
   auto dump_add = [&](int index, const std::string& name, std::vector<float> out, const ResultRow& row) {
     if (!dump) {
-      dump = problem_inputs(pr.params);
-      dump->kind = ProblemFileKind::dump;
-      describe_case(*dump, s);
-      dump->reference = ref.golden.out;
-      dump->reference_lse = ref.golden.lse;
-      dump->baseline = ref.baseline;
+      dump = problem_file(s, ref, ProblemFileKind::dump);
     }
     dump->duts.push_back({index, name, std::move(out),
                           {{"verdict", std::string(verdict_name(row.status))}, {"reason", row.reason}}});

@@ -229,8 +229,8 @@ class ProcessProtocol(unittest.TestCase):
                 self.assertIn(message, reason)
 
 
-def processes_with(*words):
-    """Command lines of live processes whose argv holds every one of `words`."""
+def command_lines():
+    """argv of every live process (zombies have none and are left out)."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -238,9 +238,14 @@ def processes_with(*words):
                 argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
         except OSError:
             continue
-        if all(w in argv for w in words):
-            found.append(" ".join(argv))
+        if argv:
+            found.append(argv)
     return found
+
+
+def processes_with(*words):
+    """Command lines of live processes whose argv holds every one of `words`."""
+    return [" ".join(argv) for argv in command_lines() if all(w in argv for w in words)]
 
 
 class ProcessHygiene(unittest.TestCase):
@@ -369,16 +374,7 @@ class Plugins(unittest.TestCase):
 
 def live_workers():
     """Command lines of the swa-dut-worker processes alive now."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"swa-dut-worker"):
-            found.append(b" ".join(argv).decode(errors="replace"))
-    return found
+    return [" ".join(argv) for argv in command_lines() if argv[0].endswith("swa-dut-worker")]
 
 
 class Isolation(unittest.TestCase):

@@ -217,13 +217,12 @@ std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq, co
 void write_repro(const fs::path& path, const Scenario& s, const BisectRun& e, const std::string& dut,
                  const std::string& against) {
   const Reference& ref = *e.reference;
-  ProblemFile f = problem_inputs(ref.problem.params);
-  f.kind = ProblemFileKind::repro;
-  describe_case(f, s);
-  f.reference.assign(e.ref.begin(), e.ref.end());
-  f.reference_source = against;
-  if (against == "golden") f.reference_lse = ref.golden.lse;
-  f.baseline = ref.baseline;
+  ProblemFile f = problem_file(s, ref, ProblemFileKind::repro);
+  if (against != "golden") {  // the other DUT's output is the reference, and it has no LSE
+    f.reference.assign(e.ref.begin(), e.ref.end());
+    f.reference_source = against;
+    f.reference_lse.clear();
+  }
   f.duts.push_back({0, dut, std::vector<float>(e.out.begin(), e.out.end()), {{"threshold", e.threshold}}});
   write_problem_file(path, f);
 }

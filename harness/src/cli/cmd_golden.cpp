@@ -69,12 +69,7 @@ int cmd_golden(const std::vector<std::string>& args) {
   const auto t0 = std::chrono::steady_clock::now();
   const harness::Reference ref(s);
   const auto t1 = std::chrono::steady_clock::now();
-  harness::ProblemFile f = harness::problem_inputs(ref.problem.params);
-  f.kind = harness::ProblemFileKind::golden;
-  harness::describe_case(f, s);
-  f.reference = ref.golden.out;
-  f.reference_lse = ref.golden.lse;
-  f.baseline = ref.baseline;
+  const harness::ProblemFile f = harness::problem_file(s, ref, harness::ProblemFileKind::golden);
   harness::write_problem_file(out, f);
   std::cout << "wrote " << out << ": " << s.id() << ", " << f.tokens << " tokens, golden and baseline "
             << std::chrono::duration<double>(t1 - t0).count() << " s\n";

@@ -9,6 +9,7 @@
 #include "swa/dut/dut.hpp"
 #include "swa/golden.hpp"
 #include "swa/harness/problem.hpp"
+#include "swa/harness/problem_file.hpp"
 #include "swa/harness/results.hpp"
 #include "swa/harness/scenario.hpp"
 #include "swa/harness/verdict.hpp"
@@ -45,6 +46,10 @@ struct Evaluation {
 // `name` is the DUT as the run names it (the row's `dut`).
 Evaluation evaluate(const Scenario& s, const Reference& ref, dut::Dut& dut, const std::string& name,
                     const Tolerance& tolerance, bool check_cache);
+
+// The scenario's problem file of `kind`: its inputs, its case, and the golden (output and LSE) and
+// baseline as the reference. Dumps and repros add the DUTs' outputs.
+ProblemFile problem_file(const Scenario& s, const Reference& ref, ProblemFileKind kind);
 
 // A row with a verdict but no metrics: a DUT that could not be made, a golden of zeros.
 ResultRow unjudged_row(const Scenario& s, const std::string& dut, Verdict verdict, const std::string& reason);
