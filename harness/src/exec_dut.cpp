@@ -23,17 +23,6 @@ namespace {
 
 std::atomic<int> request_counter{0};
 
-// Everything the DUT's command started goes when the call ends: its process group is killed, and
-// members that the harness inherited as their subreaper are reaped.
-void end_process_group(pid_t pgid) {
-  ::kill(-pgid, SIGKILL);
-  for (int i = 0; i < 200; ++i) {
-    const pid_t got = ::waitpid(-pgid, nullptr, WNOHANG);
-    if (got < 0) return;  // no child left in the group
-    if (got == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
 // The most bytes a response can need: /out and /cache as float32, plus room for HDF5's own structure.
 std::uintmax_t response_size_limit(const AttnParams& p) {
   const std::uintmax_t out = static_cast<std::uintmax_t>(total_tokens(p)) * p.heads_q * p.head_size * 4;

@@ -2,8 +2,10 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -26,7 +28,7 @@ Registry& registry() {
 [[noreturn]] void clean_up_and_exit(int sig) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);  // held to the end: nothing registers or unregisters meanwhile
-  for (pid_t g : r.groups) ::kill(-g, SIGKILL);
+  for (pid_t g : r.groups) end_process_group(g);
   std::error_code ignored;
   for (const auto& p : r.paths) std::filesystem::remove_all(p, ignored);
   std::cerr << "\nswa-harness: interrupted by " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
@@ -38,6 +40,19 @@ Registry& registry() {
 }
 
 }  // namespace
+
+// SIGKILL is delivered asynchronously: without reaping, a DUT process can outlive the call (or the
+// harness). Every member of the group is our child (we are their subreaper), so waitpid(-group)
+// sees each until it is gone. Bounded: a process in uninterruptible sleep cannot be hurried.
+void end_process_group(pid_t pgid) {
+  ::kill(-pgid, SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const pid_t reaped = ::waitpid(-pgid, nullptr, WNOHANG);
+    if (reaped < 0) return;  // ECHILD: nobody of the group is left (another thread may have reaped one)
+    if (reaped == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
 
 void install_interrupt_handler(std::string resume_hint) {
   registry().hint = std::move(resume_hint);

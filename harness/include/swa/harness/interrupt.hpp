@@ -14,6 +14,9 @@ namespace swa::harness {
 // Also makes the harness the subreaper of what DUT commands leave behind.
 void install_interrupt_handler(std::string resume_hint);
 
+// Kills a process group and reaps its members (the harness is their subreaper), waiting up to 2 s.
+void end_process_group(pid_t pgid);
+
 // What an interrupt must clean up while it exists (registered only while a handler is installed).
 class TrackedPath {
  public:
