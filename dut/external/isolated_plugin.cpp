@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -36,7 +37,53 @@ std::string worker_path() {
   return env && *env ? env : SWA_DUT_WORKER_PATH;
 }
 
-// One swa-dut-worker process and its socket.
+// Shared memory with a worker, kept across schedules and grown when a schedule needs more: a new
+// memfd per schedule cost its pages' allocation, zeroing and faults in both processes every time
+// (ci.yaml with the CPU plugin: most of the isolation overhead).
+class Arena {
+ public:
+  Arena() = default;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena() { release(); }
+
+  // Room for `bytes`; false when the memory cannot be had. A new memfd gets a new id.
+  bool reserve(std::size_t bytes) {
+    bytes = std::max<std::size_t>(bytes, 1);
+    if (bytes <= capacity_) return true;
+    release();
+    const std::size_t capacity = std::max(bytes, 2 * old_capacity_);
+    fd_ = memfd_create("swa-dut-tensors", MFD_CLOEXEC);
+    if (fd_ < 0 || ftruncate(fd_, static_cast<off_t>(capacity)) != 0) return false;
+    void* m = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (m == MAP_FAILED) return false;
+    map_ = static_cast<unsigned char*>(m);
+    capacity_ = old_capacity_ = capacity;
+    static std::atomic<std::uint64_t> next_id{0};
+    id_ = ++next_id;
+    return true;
+  }
+  unsigned char* data() const { return map_; }
+  int fd() const { return fd_; }
+  std::uint64_t id() const { return id_; }
+  std::size_t capacity() const { return capacity_; }
+
+ private:
+  void release() {
+    if (map_) munmap(map_, capacity_);
+    if (fd_ >= 0) close(fd_);
+    map_ = nullptr;
+    fd_ = -1;
+    capacity_ = 0;
+    id_ = 0;
+  }
+  int fd_ = -1;
+  unsigned char* map_ = nullptr;
+  std::size_t capacity_ = 0, old_capacity_ = 0;
+  std::uint64_t id_ = 0;
+};
+
+// One swa-dut-worker process, its socket and the shared memory it has mapped.
 class Worker {
  public:
   Worker(pid_t pid, int sock) : pid_(pid), sock_(sock) {}
@@ -51,15 +98,20 @@ class Worker {
       throw std::runtime_error("plugin " + plugin + ": socketpair failed: " + std::strerror(errno));
     const std::string exe = worker_path();
     const std::string fd_text = "3";
-    // The worker's environment: the harness's, with OpenMP threads that sleep when idle unless the
-    // user chose otherwise. Spinning idle threads of two processes on one machine starve each other
-    // (ci.yaml with the CPU plugin: 2.4x slower than in-process with spinning, 1.1x without).
+    // The worker's environment: the harness's, with OpenMP set up as the plugin would find it
+    // in-process. Threads: what the calling harness thread would give it (run --jobs N shares the
+    // cores among its jobs); without that, N workers each start a thread per core. Idle threads
+    // sleep unless the user chose otherwise: spinning threads of two processes on one machine starve
+    // each other (ci.yaml with the CPU plugin: 2.4x slower than in-process with spinning).
     std::vector<std::string> env_text;
     bool has_wait_policy = false;
     for (char** e = environ; *e; ++e) {
-      env_text.emplace_back(*e);
-      has_wait_policy = has_wait_policy || env_text.back().rfind("OMP_WAIT_POLICY=", 0) == 0;
+      const std::string entry = *e;
+      if (entry.rfind("OMP_NUM_THREADS=", 0) == 0) continue;
+      has_wait_policy = has_wait_policy || entry.rfind("OMP_WAIT_POLICY=", 0) == 0;
+      env_text.push_back(entry);
     }
+    env_text.push_back("OMP_NUM_THREADS=" + std::to_string(omp_get_max_threads()));
     if (!has_wait_policy) env_text.emplace_back("OMP_WAIT_POLICY=passive");
     std::vector<char*> envp;
     for (auto& e : env_text) envp.push_back(e.data());
@@ -85,7 +137,7 @@ class Worker {
     auto w = std::make_unique<Worker>(pid, fds[0]);
     Request hello;
     std::string failure;
-    const std::optional<Reply> r = w->call(hello, -1, timeout, failure);
+    const std::optional<Reply> r = w->call(hello, timeout, failure);
     if (!r) {
       if (failure.find("exited with status 127") != std::string::npos)
         failure = "cannot start " + exe + " (set SWA_DUT_WORKER to its path, or use --in-process)";
@@ -97,7 +149,13 @@ class Worker {
 
   // One request and its reply. nullopt when the worker died or timed out (it is then gone), with
   // `failure` saying which: "was killed by signal 11 (Segmentation fault)", "timed out after 5 s".
-  std::optional<Reply> call(const Request& req, int arena_fd, double timeout, std::string& failure) {
+  std::optional<Reply> call(Request req, double timeout, std::string& failure) {
+    int arena_fd = -1;
+    if (req.op != Op::hello) {
+      req.arena_id = arena_.id();
+      req.arena_bytes = arena_.capacity();
+      if (mapped_id_ != arena_.id()) arena_fd = arena_.fd();
+    }
     if (!send_request(req, arena_fd)) {
       failure = reap("stopped answering");
       return std::nullopt;
@@ -122,8 +180,11 @@ class Worker {
       failure = reap("closed its socket");
       return std::nullopt;
     }
+    if (arena_fd >= 0) mapped_id_ = arena_.id();
     return r;
   }
+
+  Arena& arena() { return arena_; }
 
   // Whether the process still runs (a pooled worker can die while idle: killed, or its parent thread gone).
   bool alive() {
@@ -186,6 +247,8 @@ class Worker {
 
   pid_t pid_;
   int sock_;
+  Arena arena_;
+  std::uint64_t mapped_id_ = 0;
 };
 
 // Idle workers per plugin, so that a plugin is loaded once per run and not once per scenario.
@@ -225,8 +288,9 @@ std::size_t tensor_bytes(const AttnParams& p, std::int64_t row_stride, std::int6
   return static_cast<std::size_t>((n - 1) * row_stride + (heads - 1) * head_stride + p.head_size) * dtype_bytes(p.dtype);
 }
 
-// The tensors of one call in a memfd: each region copied in, and the writable ones copied back.
-class Arena {
+// Where the tensors of a schedule go in the worker's shared memory: regions packed at 64-byte
+// alignment, copied in once per schedule, the writable ones copied back after each call.
+class Layout {
  public:
   struct Region {
     void* host;
@@ -242,34 +306,18 @@ class Arena {
     size_ = offset + bytes;
     return worker::encode<T>(offset);
   }
-
-  // Creates the memfd and copies every region in; false when the memory cannot be had.
-  bool fill() {
-    fd_ = memfd_create("swa-dut-tensors", MFD_CLOEXEC);
-    const std::size_t bytes = std::max<std::size_t>(size_, 1);
-    if (fd_ < 0 || ftruncate(fd_, static_cast<off_t>(bytes)) != 0) return false;
-    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-    if (m == MAP_FAILED) return false;
-    map_ = static_cast<unsigned char*>(m);
-    for (const Region& r : regions_) std::memcpy(map_ + r.offset, r.host, r.bytes);
-    return true;
+  std::size_t size() const { return size_; }
+  void copy_in(unsigned char* arena) const {
+    for (const Region& r : regions_) std::memcpy(arena + r.offset, r.host, r.bytes);
   }
-  void copy_back() const {
+  void copy_back(const unsigned char* arena) const {
     for (const Region& r : regions_)
-      if (r.copy_back) std::memcpy(r.host, map_ + r.offset, r.bytes);
-  }
-  int fd() const { return fd_; }
-  std::size_t size() const { return std::max<std::size_t>(size_, 1); }
-  ~Arena() {
-    if (map_) munmap(map_, size());
-    if (fd_ >= 0) close(fd_);
+      if (r.copy_back) std::memcpy(r.host, arena + r.offset, r.bytes);
   }
 
  private:
   std::vector<Region> regions_;
   std::size_t size_ = 0;
-  int fd_ = -1;
-  unsigned char* map_ = nullptr;
 };
 
 class IsolatedPluginDut final : public Dut {
@@ -315,8 +363,7 @@ class IsolatedPluginDut final : public Dut {
   // reused by the rest. The harness does not touch the inputs, the output or the cache between the
   // calls of a schedule, so only the written regions travel back after each call.
   struct Shared {
-    Arena arena;
-    std::uint64_t id = 0;
+    Layout layout;
     swa_dut_v1_params pointers{};  // the encoded pointer fields
     swa_dut_v1_cache cache{};
     std::optional<abi::CacheView> view;
@@ -331,14 +378,12 @@ class IsolatedPluginDut final : public Dut {
 
   std::unique_ptr<Shared> share(const AttnParams& p, KvCache* cache) const {
     auto sh = std::make_unique<Shared>();
-    static std::atomic<std::uint64_t> next_id{0};
-    sh->id = ++next_id;
     sh->q = p.q;
     sh->out = p.out;
     sh->host_cache = cache;
     swa_dut_v1_params& c = sh->pointers;
     c = abi::to_c(p);
-    Arena& a = sh->arena;
+    Layout& a = sh->layout;
     c.q = a.add(c.q, tensor_bytes(p, p.q_row_stride, p.q_head_stride, p.heads_q), false);
     c.k = a.add(c.k, tensor_bytes(p, p.k_row_stride, p.k_head_stride, p.heads_kv), false);
     c.v = a.add(c.v, tensor_bytes(p, p.v_row_stride, p.v_head_stride, p.heads_kv), false);
@@ -355,7 +400,9 @@ class IsolatedPluginDut final : public Dut {
       sh->cache.base = a.add(sh->cache.base, sizeof(int64_t) * sh->view->base.size(), true);
       sh->cache.tokens_written = a.add(sh->cache.tokens_written, sizeof(int64_t) * sh->view->tokens_written.size(), true);
     }
-    if (!a.fill()) return nullptr;
+    Arena& arena = worker_->arena();
+    if (!arena.reserve(a.size())) return nullptr;
+    a.copy_in(arena.data());
     return sh;
   }
 
@@ -377,8 +424,6 @@ class IsolatedPluginDut final : public Dut {
     Request req;
     req.op = op;
     req.index = index;
-    req.arena_id = shared_->id;
-    req.arena_bytes = shared_->arena.size();
     req.params = abi::to_c(p);
     const swa_dut_v1_params& e = shared_->pointers;
     req.params.q = e.q;
@@ -390,7 +435,7 @@ class IsolatedPluginDut final : public Dut {
     req.params.mask = e.mask;
     if (cache) req.cache = shared_->cache;
     std::string failure;
-    const std::optional<Reply> r = worker_->call(req, fresh ? shared_->arena.fd() : -1, timeout_, failure);
+    const std::optional<Reply> r = worker_->call(req, timeout_, failure);
     if (!r) {
       worker_.reset();
       shared_.reset();
@@ -398,7 +443,7 @@ class IsolatedPluginDut final : public Dut {
                              " (in its worker process; the sweep goes on)");
     }
     if (op != Op::supports) {
-      shared_->arena.copy_back();
+      shared_->layout.copy_back(worker_->arena().data());
       if (shared_->view) shared_->view->sync_back(*cache);
     }
     reply = *r;

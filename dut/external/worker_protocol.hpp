@@ -3,8 +3,8 @@
 // crashes and hangs cost one call, not the sweep. One SOCK_SEQPACKET message each way per call; the
 // tensors travel in a memfd the harness maps, fills and passes with the request (SCM_RIGHTS).
 // Pointers inside the ABI structs are sent as offsets into that memfd, plus one (0 stays NULL).
-// A schedule's calls share one memfd: it is sent with the first (arena_id changes), and later calls
-// of the schedule name the same arena_id and send no descriptor.
+// A worker keeps one memfd across schedules: it is sent with the first request that uses it (a new
+// arena_id, when it had to grow), and later requests name the same arena_id and send no descriptor.
 #include <cstddef>
 #include <cstdint>
 
