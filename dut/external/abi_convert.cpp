@@ -4,8 +4,9 @@
 
 namespace swa::dut::abi {
 
-swa_dut_v1_params to_c(const AttnParams& p) {
-  swa_dut_v1_params c{};
+swa_dut_v2_params to_c(const AttnParams& p) {
+  swa_dut_v2_params c{};
+  c.struct_size = sizeof c;
   c.q = p.q;
   c.k = p.k;
   c.v = p.v;
@@ -40,7 +41,7 @@ swa_dut_v1_params to_c(const AttnParams& p) {
   return c;
 }
 
-AttnParams from_c(const swa_dut_v1_params& c) {
+AttnParams from_c(const swa_dut_v2_params& c) {
   AttnParams p;
   p.q = c.q;
   p.k = c.k;
@@ -78,6 +79,7 @@ AttnParams from_c(const swa_dut_v1_params& c) {
 CacheView::CacheView(KvCache& cache) {
   for (const auto& g : cache.geometry) base.push_back(g.base);
   tokens_written = cache.tokens_written;
+  c.struct_size = sizeof c;
   c.policy = static_cast<int32_t>(cache.policy);
   c.dtype = static_cast<int32_t>(cache.dtype);
   c.slots = cache.slots;
@@ -95,7 +97,7 @@ void CacheView::sync_back(KvCache& cache) const {
   cache.tokens_written = tokens_written;
 }
 
-KvCache copy_from_c(const swa_dut_v1_cache& c) {
+KvCache copy_from_c(const swa_dut_v2_cache& c) {
   KvCache k;
   k.policy = static_cast<CachePolicy>(c.policy);
   k.dtype = static_cast<DType>(c.dtype);
@@ -110,13 +112,58 @@ KvCache copy_from_c(const swa_dut_v1_cache& c) {
   return k;
 }
 
-void copy_back_to_c(const KvCache& k, swa_dut_v1_cache& c) {
+void copy_back_to_c(const KvCache& k, swa_dut_v2_cache& c) {
   for (int b = 0; b < c.batch; ++b) {
     c.base[b] = k.geometry[b].base;
     c.tokens_written[b] = k.tokens_written[b];
   }
   std::copy(k.k.begin(), k.k.end(), static_cast<unsigned char*>(c.k));
   std::copy(k.v.begin(), k.v.end(), static_cast<unsigned char*>(c.v));
+}
+
+Traits to_traits(const swa_dut_v2_traits& t) {
+  Traits out;
+  out.query_tile = t.query_tile;
+  out.key_tile = t.key_tile;
+  out.head_sizes.assign(t.head_sizes, t.head_sizes + std::clamp(t.head_size_count, 0, 16));
+  std::sort(out.head_sizes.begin(), out.head_sizes.end());
+  out.times_own_kernels = t.times_own_kernels != 0;
+  out.cache = t.cache_private ? CacheReport::none : CacheReport::every_call;
+  return out;
+}
+
+namespace {
+std::string named_bits(uint32_t bits, const char* const* names, int count) {
+  std::string out;
+  for (int i = 0; i < count; ++i)
+    if (bits & (1u << i)) out += (out.empty() ? "" : ", ") + std::string(names[i]);
+  return out;
+}
+}  // namespace
+
+std::string outside_traits(const swa_dut_v2_traits& t, const AttnParams& p) {
+  static const char* const dtypes[] = {"fp32", "fp16", "bf16"};
+  static const char* const modes[] = {"prefill", "chunked_prefill", "decode"};
+  static const char* const policies[] = {"ring_modulo", "ring_compact", "linear"};
+  static const char* const masks[] = {"none", "swa_norm", "swa_compress"};
+  auto outside = [](uint32_t bits, int value) { return bits != 0 && !(bits & (1u << value)); };
+  const std::string prefix = "the plugin describes itself as running ";
+  if (outside(t.dtypes, static_cast<int>(p.dtype))) return prefix + "dtypes " + named_bits(t.dtypes, dtypes, 3) + " only";
+  if (outside(t.modes, static_cast<int>(p.mode))) return prefix + "modes " + named_bits(t.modes, modes, 3) + " only";
+  if (p.mode != RunMode::prefill && outside(t.cache_policies, static_cast<int>(p.cache)))
+    return prefix + "caches " + named_bits(t.cache_policies, policies, 3) + " only";
+  if (outside(t.mask_formats, static_cast<int>(p.mask_format)))
+    return prefix + "mask formats " + named_bits(t.mask_formats, masks, 3) + " only";
+  // When a 2.x header appends a params field, a case that uses it is skipped here for a plugin whose
+  // params_size ends before it (swa/dut_v2.h promises that). Version 2.0 has appended none.
+  const Traits traits = to_traits(t);
+  if (!traits.head_sizes.empty() &&
+      std::find(traits.head_sizes.begin(), traits.head_sizes.end(), p.head_size) == traits.head_sizes.end()) {
+    std::string sizes;
+    for (int d : traits.head_sizes) sizes += (sizes.empty() ? "" : ", ") + std::to_string(d);
+    return prefix + "head sizes " + sizes + " only";
+  }
+  return {};
 }
 
 }  // namespace swa::dut::abi

@@ -1,4 +1,6 @@
-// The CPU DUT behind the C ABI (swa/dut_v1.h): proves the ABI carries everything the scenarios need.
+// The CPU DUT behind the C ABI (swa/dut_v2.h): proves the ABI carries everything the scenarios need.
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 
@@ -12,15 +14,15 @@ swa::dut::Dut& cpu() {
   return *dut;
 }
 
-int report(const swa::dut::Status& s, swa_dut_v1_error* error) {
+int report(const swa::dut::Status& s, swa_dut_v2_status* status) {
   if (s.ok) return 0;
-  error->code = 1;
-  std::strncpy(error->message, s.message.c_str(), sizeof error->message - 1);
+  status->code = 1;
+  std::snprintf(status->message, sizeof status->message, "%s", s.message.c_str());
   return 1;
 }
 
 template <class F>
-int guarded(swa_dut_v1_error* error, F&& f) {
+int guarded(swa_dut_v2_status* error, F&& f) {
   try {
     return report(f(), error);
   } catch (const std::exception& e) {
@@ -32,25 +34,32 @@ int guarded(swa_dut_v1_error* error, F&& f) {
 
 extern "C" {
 
-uint32_t swa_dut_v1_abi_version(void) { return SWA_DUT_V1_ABI_VERSION; }
-const char* swa_dut_v1_name(void) { return "cpu-plugin"; }
+uint32_t swa_dut_v2_abi_version(void) { return SWA_DUT_V2_ABI_VERSION; }
 
-int swa_dut_v1_supports(const swa_dut_v1_params* p, char* reason, size_t reason_len) {
+int swa_dut_v2_describe(swa_dut_v2_traits* t) {
+  const swa::dut::Traits traits = cpu().traits();
+  t->params_size = sizeof(swa_dut_v2_params);
+  std::snprintf(t->name, sizeof t->name, "cpu-plugin");
+  t->query_tile = traits.query_tile;
+  t->key_tile = traits.key_tile;
+  t->head_size_count = static_cast<int32_t>(std::min<std::size_t>(traits.head_sizes.size(), 16));
+  for (int i = 0; i < t->head_size_count; ++i) t->head_sizes[i] = traits.head_sizes[i];
+  return 0;
+}
+
+int swa_dut_v2_supports(const swa_dut_v2_params* p, swa_dut_v2_status* status) {
   const swa::dut::Support s = cpu().supports(swa::dut::abi::from_c(*p));
-  if (!s.run && reason_len > 0) {
-    std::strncpy(reason, s.skip_reason.c_str(), reason_len - 1);
-    reason[reason_len - 1] = '\0';
-  }
+  if (!s.run) std::snprintf(status->message, sizeof status->message, "%s", s.skip_reason.c_str());
   return s.run ? 1 : 0;
 }
 
-int swa_dut_v1_prefill(const swa_dut_v1_params* p, swa_dut_v1_error* error) {
-  return guarded(error, [&] { return cpu().prefill(swa::dut::abi::from_c(*p)); });
+int swa_dut_v2_prefill(const swa_dut_v2_params* p, swa_dut_v2_status* status) {
+  return guarded(status, [&] { return cpu().prefill(swa::dut::abi::from_c(*p)); });
 }
 
-int swa_dut_v1_chunked_prefill(const swa_dut_v1_params* p, swa_dut_v1_cache* cache, int chunk_index,
-                               swa_dut_v1_error* error) {
-  return guarded(error, [&] {
+int swa_dut_v2_chunked_prefill(const swa_dut_v2_params* p, swa_dut_v2_cache* cache, int chunk_index,
+                               swa_dut_v2_status* status) {
+  return guarded(status, [&] {
     swa::dut::KvCache k = swa::dut::abi::copy_from_c(*cache);
     const swa::dut::Status s = cpu().chunked_prefill(swa::dut::abi::from_c(*p), k, chunk_index);
     swa::dut::abi::copy_back_to_c(k, *cache);
@@ -58,8 +67,8 @@ int swa_dut_v1_chunked_prefill(const swa_dut_v1_params* p, swa_dut_v1_cache* cac
   });
 }
 
-int swa_dut_v1_decode_step(const swa_dut_v1_params* p, swa_dut_v1_cache* cache, int step, swa_dut_v1_error* error) {
-  return guarded(error, [&] {
+int swa_dut_v2_decode_step(const swa_dut_v2_params* p, swa_dut_v2_cache* cache, int step, swa_dut_v2_status* status) {
+  return guarded(status, [&] {
     swa::dut::KvCache k = swa::dut::abi::copy_from_c(*cache);
     const swa::dut::Status s = cpu().decode_step(swa::dut::abi::from_c(*p), k, step);
     swa::dut::abi::copy_back_to_c(k, *cache);

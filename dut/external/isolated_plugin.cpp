@@ -143,7 +143,10 @@ class Worker {
         failure = "cannot start " + exe + " (set SWA_DUT_WORKER to its path, or use --in-process)";
       throw std::runtime_error("plugin " + plugin + ": " + failure + " while loading it");
     }
-    if (!r->loaded) throw std::runtime_error("plugin " + plugin + " " + std::string(r->text, strnlen(r->text, sizeof r->text)));
+    if (!r->abi_version)
+      throw std::runtime_error("plugin " + plugin + " " + std::string(r->load_error, strnlen(r->load_error, sizeof r->load_error)));
+    w->abi_version_ = r->abi_version;
+    w->traits_ = r->traits;
     return w;
   }
 
@@ -151,7 +154,7 @@ class Worker {
   // `failure` saying which: "was killed by signal 11 (Segmentation fault)", "timed out after 5 s".
   std::optional<Reply> call(Request req, double timeout, std::string& failure) {
     int arena_fd = -1;
-    if (req.op != Op::hello) {
+    if (req.op != Op::load) {
       req.arena_id = arena_.id();
       req.arena_bytes = arena_.capacity();
       if (mapped_id_ != arena_.id()) arena_fd = arena_.fd();
@@ -185,6 +188,8 @@ class Worker {
   }
 
   Arena& arena() { return arena_; }
+  uint32_t abi_version() const { return abi_version_; }
+  const swa_dut_v2_traits& traits() const { return traits_; }
 
   // Whether the process still runs (a pooled worker can die while idle: killed, or its parent thread gone).
   bool alive() {
@@ -249,6 +254,8 @@ class Worker {
   int sock_;
   Arena arena_;
   std::uint64_t mapped_id_ = 0;
+  uint32_t abi_version_ = 0;
+  swa_dut_v2_traits traits_{};
 };
 
 // Idle workers per plugin, so that a plugin is loaded once per run and not once per scenario.
@@ -323,18 +330,26 @@ class Layout {
 class IsolatedPluginDut final : public Dut {
  public:
   IsolatedPluginDut(std::string path, double timeout)
-      : path_(std::move(path)), timeout_(timeout), worker_(WorkerPool::instance().acquire(path_, timeout_)) {}
+      : path_(std::move(path)),
+        timeout_(timeout),
+        worker_(WorkerPool::instance().acquire(path_, timeout_)),
+        abi_version_(worker_->abi_version()),
+        described_(worker_->traits()) {}
   ~IsolatedPluginDut() override { WorkerPool::instance().release(path_, std::move(worker_)); }
 
   std::string name() const override { return "plugin:" + path_; }
 
+  Traits traits() const override { return abi::to_traits(described_); }
+  std::optional<double> last_kernel_ms() const override { return last_kernel_ms_; }
+
   Support supports(const AttnParams& p) const override {
+    if (const std::string outside = abi::outside_traits(described_, p); !outside.empty()) return Support::skip(outside);
     Reply r;
     if (Status s = call(Op::supports, p, nullptr, 0, r); !s.ok) {
       pending_ = s;  // a crash in supports() is an error of the scenario, reported by its first call
       return Support::yes();
     }
-    return r.rc ? Support::yes() : Support::skip(std::string(r.text, strnlen(r.text, sizeof r.text)));
+    return r.rc ? Support::yes() : Support::skip(std::string(r.status.message, strnlen(r.status.message, sizeof r.status.message)));
   }
 
   Status prefill(const AttnParams& p) override { return run(Op::prefill, p, nullptr, 0); }
@@ -352,11 +367,13 @@ class IsolatedPluginDut final : public Dut {
       pending_.reset();
       return s;
     }
+    last_kernel_ms_.reset();
     Reply r;
     if (Status s = call(op, p, cache, index, r); !s.ok) return s;
+    if (r.status.kernel_ms >= 0) last_kernel_ms_ = r.status.kernel_ms;
     if (r.rc == 0) return Status::success();
-    return Status::failure(path_ + " returned " + std::to_string(r.rc) + " (code " + std::to_string(r.error.code) +
-                           "): " + std::string(r.error.message, strnlen(r.error.message, sizeof r.error.message)));
+    return Status::failure(path_ + " returned " + std::to_string(r.rc) + " (code " + std::to_string(r.status.code) +
+                           "): " + std::string(r.status.message, strnlen(r.status.message, sizeof r.status.message)));
   }
 
   // The tensors shared with the worker for one schedule: built (and copied in) by its first call,
@@ -364,8 +381,8 @@ class IsolatedPluginDut final : public Dut {
   // calls of a schedule, so only the written regions travel back after each call.
   struct Shared {
     Layout layout;
-    swa_dut_v1_params pointers{};  // the encoded pointer fields
-    swa_dut_v1_cache cache{};
+    swa_dut_v2_params pointers{};  // the encoded pointer fields
+    swa_dut_v2_cache cache{};
     std::optional<abi::CacheView> view;
     const void* q = nullptr;
     void* out = nullptr;
@@ -381,7 +398,7 @@ class IsolatedPluginDut final : public Dut {
     sh->q = p.q;
     sh->out = p.out;
     sh->host_cache = cache;
-    swa_dut_v1_params& c = sh->pointers;
+    swa_dut_v2_params& c = sh->pointers;
     c = abi::to_c(p);
     Layout& a = sh->layout;
     c.q = a.add(c.q, tensor_bytes(p, p.q_row_stride, p.q_head_stride, p.heads_q), false);
@@ -425,7 +442,7 @@ class IsolatedPluginDut final : public Dut {
     req.op = op;
     req.index = index;
     req.params = abi::to_c(p);
-    const swa_dut_v1_params& e = shared_->pointers;
+    const swa_dut_v2_params& e = shared_->pointers;
     req.params.q = e.q;
     req.params.k = e.k;
     req.params.v = e.v;
@@ -439,7 +456,7 @@ class IsolatedPluginDut final : public Dut {
     if (!r) {
       worker_.reset();
       shared_.reset();
-      return Status::failure("plugin " + path_ + ": " + worker::op_function(op) + " " + failure +
+      return Status::failure("plugin " + path_ + ": " + BoundPlugin::entry_point_name(op, abi_version_) + " " + failure +
                              " (in its worker process; the sweep goes on)");
     }
     if (op != Op::supports) {
@@ -453,6 +470,9 @@ class IsolatedPluginDut final : public Dut {
   std::string path_;
   double timeout_;
   mutable std::unique_ptr<Worker> worker_;
+  uint32_t abi_version_;
+  swa_dut_v2_traits described_;
+  std::optional<double> last_kernel_ms_;
   mutable std::unique_ptr<Shared> shared_;
   mutable std::optional<Status> pending_;
 };

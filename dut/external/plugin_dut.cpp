@@ -7,70 +7,77 @@
 #include <stdexcept>
 
 #include "abi_convert.hpp"
-#include "plugin_symbols.hpp"
+#include "plugin_abi.hpp"
 
 namespace swa::dut {
 namespace {
-
-using Symbols = PluginSymbols;
 
 // A library loaded once per run and never unloaded: real libraries (ggml) abort in their static
 // initialisers when loaded again at the same address. Its calls are serialised: the ABI promises a
 // plugin one thread at a time.
 struct Loaded {
-  Symbols s{};
+  BoundPlugin plugin;
   std::mutex calls;
 };
 
 class PluginDut final : public Dut {
  public:
-  PluginDut(std::string path, Loaded& loaded) : path_(std::move(path)), loaded_(loaded), s_(loaded.s) {}
+  PluginDut(std::string path, Loaded& loaded) : path_(std::move(path)), loaded_(loaded), plugin_(loaded.plugin) {}
 
   std::string name() const override { return "plugin:" + path_; }
+  Traits traits() const override { return abi::to_traits(plugin_.traits()); }
+  std::optional<double> last_kernel_ms() const override { return last_kernel_ms_; }
 
   Support supports(const AttnParams& p) const override {
+    if (const std::string outside = abi::outside_traits(plugin_.traits(), p); !outside.empty())
+      return Support::skip(outside);
     std::lock_guard lock(loaded_.calls);
-    const swa_dut_v1_params c = abi::to_c(p);
-    char reason[512] = {};
-    return s_.supports(&c, reason, sizeof reason) ? Support::yes() : Support::skip(reason);
+    const swa_dut_v2_params c = abi::to_c(p);
+    swa_dut_v2_status status = fresh_status();
+    return plugin_.supports(c, status)
+               ? Support::yes()
+               : Support::skip(std::string(status.message, strnlen(status.message, sizeof status.message)));
   }
 
   Status prefill(const AttnParams& p) override {
     std::lock_guard lock(loaded_.calls);
-    const swa_dut_v1_params c = abi::to_c(p);
-    swa_dut_v1_error e{};
-    return result(s_.prefill(&c, &e), e);
+    const swa_dut_v2_params c = abi::to_c(p);
+    swa_dut_v2_status status = fresh_status();
+    return result(plugin_.prefill(c, status), status);
   }
 
   Status chunked_prefill(const AttnParams& p, KvCache& cache, int chunk_index) override {
-    return with_cache(p, cache, s_.chunked_prefill, chunk_index);
+    return with_cache(p, cache, &BoundPlugin::chunked_prefill, chunk_index);
   }
 
   Status decode_step(const AttnParams& p, KvCache& cache, int step) override {
-    return with_cache(p, cache, s_.decode_step, step);
+    return with_cache(p, cache, &BoundPlugin::decode_step, step);
   }
 
  private:
-  using CacheCall = int (*)(const swa_dut_v1_params*, swa_dut_v1_cache*, int, swa_dut_v1_error*);
-  Status with_cache(const AttnParams& p, KvCache& cache, CacheCall call, int index) const {
+  using CacheCall = int (BoundPlugin::*)(const swa_dut_v2_params&, swa_dut_v2_cache&, int, swa_dut_v2_status&) const;
+  Status with_cache(const AttnParams& p, KvCache& cache, CacheCall call, int index) {
     std::lock_guard lock(loaded_.calls);
-    const swa_dut_v1_params c = abi::to_c(p);
+    const swa_dut_v2_params c = abi::to_c(p);
     abi::CacheView view(cache);
-    swa_dut_v1_error e{};
-    const int rc = call(&c, &view.c, index, &e);
+    swa_dut_v2_status status = fresh_status();
+    const int rc = (plugin_.*call)(c, view.c, index, status);
     view.sync_back(cache);
-    return result(rc, e);
+    return result(rc, status);
   }
 
-  Status result(int rc, const swa_dut_v1_error& e) const {
+  Status result(int rc, const swa_dut_v2_status& s) {
+    last_kernel_ms_.reset();
+    if (s.kernel_ms >= 0) last_kernel_ms_ = s.kernel_ms;
     if (rc == 0) return Status::success();
-    return Status::failure(path_ + " returned " + std::to_string(rc) + " (code " + std::to_string(e.code) +
-                           "): " + std::string(e.message, strnlen(e.message, sizeof e.message)));
+    return Status::failure(path_ + " returned " + std::to_string(rc) + " (code " + std::to_string(s.code) +
+                           "): " + std::string(s.message, strnlen(s.message, sizeof s.message)));
   }
 
   std::string path_;
   Loaded& loaded_;
-  Symbols s_;
+  const BoundPlugin& plugin_;
+  std::optional<double> last_kernel_ms_;
 };
 
 Loaded& load_once(const std::string& path) {
@@ -78,11 +85,9 @@ Loaded& load_once(const std::string& path) {
   static std::map<std::string, std::unique_ptr<Loaded>> loaded;
   std::lock_guard lock(mutex);
   if (auto it = loaded.find(path); it != loaded.end()) return *it->second;
-  Symbols s{};
-  if (const std::string error = open_plugin(path, s); !error.empty())
-    throw std::runtime_error("plugin " + path + " " + error);
   auto entry = std::make_unique<Loaded>();
-  entry->s = s;
+  if (const std::string error = entry->plugin.open(path); !error.empty())
+    throw std::runtime_error("plugin " + path + " " + error);
   return *loaded.emplace(path, std::move(entry)).first->second;
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// A DUT loaded into this process from a shared library that exports the C ABI of swa/dut_v1.h
+// A DUT loaded into this process from a shared library that exports the C ABI of swa/dut_v2.h (or v1)
 // (`--in-process`: for gdb). Each library is loaded once per run and never unloaded.
 #include <memory>
 #include <string>

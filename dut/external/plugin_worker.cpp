@@ -13,26 +13,23 @@
 #include <string>
 #include <thread>
 
-#include "plugin_symbols.hpp"
+#include "plugin_abi.hpp"
 #include "worker_protocol.hpp"
 
 namespace {
 
 using namespace swa::dut::worker;
 
-using Plugin = swa::dut::PluginSymbols;
-
-void say(Reply& r, const std::string& text) { std::snprintf(r.text, sizeof r.text, "%s", text.c_str()); }
+using Plugin = swa::dut::BoundPlugin;
 
 Reply load(const char* path, Plugin& p) {
   Reply r;
-  if (const std::string error = swa::dut::open_plugin(path, p); !error.empty()) {
-    say(r, error);
+  if (const std::string error = p.open(path); !error.empty()) {
+    std::snprintf(r.load_error, sizeof r.load_error, "%s", error.c_str());
     return r;
   }
-  const char* name = p.name();
-  say(r, name ? name : "");
-  r.loaded = 1;
+  r.abi_version = p.abi_version();
+  r.traits = p.traits();
   return r;
 }
 
@@ -53,7 +50,7 @@ bool receive(int sock, Request& req, int& fd) {
   return true;
 }
 
-void rebase(swa_dut_v1_params& p, swa_dut_v1_cache& c, unsigned char* base) {
+void rebase(swa_dut_v2_params& p, swa_dut_v2_cache& c, unsigned char* base) {
   p.q = decode(p.q, base);
   p.k = decode(p.k, base);
   p.v = decode(p.v, base);
@@ -91,16 +88,16 @@ Reply serve(const Plugin& plugin, Request& req, int fd, Mapping& m) {
   }
   if (m.base == MAP_FAILED || m.id != req.arena_id) {
     r.rc = -1;
-    std::snprintf(r.error.message, sizeof r.error.message, "swa-dut-worker: cannot map the tensors");
+    std::snprintf(r.status.message, sizeof r.status.message, "swa-dut-worker: cannot map the tensors");
     return r;
   }
   rebase(req.params, req.cache, static_cast<unsigned char*>(m.base));
   switch (req.op) {
-    case Op::supports: r.rc = plugin.supports(&req.params, r.text, sizeof r.text); break;
-    case Op::prefill: r.rc = plugin.prefill(&req.params, &r.error); break;
-    case Op::chunked_prefill: r.rc = plugin.chunked_prefill(&req.params, &req.cache, req.index, &r.error); break;
-    case Op::decode_step: r.rc = plugin.decode_step(&req.params, &req.cache, req.index, &r.error); break;
-    case Op::hello: break;
+    case Op::supports: r.rc = plugin.supports(req.params, r.status); break;
+    case Op::prefill: r.rc = plugin.prefill(req.params, r.status); break;
+    case Op::chunked_prefill: r.rc = plugin.chunked_prefill(req.params, req.cache, req.index, r.status); break;
+    case Op::decode_step: r.rc = plugin.decode_step(req.params, req.cache, req.index, r.status); break;
+    case Op::load: break;
   }
   return r;
 }
@@ -126,9 +123,9 @@ int main(int argc, char** argv) {
   Plugin plugin;
   Request req;
   int fd = -1;
-  if (!receive(sock, req, fd) || req.op != Op::hello) return 3;
+  if (!receive(sock, req, fd) || req.op != Op::load) return 3;
   const Reply hello = load(argv[1], plugin);
-  if (send(sock, &hello, sizeof hello, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof hello) || !hello.loaded) return 0;
+  if (send(sock, &hello, sizeof hello, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof hello) || !hello.abi_version) return 0;
   Mapping mapping;
   while (receive(sock, req, fd)) {
     const Reply r = serve(plugin, req, fd, mapping);

@@ -8,38 +8,31 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "swa/dut_v1.h"
+#include "plugin_abi.hpp"
+#include "swa/dut_v2.h"
 
 namespace swa::dut::worker {
 
-enum class Op : int32_t { hello = 0, supports = 1, prefill = 2, chunked_prefill = 3, decode_step = 4 };
+using Op = PluginCall;  // load is the hello: the worker loads the plugin and describes it
 
 struct Request {
-  Op op = Op::hello;
+  Op op = Op::load;
   int32_t index = 0;  // chunk_index or step
   std::uint64_t arena_id = 0;  // 0: no tensors (hello)
   std::uint64_t arena_bytes = 0;
-  swa_dut_v1_params params{};
-  swa_dut_v1_cache cache{};
+  swa_dut_v2_params params{};
+  swa_dut_v2_cache cache{};
 };
 
 struct Reply {
-  int32_t rc = 0;           // the plugin function's return value (supports: 1 run, 0 skip)
-  swa_dut_v1_error error{};
-  char text[512] = {};  // hello: the plugin's name, or why it cannot be loaded (open_plugin); supports: the skip reason
-  int32_t loaded = 0;   // hello: 1 when the plugin loaded and exports every function
+  int32_t rc = 0;  // the plugin function's return value (supports: 1 run, 0 skip)
+  swa_dut_v2_status status = fresh_status();
+  // hello: whether the plugin loaded (the ABI version it speaks, else 0), what it says of itself,
+  // or why it cannot be loaded (BoundPlugin::open's words).
+  uint32_t abi_version = 0;
+  swa_dut_v2_traits traits{};
+  char load_error[512] = {};
 };
-
-inline const char* op_function(Op op) {
-  switch (op) {
-    case Op::hello: return "dlopen";
-    case Op::supports: return "swa_dut_v1_supports";
-    case Op::prefill: return "swa_dut_v1_prefill";
-    case Op::chunked_prefill: return "swa_dut_v1_chunked_prefill";
-    case Op::decode_step: return "swa_dut_v1_decode_step";
-  }
-  return "?";
-}
 
 template <class T>
 T* encode(std::size_t offset) {

@@ -99,7 +99,7 @@ PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const Perf
   row.heads = s.heads;
   row.kv_heads = s.kv_heads;
   row.batch = static_cast<std::int64_t>(s.prompt_lens.size());
-  row.timer = device_timed ? "device events" : "host wall clock";
+  row.timer = device_timed ? "DUT's own timing" : "host wall clock";
   row.set_timing(timing);
   const WindowBand band = base.band;
   for (int b = 0; b < base.batch; ++b) {

@@ -5,7 +5,7 @@ the C ABI plugin, and every bad plugin and bad process case (clear error, result
 usage: test_external.py PATH/TO/swa-harness CI_YAML EXAMPLE_DUT PLUGIN_DIR
 
 Tried the way an outside team does: plugins by absolute path, exec: DUTs with spaces and slashes in
-their names, and a plain-C plugin written from swa/dut_v1.h alone (dut/external/examples/c_plugin.c).
+their names, and a plain-C plugin written from swa/dut_v2.h alone (dut/external/examples/c_plugin.c).
 """
 import os
 import signal
@@ -357,7 +357,7 @@ class Plugins(unittest.TestCase):
         self.assertIn("does not export swa_dut_v1_name", r.stderr)
         r = run("run", CI, "--sweep", "inputs", "--dut", "plugin:" + self.plugin("swa_bad_plugin_abi_version"), "--out", "/tmp/never.h5")
         self.assertEqual(r.returncode, 2)
-        self.assertIn("speaks ABI version 2; this harness speaks 1", r.stderr)
+        self.assertIn("speaks ABI version 3; this harness speaks 1 (swa/dut_v1.h) and 2 (swa/dut_v2.h)", r.stderr)
 
     def test_in_process_a_crash_ends_the_run_but_leaves_the_results_and_names_the_scenario(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -370,6 +370,67 @@ class Plugins(unittest.TestCase):
             self.assertEqual(rows(out), before)  # everything finished before the crash is there
             with open(out + ".inflight") as f:
                 self.assertIn(f.read().strip(), {k[0] for k in before})
+
+
+def id_fields(scenario_id):
+    """mode, dtype and head size from a scenario ID ("mode=prefill/.../d=64/.../fp32/...")."""
+    parts = scenario_id.split("/")
+    named = dict(p.split("=", 1) for p in parts if "=" in p)
+    dtype = next(p for p in parts if p in ("fp32", "fp16", "bf16"))
+    return named["mode"], dtype, int(named["d"])
+
+
+class AbiVersions(unittest.TestCase):
+    """ABI version 2 (swa/dut_v2.h) with plugins that describe themselves; version-1 plugins still load."""
+
+    def plugin(self, name):
+        return "plugin:" + os.path.join(PLUGINS, f"lib{name}.so")
+
+    def test_a_version_1_plugin_gives_the_same_numbers_as_its_version_2_build(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for extra in ([], ["--in-process"]):
+                out = os.path.join(tmp, f"r{len(extra)}.h5")
+                v1, v2 = self.plugin("swa_c_plugin_v1"), self.plugin("swa_c_plugin")
+                for sweep in ("caches", "atb"):
+                    r = run("run", CI, "--sweep", sweep, "--jobs", "2", "--dut", f"{v1},{v2}", "--out", out, "--resume", *extra)
+                    self.assertEqual(r.returncode, 0, r.stdout[-2000:])
+                got = rows(out)
+                self.assertEqual({v[0] for v in got.values()}, {"pass"})
+                by_dut = {d: {k[0]: v[1] for k, v in got.items() if k[1] == d} for d in (v1, v2)}
+                self.assertGreater(len(by_dut[v1]), 50)
+                self.assertEqual(by_dut[v1], by_dut[v2])
+
+    def test_a_plugin_is_not_called_outside_what_it_describes(self):
+        # The limited plugin fails loudly if called outside fp32, prefill/chunked prefill, d 64/128.
+        with tempfile.TemporaryDirectory() as tmp:
+            for extra in ([], ["--in-process"]):
+                out = os.path.join(tmp, f"r{len(extra)}.h5")
+                r = run("run", CI, "--jobs", "2", "--dut", self.plugin("swa_limited_plugin"), "--out", out, *extra)
+                self.assertEqual(r.returncode, 0, r.stdout[-2000:])
+                got = rows(out)
+                ran = 0
+                for (scenario, _), (status, _, reason) in got.items():
+                    mode, dtype, d = id_fields(scenario)
+                    inside = dtype == "fp32" and mode != "decode" and d in (64, 128)
+                    if inside:
+                        ran += 1
+                        self.assertEqual(status, "pass", (scenario, reason))
+                    else:
+                        self.assertEqual(status, "skip", (scenario, reason))
+                        self.assertIn("the plugin describes itself as running", reason)
+                self.assertGreater(ran, 10)
+
+    def test_perf_uses_a_plugins_own_kernel_timing(self):
+        scenario = next(s for s in run("list", CI, "--filter", "mode=prefill").stdout.split()
+                        if id_fields(s)[1:] == ("fp32", 64))
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            timed, untimed = self.plugin("swa_limited_plugin"), self.plugin("swa_c_plugin")
+            r = run("run", CI, "--filter", scenario, "--perf", "--perf-repeats", "2", "--out", out, "--dut", f"{timed},{untimed}")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with h5py.File(out) as f:
+                timers = {text(x["dut"]): text(x["timer"]) for x in f["perf"][:]}
+            self.assertEqual(timers, {timed: "DUT's own timing", untimed: "host wall clock"})
 
 
 def live_workers():

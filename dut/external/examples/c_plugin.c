@@ -1,4 +1,4 @@
-/* A plugin DUT in plain C, written from swa/dut_v1.h alone: the template an outside team copies.
+/* A plugin DUT in plain C, written from swa/dut_v2.h alone: the template an outside team copies.
  *
  *   swa-harness run scenarios/ci.yaml --dut plugin:/abs/path/libswa_c_plugin.so
  *
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "swa/dut_v1.h"
+#include "swa/dut_v2.h"
 
 static int fault(const char* name) {
   const char* f = getenv("SWA_C_PLUGIN_FAULT");
@@ -52,11 +52,11 @@ static void store(int32_t dtype, void* base, int64_t i, float x) {
 static size_t dtype_bytes(int32_t dtype) { return dtype == SWA_DUT_FP32 ? 4 : 2; }
 
 /* ---- visibility ------------------------------------------------------------------------------ */
-static int64_t window_left(const swa_dut_v1_params* p) {
+static int64_t window_left(const swa_dut_v2_params* p) {
   return p->window_left >= 0 && fault("window_plus_one") ? p->window_left + 1 : p->window_left;
 }
 
-static int visible(const swa_dut_v1_params* p, int64_t i, int64_t j) {
+static int visible(const swa_dut_v2_params* p, int64_t i, int64_t j) {
   const int64_t d = i - j, left = window_left(p);
   if (left >= 0 && d > left) return 0;
   if (p->window_right >= 0 && -d > p->window_right) return 0;
@@ -66,23 +66,23 @@ static int visible(const swa_dut_v1_params* p, int64_t i, int64_t j) {
 }
 
 /* ---- the cache ------------------------------------------------------------------------------- */
-static int64_t ring_slot(const swa_dut_v1_cache* c, int b, int64_t pos) {
+static int64_t ring_slot(const swa_dut_v2_cache* c, int b, int64_t pos) {
   int64_t s = (pos - c->base[b]) % c->slots;
   if (s < 0) s += c->slots;
   if (fault("cache_slot_shift")) s = (s + 1) % c->slots;
   return s;
 }
 
-static int64_t slot_of(const swa_dut_v1_cache* c, int b, int64_t pos) {
+static int64_t slot_of(const swa_dut_v2_cache* c, int b, int64_t pos) {
   return c->policy == SWA_DUT_LINEAR ? pos : ring_slot(c, b, pos);
 }
 
-static size_t cache_offset(const swa_dut_v1_cache* c, int b, int64_t slot, int head) {
+static size_t cache_offset(const swa_dut_v2_cache* c, int b, int64_t slot, int head) {
   return (((size_t)b * c->slots + slot) * c->heads_kv + head) * c->head_size;
 }
 
 /* Writes positions [s, e) of sequence b in order; the first write fixes a compact ring's base. */
-static void write_cache(const swa_dut_v1_params* p, swa_dut_v1_cache* c, int b, int64_t s, int64_t e) {
+static void write_cache(const swa_dut_v2_params* p, swa_dut_v2_cache* c, int b, int64_t s, int64_t e) {
   if (s >= e) return;
   if (c->tokens_written[b] == 0 && c->policy == SWA_DUT_RING_COMPACT) c->base[b] = e - s > c->slots ? e - s - c->slots : 0;
   const size_t elem = dtype_bytes(p->dtype);
@@ -100,7 +100,7 @@ static void write_cache(const swa_dut_v1_params* p, swa_dut_v1_cache* c, int b, 
 
 /* Position held by a cache slot of sequence b (every position below tokens_written was written in
  * order), or -1. */
-static int64_t held_position(const swa_dut_v1_cache* c, int b, int64_t slot) {
+static int64_t held_position(const swa_dut_v2_cache* c, int b, int64_t slot) {
   const int64_t newest = c->tokens_written[b] - 1;
   if (newest < 0) return -1;
   if (c->policy == SWA_DUT_LINEAR) return slot <= newest ? slot : -1;
@@ -138,7 +138,7 @@ static int add_key(Keys* ks, const void* k, const void* v) {
 }
 
 /* softmax(scale q.k) v over the collected keys; a row with no visible key outputs 0. */
-static void attend(const swa_dut_v1_params* p, Keys* ks, int b, int64_t i, int h) {
+static void attend(const swa_dut_v2_params* p, Keys* ks, int b, int64_t i, int h) {
   const int32_t dt = p->dtype;
   const size_t elem = dtype_bytes(dt);
   const int64_t row = p->seq_offsets[b] + i;
@@ -159,15 +159,15 @@ static void attend(const swa_dut_v1_params* p, Keys* ks, int b, int64_t i, int h
   }
 }
 
-static int kv_head(const swa_dut_v1_params* p, int h) { return h / (p->heads_q / p->heads_kv); }
+static int kv_head(const swa_dut_v2_params* p, int h) { return h / (p->heads_q / p->heads_kv); }
 
-static const void* input_row(const swa_dut_v1_params* p, const void* base, int64_t row_stride, int64_t head_stride,
+static const void* input_row(const swa_dut_v2_params* p, const void* base, int64_t row_stride, int64_t head_stride,
                              int b, int64_t pos, int head) {
   return (const char*)base + ((p->seq_offsets[b] + pos) * row_stride + head * head_stride) * dtype_bytes(p->dtype);
 }
 
 /* Row i of sequence b, head h: visible cache slots, then the rows [s, i] of the current chunk. */
-static int row_from_cache(const swa_dut_v1_params* p, const swa_dut_v1_cache* c, Keys* ks, int b, int64_t i, int h,
+static int row_from_cache(const swa_dut_v2_params* p, const swa_dut_v2_cache* c, Keys* ks, int b, int64_t i, int h,
                           int64_t s) {
   const int g = kv_head(p, h);
   const size_t elem = dtype_bytes(p->dtype);
@@ -187,36 +187,44 @@ static int row_from_cache(const swa_dut_v1_params* p, const swa_dut_v1_cache* c,
   return 0;
 }
 
-static int out_of_memory(swa_dut_v1_error* e, Keys* ks) {
+static int out_of_memory(swa_dut_v2_status* e, Keys* ks) {
   free(ks->scores), free(ks->keys), free(ks->values);
   e->code = 12;
   snprintf(e->message, sizeof e->message, "c_plugin: out of memory");
   return 1;
 }
 
-static int64_t prompt_len(const swa_dut_v1_params* p, int b) {
+static int64_t prompt_len(const swa_dut_v2_params* p, int b) {
   return p->mode == SWA_DUT_DECODE ? p->seq_lens[b] - p->decode_steps : p->seq_lens[b];
 }
 
 /* ---- the ABI --------------------------------------------------------------------------------- */
-uint32_t swa_dut_v1_abi_version(void) { return SWA_DUT_V1_ABI_VERSION; }
+uint32_t swa_dut_v2_abi_version(void) { return SWA_DUT_V2_ABI_VERSION; }
 
-/* The harness asks a plugin's name once per load; SWA_C_PLUGIN_LOG_LOADS=1 says so on stderr (the
- * harness's tests count loads with it). */
-const char* swa_dut_v1_name(void) {
+/* Called once per load; SWA_C_PLUGIN_LOG_LOADS=1 says so on stderr (the harness's tests count loads
+ * with it). This kernel runs every dtype, mode, cache, mask and head size, so it states only its
+ * name and the params it knows; a kernel with limits lists them here and the harness skips the rest. */
+int swa_dut_v2_describe(swa_dut_v2_traits* traits) {
   if (getenv("SWA_C_PLUGIN_LOG_LOADS")) fputs("swa_c_plugin: loaded\n", stderr);
-  return "c_plugin";
+  traits->params_size = sizeof(swa_dut_v2_params);
+  snprintf(traits->name, sizeof traits->name, "c_plugin");
+  traits->query_tile = 1; /* one query row at a time */
+  return 0;
 }
 
-int swa_dut_v1_supports(const swa_dut_v1_params* p, char* reason, size_t reason_len) {
+int swa_dut_v2_supports(const swa_dut_v2_params* p, swa_dut_v2_status* status) {
   if (p->heads_kv <= 0 || p->heads_q % p->heads_kv != 0) {
-    snprintf(reason, reason_len, "heads_q must be a multiple of heads_kv");
+    snprintf(status->message, sizeof status->message, "heads_q must be a multiple of heads_kv");
+    return 0;
+  }
+  if (p->window_right != 0 && p->mode != SWA_DUT_PREFILL) {
+    snprintf(status->message, sizeof status->message, "keys after the query exist in prefill only");
     return 0;
   }
   return 1;
 }
 
-int swa_dut_v1_prefill(const swa_dut_v1_params* p, swa_dut_v1_error* error) {
+int swa_dut_v2_prefill(const swa_dut_v2_params* p, swa_dut_v2_status* status) {
   Keys ks = {0};
   for (int b = 0; b < p->batch; ++b)
     for (int64_t i = 0; i < p->seq_lens[b]; ++i)
@@ -226,15 +234,15 @@ int swa_dut_v1_prefill(const swa_dut_v1_params* p, swa_dut_v1_error* error) {
         for (int64_t j = 0; j < p->seq_lens[b]; ++j)
           if (visible(p, i, j) && add_key(&ks, input_row(p, p->k, p->k_row_stride, p->k_head_stride, b, j, g),
                                           input_row(p, p->v, p->v_row_stride, p->v_head_stride, b, j, g)))
-            return out_of_memory(error, &ks);
+            return out_of_memory(status, &ks);
         attend(p, &ks, b, i, h);
       }
   free(ks.scores), free(ks.keys), free(ks.values);
   return 0;
 }
 
-int swa_dut_v1_chunked_prefill(const swa_dut_v1_params* p, swa_dut_v1_cache* cache, int chunk_index,
-                               swa_dut_v1_error* error) {
+int swa_dut_v2_chunked_prefill(const swa_dut_v2_params* p, swa_dut_v2_cache* cache, int chunk_index,
+                               swa_dut_v2_status* status) {
   Keys ks = {0};
   for (int b = 0; b < p->batch; ++b) {
     const int64_t prompt = prompt_len(p, b), chunk = p->chunk > 0 ? p->chunk : prompt;
@@ -243,20 +251,20 @@ int swa_dut_v1_chunked_prefill(const swa_dut_v1_params* p, swa_dut_v1_cache* cac
     if (e > prompt) e = prompt;
     for (int64_t i = s; i < e; ++i)
       for (int h = 0; h < p->heads_q; ++h)
-        if (row_from_cache(p, cache, &ks, b, i, h, s)) return out_of_memory(error, &ks);
+        if (row_from_cache(p, cache, &ks, b, i, h, s)) return out_of_memory(status, &ks);
     write_cache(p, cache, b, s, e);
   }
   free(ks.scores), free(ks.keys), free(ks.values);
   return 0;
 }
 
-int swa_dut_v1_decode_step(const swa_dut_v1_params* p, swa_dut_v1_cache* cache, int step, swa_dut_v1_error* error) {
+int swa_dut_v2_decode_step(const swa_dut_v2_params* p, swa_dut_v2_cache* cache, int step, swa_dut_v2_status* status) {
   Keys ks = {0};
   for (int b = 0; b < p->batch; ++b) {
     const int64_t i = prompt_len(p, b) + step;
     write_cache(p, cache, b, i, i + 1);
     for (int h = 0; h < p->heads_q; ++h)
-      if (row_from_cache(p, cache, &ks, b, i, h, i + 1)) return out_of_memory(error, &ks);
+      if (row_from_cache(p, cache, &ks, b, i, h, i + 1)) return out_of_memory(status, &ks);
   }
   free(ks.scores), free(ks.keys), free(ks.values);
   return 0;

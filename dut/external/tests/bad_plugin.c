@@ -1,5 +1,5 @@
-/* Deliberately broken plugins for the loader's tests, selected at compile time:
- * BAD_MISSING_SYMBOLS exports only the version; BAD_ABI_VERSION reports version 2;
+/* Deliberately broken plugins for the loader's tests (ABI version 1, which still loads), selected at compile time:
+ * BAD_MISSING_SYMBOLS exports only the version; BAD_ABI_VERSION reports version 3;
  * BAD_CRASH segfaults in prefill (and chunked prefill); BAD_ABORT aborts in decode_step;
  * BAD_HANG never returns from prefill (and chunked prefill). Otherwise they write nothing. */
 #include <stdint.h>
@@ -10,7 +10,7 @@
 
 uint32_t swa_dut_v1_abi_version(void) {
 #ifdef BAD_ABI_VERSION
-  return 2u;
+  return 3u;
 #else
   return SWA_DUT_V1_ABI_VERSION;
 #endif

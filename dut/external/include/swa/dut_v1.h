@@ -1,4 +1,5 @@
-/* swa-harness external DUT ABI, version 1 (C, stable).
+/* swa-harness external DUT ABI, version 1 (C, stable). Superseded by swa/dut_v2.h (versioned
+ * structs, a describe call, kernel timings); plugins written for version 1 still load.
  *
  * A plugin is a shared library exporting the six functions below; load it with
  *   swa-harness run SWEEP.yaml --dut plugin:/path/to/libmydut.so
@@ -82,10 +83,14 @@ extern "C" {
 
 #define SWA_DUT_V1_ABI_VERSION 1u
 
+/* The same constants as version 2 (both headers may be included together). */
+#ifndef SWA_DUT_ENUMS_DEFINED
+#define SWA_DUT_ENUMS_DEFINED
 enum swa_dut_v1_dtype { SWA_DUT_FP32 = 0, SWA_DUT_FP16 = 1, SWA_DUT_BF16 = 2 };
 enum swa_dut_v1_mode { SWA_DUT_PREFILL = 0, SWA_DUT_CHUNKED_PREFILL = 1, SWA_DUT_DECODE = 2 };
 enum swa_dut_v1_cache_policy { SWA_DUT_RING_MODULO = 0, SWA_DUT_RING_COMPACT = 1, SWA_DUT_LINEAR = 2 };
 enum swa_dut_v1_mask_format { SWA_DUT_MASK_NONE = 0, SWA_DUT_MASK_SWA_NORM = 1, SWA_DUT_MASK_SWA_COMPRESS = 2 };
+#endif
 
 typedef struct swa_dut_v1_params {
   const void* q;

@@ -8,7 +8,7 @@
 namespace swa::harness {
 
 // DUTs by name: baseline, cpu, cuda (when built with nvcc), mutant:<fault>, plugin:PATH (a shared library with the C ABI of
-// swa/dut_v1.h), exec:'COMMAND' (the process protocol). Throws std::invalid_argument naming the
+// swa/dut_v2.h or dut_v1.h), exec:'COMMAND' (the process protocol). Throws std::invalid_argument naming the
 // problem (an unknown name lists the names it knows; a bad plugin says what is wrong with it).
 std::unique_ptr<dut::Dut> make_dut(const std::string& name);
 std::string dut_choices();

@@ -23,7 +23,7 @@ struct PerfRow {
   double ceiling_gflops = 0;                    // same-run ceiling
   double ceiling_fraction = 0;
   std::string ceiling;                          // what the ceiling is
-  std::string timer;                            // "host wall clock", or "device events" (kernels only)
+  std::string timer;  // "host wall clock", "DUT's own timing" (run --perf: its kernels alone), "device events" (swa-bench cuda)
 
   void set_timing(const Timing& t) {
     time_ms = t.median_ms;
