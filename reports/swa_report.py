@@ -400,7 +400,14 @@ def main():
         if args.compare:
             return 1 if compare(*args.compare, args.out, args.error_factor, args.time_pct) else 0
         totals = write_report(paths, args.out)
-    except (OSError, KeyError) as e:
+    except OSError as e:
+        # A failure to write the report is not a failure to read the results: say which.
+        target = str(getattr(e, "filename", None) or "")
+        writing = bool(target) and os.path.abspath(target).startswith(os.path.abspath(args.out))
+        what = f"cannot write the report into {args.out}" if writing else "cannot read results"
+        print(f"swa-harness report: error: {what}: {e}", file=sys.stderr)
+        return 2
+    except (KeyError, ValueError) as e:  # UnicodeDecodeError is a ValueError
         print(f"swa-harness report: error: cannot read results: {e}", file=sys.stderr)
         return 2
     print(f"report: {os.path.join(args.out, 'report.html')}  summary: {os.path.join(args.out, 'summary.md')}  "

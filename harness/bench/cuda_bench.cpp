@@ -81,20 +81,20 @@ const PerfRow* find(const CudaBenchResult& r, const std::string& name) {
 
 }  // namespace
 
-CudaBenchResult run_cuda_bench(const BenchSettings& settings, const CudaBenchOptions& options, const std::regex& filter,
+CudaBenchResult run_cuda_bench(const BenchSettings& settings, const CudaBenchOptions& options, const harness::IdPattern& filter,
                                bool progress) {
   const CudaPlan plan = options.quick ? quick_plan() : full_plan();
   CudaBenchResult result;
   result.copy_bandwidth_gbps = harness::cuda_copy_bandwidth_gbps();
   auto add = [&](const std::string& name, auto&& make) {
-    if (!std::regex_search(name, filter)) return;
+    if (!filter.found_in(name)) return;
     result.rows.push_back(make());
     if (progress) std::cerr << "  done " << name << "\n";
   };
   for (DType dt : {DType::fp16, DType::bf16, DType::fp32}) {
     const std::string suffix = std::string(dtype_name(dt));
     add("prefill_" + suffix, [&] { return bench_prefill("prefill_" + suffix, "cuda", dt, plan.prefill, settings); });
-    if (dt != DType::fp32 && !options.torch_python.empty() && std::regex_search("torch_" + suffix, filter)) {
+    if (dt != DType::fp32 && !options.torch_python.empty() && filter.found_in("torch_" + suffix)) {
       torch_rows(options, settings, dt, plan.prefill, suffix, result);
       if (progress) std::cerr << "  done torch " << suffix << "\n";
     }

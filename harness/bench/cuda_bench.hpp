@@ -2,11 +2,11 @@
 // swa-bench --dut cuda: the CUDA DUT's kernels (device events) at the shapes, PyTorch's
 // FlexAttention and SDPA at the same shapes in the same run, and decode steps against the
 // bytes-over-bandwidth floor measured in the same run.
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "cases.hpp"
+#include "swa/harness/id_pattern.hpp"
 
 namespace swa::bench {
 
@@ -22,7 +22,7 @@ struct CudaBenchResult {
   std::vector<std::string> notes;  // PyTorch failures and the like, printed with the targets
 };
 
-CudaBenchResult run_cuda_bench(const BenchSettings& settings, const CudaBenchOptions& options, const std::regex& filter,
+CudaBenchResult run_cuda_bench(const BenchSettings& settings, const CudaBenchOptions& options, const harness::IdPattern& filter,
                                bool progress);
 
 void print_cuda_targets(const CudaBenchResult& result);

@@ -4,7 +4,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
-#include <regex>
+#include <optional>
 
 #include "cases.hpp"
 #include "cuda_bench.hpp"
@@ -119,18 +119,19 @@ int main(int argc, char** argv) {
     std::cout << desc << "\n";
     return 0;
   }
-  std::regex filter;
+  std::optional<harness::IdPattern> filter;
   try {
-    filter = std::regex(only.empty() ? ".*" : only);
-  } catch (const std::regex_error& e) {
-    std::cerr << "swa-bench: error: option --only: '" << only << "' is not a regular expression (" << e.what() << ")\n";
+    filter.emplace(only.empty() ? ".*" : only);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "swa-bench: error: option --only: '" << only << "' is not a regular expression (RE2 syntax: " << e.what()
+              << ")\n";
     return 2;
   }
   if (dut == "cuda") {
     cuda_options.quick = vm.count("quick") > 0;
     if (vm.count("no-torch")) cuda_options.torch_python.clear();
     try {
-      const CudaBenchResult result = run_cuda_bench(settings, cuda_options, filter, format == "table");
+      const CudaBenchResult result = run_cuda_bench(settings, cuda_options, *filter, format == "table");
       if (format == "csv") {
         print_csv(result.rows);
       } else {
@@ -149,7 +150,7 @@ int main(int argc, char** argv) {
   try {
     const double sgemm = harness::sgemm_ceiling_gflops(plan.sgemm_n, settings.warmups, settings.repeats);
     auto add = [&](const std::string& name, auto&& make) {
-      if (!std::regex_search(name, filter)) return;
+      if (!filter->found_in(name)) return;
       rows.push_back(make());
       rows.back().set_ceiling(sgemm, "Eigen SGEMM " + std::to_string(plan.sgemm_n) + "^3, same run");
       if (format == "table") std::cerr << "  done " << name << "\n";

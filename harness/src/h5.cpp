@@ -1,8 +1,6 @@
 #include "swa/harness/h5.hpp"
 
-#include "swa/harness/interrupt.hpp"
-
-#include <unistd.h>
+#include "swa/harness/durable_file.hpp"
 
 #include <system_error>
 
@@ -15,8 +13,22 @@ struct SilenceHdf5 {
 };
 const SilenceHdf5 silence_once;
 
+// HDF5's own words for the failure that just happened: the innermost entry of its error stack
+// (e.g. "unable to open file: ... errno = 2, error message = 'No such file or directory'").
+std::string hdf5_cause() {
+  std::string cause;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD,
+           [](unsigned n, const H5E_error2_t* e, void* out) -> herr_t {
+             if (n == 0 && e->desc) *static_cast<std::string*>(out) = e->desc;
+             return 0;
+           },
+           &cause);
+  H5Eclear2(H5E_DEFAULT);
+  return cause.empty() ? "" : " (" + cause + ")";
+}
+
 void check(herr_t status, const std::string& what) {
-  if (status < 0) throw Error("HDF5: " + what + " failed");
+  if (status < 0) throw Error("HDF5: " + what + " failed" + hdf5_cause());
 }
 
 template <class T>
@@ -44,7 +56,7 @@ void write_typed(hid_t loc, const std::string& name, std::span<const T> data, co
 }  // namespace
 
 Handle::Handle(hid_t id, Closer closer, const std::string& what) : id_(id), closer_(closer) {
-  if (id < 0) throw Error("HDF5: " + what + " failed");
+  if (id < 0) throw Error("HDF5: " + what + " failed" + hdf5_cause());
 }
 Handle::Handle(Handle&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = H5I_INVALID_HID; }
 Handle& Handle::operator=(Handle&& o) noexcept {
@@ -231,23 +243,30 @@ AtomicFile::AtomicFile(std::filesystem::path final_path) : final_path_(std::move
   const std::filesystem::path dir = final_path_.has_parent_path() ? final_path_.parent_path() : ".";
   if (!std::filesystem::is_directory(dir))
     throw Error("cannot write " + final_path_.string() + ": directory " + dir.string() + " does not exist");
-  temp_path_ = final_path_;
-  temp_path_ += ".tmp." + std::to_string(::getpid());
-  tracked_ = std::make_shared<harness::TrackedPath>(temp_path_);
-  file_ = create_file(temp_path_);
+  // Built in memory (HDF5's core driver, no backing store) and written by commit() with plain
+  // POSIX calls: a full disk is then an error with its cause, never an I/O failure inside HDF5
+  // (which left a file HDF5 could not close, and a segfault in H5_term_library at exit).
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "file access properties");
+  check(H5Pset_fapl_core(fapl.id(), 1 << 20, 0), "in-memory file driver");
+  const std::string memory_name = harness::temporary_for(final_path_).string() + ".in-memory";
+  file_ = Handle(H5Fcreate(memory_name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), H5Fclose,
+                 "create " + final_path_.string() + " in memory");
 }
 
-AtomicFile::~AtomicFile() {
-  if (committed_) return;
-  file_.close();
-  std::error_code ignored;
-  std::filesystem::remove(temp_path_, ignored);
-}
+AtomicFile::~AtomicFile() = default;  // without commit() nothing was written
 
 void AtomicFile::commit() {
-  check(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL), "flush " + temp_path_.string());
+  check(H5Fflush(file_.id(), H5F_SCOPE_LOCAL), "flush " + final_path_.string() + " in memory");
+  const ssize_t size = H5Fget_file_image(file_.id(), nullptr, 0);
+  std::string image(size > 0 ? static_cast<std::size_t>(size) : 0, '\0');
+  if (size < 0 || H5Fget_file_image(file_.id(), image.data(), image.size()) != size)
+    throw Error("HDF5: image of " + final_path_.string() + " failed");
   file_.close();
-  std::filesystem::rename(temp_path_, final_path_);
+  try {
+    harness::write_file_atomically(final_path_, image);
+  } catch (const std::runtime_error& e) {
+    throw Error(e.what());
+  }
   committed_ = true;
 }
 

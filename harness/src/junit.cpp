@@ -1,5 +1,7 @@
 #include "swa/harness/junit.hpp"
 
+#include "swa/harness/durable_file.hpp"
+
 #include <fstream>
 #include <sstream>
 
@@ -57,13 +59,7 @@ void write_junit(const std::filesystem::path& path, const std::string& suite, co
     x << "</testcase>\n";
   }
   x << "</testsuite>\n</testsuites>\n";
-  const std::filesystem::path temp = path.string() + ".tmp";
-  {
-    std::ofstream out(temp);
-    out << x.str();
-    if (!out) throw std::runtime_error("cannot write " + temp.string());
-  }
-  std::filesystem::rename(temp, path);
+  write_file_atomically(path, x.str());
 }
 
 }  // namespace swa::harness

@@ -80,17 +80,22 @@ void build_problem(const ProblemSpec& spec, Problem& pr) {
 }
 
 std::int64_t estimate_memory_bytes(const ProblemSpec& spec) {
-  std::int64_t n = 0;
-  for (auto len : spec.seq_lens) n += len;
-  const std::int64_t q_elems = n * spec.heads_q * spec.head_size;
-  const std::int64_t kv_elems = 2 * n * spec.heads_kv * spec.head_size;
-  const auto storage = static_cast<std::int64_t>(dtype_bytes(spec.dtype));
-  const std::int64_t inputs = (q_elems + kv_elems) * (4 + storage + 8);
-  const std::int64_t outputs = q_elems * (8 + 4 + 4 + storage);
-  std::int64_t longest = 0;
-  for (auto len : spec.seq_lens) longest = std::max<std::int64_t>(longest, len);
-  const std::int64_t mask = spec.mask == MaskFormat::swa_norm ? longest * longest * 4 : 0;
-  return inputs + outputs + mask;
+  // In double, clamped: the sizes of a hostile sweep overflow int64 (a huge scenario once
+  // estimated to 0 bytes and got through validation). An estimate needs no more than 53 bits.
+  double n = 0, longest = 0;
+  for (auto len : spec.seq_lens) {
+    n += static_cast<double>(len);
+    longest = std::max(longest, static_cast<double>(len));
+  }
+  const double q_elems = n * spec.heads_q * spec.head_size;
+  const double kv_elems = 2 * n * spec.heads_kv * spec.head_size;
+  const auto storage = static_cast<double>(dtype_bytes(spec.dtype));
+  const double inputs = (q_elems + kv_elems) * (4 + storage + 8);
+  const double outputs = q_elems * (8 + 4 + 4 + storage);
+  const double mask = spec.mask == MaskFormat::swa_norm ? longest * longest * 4 : 0;
+  const double total = inputs + outputs + mask;
+  constexpr double kMax = 9.0e18;  // below INT64_MAX
+  return total >= kMax ? static_cast<std::int64_t>(kMax) : static_cast<std::int64_t>(total);
 }
 
 std::int64_t default_memory_limit_bytes() {

@@ -1,9 +1,14 @@
 #include "swa/harness/results_file.hpp"
+
+#include "swa/harness/durable_file.hpp"
 #include "swa/harness/dut_registry.hpp"
 
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -183,6 +188,7 @@ void write_table(hid_t file, const char* name, const std::vector<Column<Row>>& c
   h5::Handle space(H5Screate_simple(1, dims, maxdims), H5Sclose, "table space");
   h5::Handle props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "table properties");
   H5Pset_chunk(props.id(), 1, chunk);
+  H5Pset_fletcher32(props.id());  // a damaged chunk fails its read instead of giving wrong rows
   h5::Handle set(H5Dcreate2(file, name, type.id(), space.id(), H5P_DEFAULT, props.id(), H5P_DEFAULT), H5Dclose,
                  std::string("create table ") + name);
   if (!rows.empty() && H5Dwrite(set.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
@@ -202,7 +208,8 @@ std::vector<Row> read_table(hid_t file, const char* name, const std::vector<Colu
   std::vector<unsigned char> buf(n * cols.size() * kCell);
   std::optional<std::string> bad_verdict;
   if (H5Dread(set.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
-    throw h5::Error(std::string("HDF5: read table ") + name + " (written by another version?)");
+    throw h5::Error(std::string("HDF5: read table ") + name +
+                    " (damaged: its checksum or structure does not verify; or written by another version)");
   for (std::size_t r = 0; r < n; ++r)
     for (std::size_t c = 0; c < cols.size(); ++c) {
       const unsigned char* cell = &buf[(r * cols.size() + c) * kCell];
@@ -323,7 +330,51 @@ Meta collect_meta(const std::string& sweep_file, const std::string& sweep_text, 
   return m;
 }
 
-ResultsContents read_results(const fs::path& path) {
+namespace {
+
+const char* const kRowCounts[][2] = {{"scenarios", "rows_scenarios"}, {"results", "rows_results"}, {"perf", "rows_perf"}};
+const char* const kDigests[] = {"digest_scenarios", "digest_results", "digest_perf"};
+
+std::int64_t meta_digest(const Meta& m) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const auto& [name, member] : meta_fields())
+    for (const char ch : m.*member + '\0') h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  std::int64_t out;
+  std::memcpy(&out, &h, sizeof out);
+  return out;
+}
+
+// FNV-1a over every cell of a table as this code sees it. The chunks carry Fletcher-32, but the
+// variable-length strings live in HDF5's global heap, which carries no checksum: a damaged heap
+// once read back as other strings, or bytes that are not UTF-8, without any error.
+template <class Row>
+std::int64_t table_digest(const std::vector<Column<Row>>& cols, const std::vector<Row>& rows) {
+  std::uint64_t h = 1469598103934665603ull;
+  auto add = [&](const void* p, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+  };
+  for (const Row& row : rows)
+    for (const auto& col : cols)
+      std::visit(
+          [&](auto value) {
+            if constexpr (std::is_same_v<decltype(value), std::string*>) {
+              const std::uint64_t n = value->size();
+              add(&n, sizeof n);
+              add(value->data(), value->size());
+            } else if constexpr (std::is_same_v<decltype(value), Verdict*>) {
+              const auto v = static_cast<std::int64_t>(*value);
+              add(&v, sizeof v);
+            } else {
+              add(value, sizeof *value);
+            }
+          },
+          col.cell(const_cast<Row&>(row)));  // read only
+  std::int64_t out;
+  std::memcpy(&out, &h, sizeof out);
+  return out;
+}
+
+ResultsContents read_results_unchecked(const fs::path& path) {
   h5::Handle f = h5::open_file_readonly(path);
   ResultsContents c;
   h5::Handle meta(H5Gopen2(f.id(), "meta", H5P_DEFAULT), H5Gclose, "open /meta of " + path.string());
@@ -332,7 +383,101 @@ ResultsContents read_results(const fs::path& path) {
   c.results = read_table(f.id(), "results", result_columns());
   if (H5Lexists(f.id(), "perf", H5P_DEFAULT) > 0) c.perf = read_table(f.id(), "perf", perf_columns());
   c.dump_files = read_dump_links(f.id(), path);
+  // Files since the checksums record their row counts: a table cut short is damage, not a result.
+  const std::size_t held[] = {c.scenarios.size(), c.results.size(), c.perf.size()};
+  for (std::size_t i = 0; i < 3; ++i)
+    if (H5Aexists(meta.id(), kRowCounts[i][1]) > 0) {
+      const std::int64_t expected = h5::read_int_attr(meta.id(), kRowCounts[i][1]);
+      if (expected != static_cast<std::int64_t>(held[i]))
+        throw h5::Error(std::string("/") + kRowCounts[i][0] + " holds " + std::to_string(held[i]) + " rows but /meta " +
+                        kRowCounts[i][1] + " says " + std::to_string(expected) + ": the file is damaged");
+    }
+  const std::int64_t digests[] = {table_digest(scenario_columns(), c.scenarios), table_digest(result_columns(), c.results),
+                                  table_digest(perf_columns(), c.perf)};
+  if (H5Aexists(meta.id(), "digest_meta") > 0 && h5::read_int_attr(meta.id(), "digest_meta") != meta_digest(c.meta))
+    throw h5::Error("/meta does not match its digest (digest_meta): the file is damaged");
+  for (std::size_t i = 0; i < 3; ++i)
+    if (H5Aexists(meta.id(), kDigests[i]) > 0 && h5::read_int_attr(meta.id(), kDigests[i]) != digests[i])
+      throw h5::Error(std::string("/") + kRowCounts[i][0] + " does not match its digest in /meta (" + kDigests[i] +
+                      "): the file is damaged");
+  std::set<std::string> ids;
+  for (const auto& s : c.scenarios) {
+    if (s.id.empty()) throw h5::Error("/scenarios has a row with an empty scenario_id: the file is damaged");
+    ids.insert(s.id);
+  }
+  for (const auto& r : c.results)
+    if (r.dut.empty() || !ids.count(r.scenario_id))
+      throw h5::Error("/results row (" + r.scenario_id + ", " + r.dut + ") has " +
+                      (r.dut.empty() ? std::string("no DUT") : "no /scenarios row") + ": the file is damaged");
   return c;
+}
+
+// Reads `path` in a child process first: a damaged file can crash libhdf5 itself (H5HG_read on a
+// corrupt global heap), and that must be a refusal naming the file, not a crash of the harness.
+void probe_readable(const fs::path& path) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return;  // cannot probe: the real read still checks
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    return;
+  }
+  if (pid == 0) {
+    ::close(pipe_fds[0]);
+    int rc = 0;
+    std::string message;
+    try {
+      read_results_unchecked(path);
+    } catch (const std::exception& e) {
+      message = e.what();
+      rc = 1;
+    }
+    if (!message.empty() && ::write(pipe_fds[1], message.data(), message.size()) < 0) rc = 1;
+    ::_exit(rc);
+  }
+  ::close(pipe_fds[1]);
+  std::string message;
+  char buf[512];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    message.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(pipe_fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status))
+    throw h5::Error(path.string() + " is damaged: reading it crashed the HDF5 library (signal " +
+                    std::to_string(WTERMSIG(status)) + ", " + strsignal(WTERMSIG(status)) + ")");
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+    throw h5::Error(path.string() + ": " + (message.empty() ? "cannot be read" : message));
+}
+
+}  // namespace
+
+bool looks_like_results_file(const fs::path& path) {
+  static const char signature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  char head[8] = {};
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(head, sizeof head) || std::memcmp(head, signature, sizeof head) != 0) return false;
+  try {
+    h5::Handle f = h5::open_file_readonly(path);
+    return H5Lexists(f.id(), "meta", H5P_DEFAULT) > 0 && H5Lexists(f.id(), "results", H5P_DEFAULT) > 0;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+ResultsContents read_results(const fs::path& path) {
+  if (!fs::is_regular_file(path)) throw h5::Error(path.string() + " is not a results file (not a regular file)");
+  probe_readable(path);
+  try {
+    return read_results_unchecked(path);
+  } catch (const h5::Error& e) {
+    throw h5::Error(path.string() + ": " + e.what());
+  }
 }
 
 void write_results(const fs::path& path, const ResultsContents& c) {
@@ -340,6 +485,14 @@ void write_results(const fs::path& path, const ResultsContents& c) {
   {
     h5::Handle meta = h5::create_group(f.id(), "meta");
     for (const auto& [name, member] : meta_fields()) h5::write_attr(meta.id(), name, c.meta.*member);
+    const std::size_t held[] = {c.scenarios.size(), c.results.size(), c.perf.size()};
+    const std::int64_t digests[] = {table_digest(scenario_columns(), c.scenarios),
+                                    table_digest(result_columns(), c.results), table_digest(perf_columns(), c.perf)};
+    for (std::size_t i = 0; i < 3; ++i) {
+      h5::write_attr(meta.id(), kRowCounts[i][1], static_cast<std::int64_t>(held[i]));
+      h5::write_attr(meta.id(), kDigests[i], digests[i]);
+    }
+    h5::write_attr(meta.id(), "digest_meta", meta_digest(c.meta));
   }
   write_table(f.id(), "scenarios", scenario_columns(), c.scenarios);
   write_table(f.id(), "results", result_columns(), c.results);
@@ -358,9 +511,15 @@ void write_results(const fs::path& path, const ResultsContents& c) {
   f.commit();
 }
 
-ResultsStore::ResultsStore(fs::path path, Meta meta, bool resume) : path_(std::move(path)) {
+ResultsStore::ResultsStore(fs::path path, Meta meta, bool resume, bool other_sweep_text_ok) : path_(std::move(path)) {
   if (resume && fs::exists(path_)) {
     contents_ = read_results(path_);
+    // /meta describes the sweep the rows came from; rows of another sweep under it would lie.
+    if (contents_.meta.sweep_text != meta.sweep_text && !other_sweep_text_ok)
+      throw h5::Error("--resume: " + path_.string() + " was written from another sweep file text (" +
+                      contents_.meta.sweep_file + ", not " + meta.sweep_file +
+                      " as it is now); resume with the same sweep file, write to a new --out, or pass --force to "
+                      "add these rows under its old /meta");
     contents_.meta.command += " ; resumed: " + meta.command;
   } else {
     contents_.meta = std::move(meta);
@@ -377,24 +536,41 @@ bool ResultsStore::done(const std::string& scenario_id, const std::string& dut) 
 std::vector<ResultRow> ResultsStore::add(const ScenarioRow& scenario, std::vector<ResultRow> rows,
                                          const std::vector<PerfRow>& perf, const std::optional<ProblemFile>& dump) {
   std::lock_guard lock(mutex_);
+  // All or nothing: the rows join the store only once the file holding them is in place, so a
+  // failed rewrite (a full disk) leaves store and file as they were, and nothing is counted twice.
+  ResultsContents next = contents_;
+  std::optional<fs::path> dump_written;
   if (dump) try {
       const fs::path dir = dumps_dir(path_);
       fs::create_directories(dir);
       const fs::path file = fs::absolute(dir / dump_file_name(dump->scenario_id));
       write_problem_file(file, *dump);
-      contents_.dump_files[dump->scenario_id] = file;
+      next.dump_files[dump->scenario_id] = file;
+      dump_written = file;
     } catch (const std::exception& e) {
       for (auto& r : rows)
         if (std::any_of(dump->duts.begin(), dump->duts.end(), [&](const ProblemFile::DutOutput& o) { return o.dut == r.dut; }))
           r.reason += (r.reason.empty() ? "" : "; ") + std::string("tensor dump not written: ") + e.what();
     }
-  const bool known = std::any_of(contents_.scenarios.begin(), contents_.scenarios.end(),
+  const bool known = std::any_of(next.scenarios.begin(), next.scenarios.end(),
                                  [&](const ScenarioRow& s) { return s.id == scenario.id; });
-  if (!known) contents_.scenarios.push_back(scenario);
-  contents_.results.insert(contents_.results.end(), rows.begin(), rows.end());
-  contents_.perf.insert(contents_.perf.end(), perf.begin(), perf.end());
-  write_results(path_, contents_);
+  if (!known) next.scenarios.push_back(scenario);
+  next.results.insert(next.results.end(), rows.begin(), rows.end());
+  next.perf.insert(next.perf.end(), perf.begin(), perf.end());
+  try {
+    write_results(path_, next);
+  } catch (const std::exception& e) {
+    std::error_code ignored;
+    if (dump_written) fs::remove(*dump_written, ignored);
+    throw ResultsNotWritten(e.what());
+  }
+  contents_ = std::move(next);
   return rows;
+}
+
+std::size_t ResultsStore::scenarios_stored() const {
+  std::lock_guard lock(mutex_);
+  return contents_.scenarios.size();
 }
 
 void ResultsStore::begin(const std::string& scenario_id) {
@@ -416,12 +592,13 @@ void ResultsStore::write_in_flight() const {
     fs::remove(marker, ignored);
     return;
   }
-  const fs::path temp = marker.string() + ".tmp";
-  {
-    std::ofstream out(temp);
-    for (const auto& id : in_flight_) out << id << "\n";
+  std::string text;
+  for (const auto& id : in_flight_) text += id + "\n";
+  try {
+    write_file_atomically(marker, text, /*durable=*/false);
+  } catch (const std::runtime_error&) {
+    // Only a hint for after a crash; a full disk is reported by the results file itself.
   }
-  fs::rename(temp, marker);
 }
 
 std::vector<ResultRow> ResultsStore::results() const {

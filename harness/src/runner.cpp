@@ -69,30 +69,43 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
   return store.add(scenario_row(s), rows, perf_rows, dump);
 }
 
-void run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, const RunOptions& options,
-                   std::ostream& progress) {
+RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, const RunOptions& options,
+                         std::ostream& progress) {
+  RunOutcome outcome;
+  std::atomic<bool> stop{false};
   std::atomic<std::size_t> next{0};
   std::mutex log_mutex;
   std::size_t finished = 0;
   int failed = 0;
   const int jobs = std::max(1, options.jobs);
   const int threads_each = std::max(1, omp_get_num_procs() / jobs);
+  // Nothing more can be kept: no new scenario starts; the file holds what was stored before.
+  auto not_stored = [&](const Scenario& s, const ResultsNotWritten& e) {
+    std::lock_guard lock(log_mutex);
+    if (!stop.exchange(true)) outcome.storage_error = e.what();
+    outcome.not_stored.push_back(s.id());
+    store.end(s.id());
+  };
   auto worker = [&] {
     omp_set_num_threads(threads_each);
-    for (std::size_t i; (i = next++) < scenarios.size();) {
+    for (std::size_t i; !stop && (i = next++) < scenarios.size();) {
       const Scenario& s = scenarios[i];
       const auto& duts = options.duts.empty() ? s.duts : options.duts;
       store.begin(s.id());
       std::vector<ResultRow> rows;
       try {
         rows = run_scenario(s, duts, store, options);
+      } catch (const ResultsNotWritten& e) {
+        not_stored(s, e);
+        continue;
       } catch (const std::exception& e) {
         // Never let one scenario take the sweep down: its DUTs get error rows, the rest runs on.
         for (const auto& d : duts) rows.push_back(unjudged_row(s, d, Verdict::error, std::string("harness: ") + e.what()));
         try {
           store.add(scenario_row(s), rows, {}, std::nullopt);
-        } catch (const std::exception&) {
-          // The results file itself cannot be written; the console still reports the rows.
+        } catch (const ResultsNotWritten& w) {
+          not_stored(s, w);
+          continue;
         }
       }
       store.end(s.id());
@@ -117,6 +130,7 @@ void run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, 
   worker();
   for (auto& t : pool) t.join();
   if (options.progress_on_terminal) progress << "\n";
+  return outcome;
 }
 
 }  // namespace swa::harness

@@ -1,11 +1,15 @@
 #include "swa/harness/sweep_file.hpp"
 
+#include "swa/harness/id_pattern.hpp"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -35,6 +39,59 @@ Where child(const Where& w, const std::string& key, const YAML::Node& node) {
   return {w.path, w.key + "." + key, node.Mark()};
 }
 
+// The whole document before any meaning is read: every key of every mapping a plain scalar, and
+// none twice (yaml-cpp keeps the first of two equal keys and drops the second without a word).
+void check_keys(const Where& w, const YAML::Node& node) {
+  auto sub = [&](const std::string& key, const YAML::Node& n) {
+    return Where{w.path, w.key.empty() ? key : w.key + "." + key, n.Mark()};
+  };
+  if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i) check_keys(sub(std::to_string(i), node[i]), node[i]);
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar())
+      fail({w.path, w.key.empty() ? "(top level)" : w.key, kv.first.Mark()}, "a key must be a plain name, not a " +
+                                                 std::string(kv.first.IsSequence() ? "list" : "mapping"));
+    const std::string key = kv.first.Scalar();
+    if (const auto [it, fresh] = seen.emplace(key, kv.first.Mark()); !fresh)
+      fail(sub(key, kv.first), "'" + key + "' appears twice in this mapping (first at line " +
+                                   std::to_string(it->second.line + 1) + "); YAML keeps only one");
+    check_keys(sub(key, kv.second), kv.second);
+  }
+}
+
+// The first byte that is not UTF-8, as line:column, or nullopt. IDs, names and the stored sweep text
+// are UTF-8 strings in HDF5: bytes that are not become errors in every reader (report's Python).
+std::optional<std::pair<int, int>> first_non_utf8(const std::string& text) {
+  int line = 1, column = 1;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = n > 0 && i + n <= text.size() && !(n == 2 && c < 0xc2);
+    for (std::size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    if (ok && n == 3) {  // no overlong forms, no surrogates
+      const auto c1 = static_cast<unsigned char>(text[i + 1]);
+      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);
+    }
+    if (ok && n == 4) {
+      const auto c1 = static_cast<unsigned char>(text[i + 1]);
+      ok = c <= 0xf4 && !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+    }
+    if (!ok) return std::pair{line, column};
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+    i += n;
+  }
+  return std::nullopt;
+}
+
 void require_keys(const Where& w, const YAML::Node& map, const std::set<std::string>& allowed) {
   if (!map.IsMap()) fail(w, "expected a mapping");
   for (const auto& kv : map) {
@@ -56,8 +113,10 @@ std::int64_t as_int(const Where& w, const YAML::Node& n, std::int64_t lo, std::i
 
 double as_double(const Where& w, const YAML::Node& n) {
   double v = 0;
-  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !(v >= 0))
-    fail(w, "expected a non-negative number, got " + (n.IsScalar() ? "'" + n.Scalar() + "'" : std::string("a collection")));
+  // Finite: `.inf` as a tolerance factor would switch its check off without saying so.
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !(v >= 0) || !std::isfinite(v))
+    fail(w, "expected a finite non-negative number, got " +
+                (n.IsScalar() ? "'" + n.Scalar() + "'" : std::string("a collection")));
   return v;
 }
 
@@ -256,7 +315,8 @@ std::vector<Draft> edge_cases(const std::vector<Draft>& combos) {
   return out;
 }
 
-Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where& w, std::int64_t memory_limit) {
+Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where& w, std::int64_t memory_limit,
+                   std::int64_t max_scenarios, std::int64_t earlier_sweeps) {
   require_keys(w, node, {"description", "api", "matrix", "exclude", "include", "defaults", "edges", "duts",
                          "tolerance", "tolerance_profile", "atb_features", "perf", "cache_check"});
   SweepSettings settings;
@@ -342,9 +402,13 @@ Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where&
   if (node["defaults"]) apply_map(defaults, child(w, "defaults", node["defaults"]), node["defaults"]);
 
   std::vector<Axis> axes;
+  if (!node["matrix"] && !node["include"])
+    fail(w, "has neither matrix: nor include:; give it at least one axis or one included case");
   if (node["matrix"]) {
     const Where mw = child(w, "matrix", node["matrix"]);
     require_keys(mw, node["matrix"], parameter_keys());
+    if (node["matrix"].size() == 0)
+      fail(mw, "is empty; list at least one axis (a single value is an axis too: 'window: 64')");
     for (const auto& kv : node["matrix"]) {
       Axis axis{kv.first.as<std::string>(), {}, child(mw, kv.first.as<std::string>(), kv.second)};
       // A list of values; `batch` is a list of batches. A scalar is a single value.
@@ -358,6 +422,24 @@ Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where&
       if (axis.values.empty()) fail(axis.where, "an axis needs at least one value");
       axes.push_back(axis);
     }
+  }
+  // The matrix's size, counted before it is built (saturating: 6 axes of 100 values is 10^12).
+  {
+    const std::int64_t room = std::max<std::int64_t>(0, max_scenarios - earlier_sweeps);
+    std::int64_t count = 1;
+    std::string product;
+    for (const Axis& a : axes) {
+      const auto n = static_cast<std::int64_t>(a.values.size());
+      count = count > room / n ? room + 1 : count * n;
+      product += (product.empty() ? "" : " x ") + a.key + " " + std::to_string(n);
+    }
+    const std::int64_t included = node["include"] && node["include"].IsSequence() ? node["include"].size() : 0;
+    if (count + included > room)
+      fail(w, "expands to " + (count > room ? "more than " + std::to_string(room) : std::to_string(count + included)) +
+                  " scenarios (matrix: " + (product.empty() ? "none" : product) +
+                  (included ? ", plus " + std::to_string(included) + " included" : "") + ")" +
+                  (earlier_sweeps ? " after " + std::to_string(earlier_sweeps) + " in the sweeps before it" : "") +
+                  ", over the limit of " + std::to_string(max_scenarios) + "; narrow it or raise --max-scenarios");
   }
   std::vector<Draft> combos;
   if (!axes.empty() || !node["include"]) {
@@ -382,6 +464,7 @@ Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where&
       apply_map(probe, child(w, "exclude", entry), entry);  // validates keys and values
       std::erase_if(combos, [&](const Draft& c) { return matches(c, ew, entry); });
     }
+    if (combos.empty() && !node["include"]) fail(ew, "removes every scenario of the matrix; this sweep would run nothing");
   }
   if (node["edges"]) {
     bool edges = false;
@@ -415,11 +498,20 @@ Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where&
 SweepFile load_sweep_file(const std::string& path, const SweepLoadOptions& options) {
   SweepFile file;
   file.path = path;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))  // a FIFO or a device would be read forever
+    throw SweepError(path + ": " + (std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
+  if (const auto bytes = std::filesystem::file_size(path, ec); !ec && bytes > kMaxSweepFileBytes)
+    throw SweepError(path + ": the sweep file is " + std::to_string(bytes) + " bytes; files over " +
+                     std::to_string(kMaxSweepFileBytes >> 20) + " MiB are refused");
   std::ifstream in(path);
   if (!in) throw SweepError(path + ": cannot open the sweep file");
   std::stringstream text;
   text << in.rdbuf();
   file.text = text.str();
+  if (const auto bad = first_non_utf8(file.text))
+    throw SweepError(path + ":" + std::to_string(bad->first) + ":" + std::to_string(bad->second) +
+                     ": not UTF-8 text (sweep files are UTF-8; names and IDs are stored as UTF-8)");
   YAML::Node root;
   try {
     root = YAML::Load(file.text);
@@ -428,15 +520,18 @@ SweepFile load_sweep_file(const std::string& path, const SweepLoadOptions& optio
                      ": YAML syntax error: " + e.msg);
   }
   const Where top{&file.path, "(top level)", root.Mark()};
+  check_keys({&file.path, "", root.Mark()}, root);
   if (!root.IsMap()) fail(top, "expected a mapping with a 'sweeps' key");
   require_keys(top, root, {"sweeps"});
   if (!root["sweeps"] || !root["sweeps"].IsMap() || root["sweeps"].size() == 0)
     fail(top, "expected 'sweeps:' with at least one named sweep");
   const std::int64_t limit = options.memory_limit_bytes > 0 ? options.memory_limit_bytes : default_memory_limit_bytes();
+  std::int64_t total = 0;
   for (const auto& kv : root["sweeps"]) {
     const std::string name = kv.first.as<std::string>();
     const Where w{&file.path, "sweeps." + name, kv.first.Mark()};
-    file.sweeps.push_back(expand_sweep(name, kv.second, w, limit));
+    file.sweeps.push_back(expand_sweep(name, kv.second, w, limit, options.max_scenarios, total));
+    total += static_cast<std::int64_t>(file.sweeps.back().scenarios.size());
   }
   return file;
 }
@@ -459,15 +554,14 @@ std::vector<Scenario> select_scenarios(const SweepFile& file, const std::optiona
   }
   if (filter) {
     const bool exact = ids.count(*filter) > 0;
-    std::regex re;
-    if (!exact) {
-      try {
-        re = std::regex(*filter);
-      } catch (const std::regex_error& e) {
-        throw SweepError("--filter: '" + *filter + "' is neither a scenario ID nor a valid regex (" + e.what() + ")");
+    std::optional<IdPattern> re;
+    if (!exact) try {
+        re.emplace(*filter);
+      } catch (const std::invalid_argument& e) {
+        throw SweepError("--filter: '" + *filter + "' is neither a scenario ID nor a valid regular expression (RE2 syntax: " +
+                         e.what() + ")");
       }
-    }
-    std::erase_if(all, [&](const Scenario& s) { return exact ? s.id() != *filter : !std::regex_search(s.id(), re); });
+    std::erase_if(all, [&](const Scenario& s) { return exact ? s.id() != *filter : !re->found_in(s.id()); });
   }
   std::vector<Scenario> sharded;
   for (std::size_t i = 0; i < all.size(); ++i)

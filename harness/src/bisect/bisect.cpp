@@ -1,6 +1,8 @@
 // bisect: reproduce, localize, diagnose, reduce, emit.
 #include "swa/harness/bisect.hpp"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,6 +14,7 @@
 #include "swa/golden.hpp"
 #include "swa/harness/case_schema.hpp"
 #include "swa/harness/dut_registry.hpp"
+#include "swa/harness/durable_file.hpp"
 #include "swa/harness/evaluate.hpp"
 #include "swa/harness/verdict.hpp"
 #include "swa/harness/problem_file.hpp"
@@ -265,7 +268,7 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
     r << "   The failure does not reproduce: the DUT passes this scenario.\n";
     log << r.str();
     fs::create_directories(o.out_dir);
-    std::ofstream(o.out_dir / "report.txt") << r.str();
+    write_file_atomically(o.out_dir / "report.txt", r.str());
     return 0;
   }
   r << "   It reproduces: " << first.reason << "\n\n";
@@ -327,10 +330,18 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
   // 5. Emit.
   fs::create_directories(o.out_dir);
   {
-    std::ofstream yaml(o.out_dir / "repro.yaml");
-    yaml << "# swa-harness bisect: minimal reproduction of\n#   " << original.id() << "\n# on DUT " << o.dut
-         << (diag.explained ? "; diagnosis: " + diag.best : "; no diagnosis") << "\nsweeps:\n  repro:\n" << (needs_atb_api(minimal) ? "    api: atb\n" : "") << "    duts: [\""
-         << o.dut << "\"]\n    include:\n      - " << case_yaml(minimal) << "\n";
+    // The DUT's name goes in as a YAML double-quoted scalar (it may hold quotes, backslashes and
+    // newlines: an exec: command line); the comment gets it on one line.
+    YAML::Emitter quoted;
+    quoted << YAML::DoubleQuoted << o.dut;
+    std::string one_line = o.dut;
+    std::replace_if(one_line.begin(), one_line.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+    std::ostringstream yaml;
+    yaml << "# swa-harness bisect: minimal reproduction of\n#   " << original.id() << "\n# on DUT " << one_line
+         << (diag.explained ? "; diagnosis: " + diag.best : "; no diagnosis") << "\nsweeps:\n  repro:\n"
+         << (needs_atb_api(minimal) ? "    api: atb\n" : "") << "    duts: [" << quoted.c_str() << "]\n    include:\n      - "
+         << case_yaml(minimal) << "\n";
+    write_file_atomically(o.out_dir / "repro.yaml", yaml.str());
   }
   write_repro(o.out_dir / "repro.h5", minimal, minimal_eval, o.dut, o.against);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -338,7 +349,7 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
     << (o.out_dir / "repro.yaml").string() << "\n   " << (o.out_dir / "repro.h5").string()
     << ": its inputs, the reference, the DUT's output and the per-element error\n   "
     << (o.out_dir / "report.txt").string() << ": this report\n\nBisect took " << seconds << " s.\n";
-  std::ofstream(o.out_dir / "report.txt") << r.str();
+  write_file_atomically(o.out_dir / "report.txt", r.str());
   log << r.str();
   return 1;
 }

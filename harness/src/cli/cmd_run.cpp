@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "commands.hpp"
@@ -23,9 +24,10 @@ int cmd_run(const std::vector<std::string>& args) {
   int jobs = 1, perf_repeats = 5;
   double exec_timeout = 300, dut_timeout = 300;
   std::int64_t memory_limit_mb = 0;
+  std::int64_t max_scenarios = harness::SweepLoadOptions{}.max_scenarios;
   po::options_description desc(
       "swa-harness run SWEEP.yaml: run the sweep's scenarios against DUTs\nexit status: 0 all pass, 1 some fail, 2 "
-      "invalid input or internal error");
+      "invalid input or internal error, 3 the results could not be stored (a full disk; --resume finishes)");
   desc.add_options()
       ("sweep-file", po::value(&path)->required(), "the sweep file (positional)")
       ("sweep", po::value(&sweep), "only this named sweep (default: every sweep of the file)")
@@ -34,6 +36,8 @@ int cmd_run(const std::vector<std::string>& args) {
       ("out", po::value(&out)->default_value(out), "results HDF5 file")
       ("junit", po::value(&junit), "also write JUnit XML here")
       ("resume", "keep the rows already in --out and run only what is missing")
+      ("force", "replace --out or --junit even when the file there is not a results or JUnit file; --resume a file "
+                "written from another sweep text")
       ("jobs", po::value(&jobs)->default_value(1), "scenarios run in parallel")
       ("shard", po::value(&shard_text), "K/N: every N-th scenario from the K-th (0 <= K < N)")
       ("dump", po::value(&dump_text)->default_value(dump_text), "failures|all: when to dump tensors to /dumps")
@@ -45,7 +49,8 @@ int cmd_run(const std::vector<std::string>& args) {
       ("no-cache-check", "do not compare the DUTs' KV caches with the golden cache model (for private cache layouts)")
       ("perf", "also time every DUT per scenario (warm-ups, then the median) into /perf; runs one job")
       ("perf-repeats", po::value(&perf_repeats)->default_value(5), "timed repeats in perf mode")
-      ("memory-limit-mb", po::value(&memory_limit_mb)->default_value(0), "refuse larger scenarios (0: half the RAM)");
+      ("memory-limit-mb", po::value(&memory_limit_mb)->default_value(0), "refuse larger scenarios (0: half the RAM)")
+      ("max-scenarios", po::value(&max_scenarios)->default_value(max_scenarios), "refuse sweep files that expand to more scenarios");
   po::positional_options_description positional;
   positional.add("sweep-file", 1);
   po::variables_map vm;
@@ -60,7 +65,11 @@ int cmd_run(const std::vector<std::string>& args) {
   require_range("--memory-limit-mb", memory_limit_mb, 0, std::int64_t{1} << 30);
   if (dump_text != "failures" && dump_text != "all") throw UsageError("option --dump: '" + dump_text + "' is not one of failures|all");
 
-  const harness::SweepFile file = load_sweep_or_usage_error(path, memory_limit_mb << 20);
+  require_range("--max-scenarios", max_scenarios, 1, std::int64_t{1} << 40);
+  const bool force = vm.count("force") > 0;
+  guard_output("--out", out, OutputKind::results, force, {{"the sweep file", path}, {"--junit", junit}});
+  if (vm.count("junit")) guard_output("--junit", junit, OutputKind::junit, force, {{"the sweep file", path}});
+  const harness::SweepFile file = load_sweep_or_usage_error(path, {memory_limit_mb << 20, max_scenarios});
   const auto scenarios = harness::select_scenarios(file, vm.count("sweep") ? std::optional(sweep) : std::nullopt,
                                                    vm.count("filter") ? std::optional(filter) : std::nullopt,
                                                    parse_shard(shard_text));
@@ -86,39 +95,74 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   options.dump = dump_text == "all" ? harness::DumpPolicy::all : harness::DumpPolicy::failures;
   options.progress_on_terminal = ::isatty(STDERR_FILENO);
+  if (vm.count("dut") && duts_text.find_first_not_of(" ,") == std::string::npos)
+    throw UsageError("option --dut: empty; name at least one DUT (baseline, cpu, cuda, mutant:<fault>, plugin:PATH.so, "
+                     "exec:'COMMAND'), or leave --dut out to use the sweeps' duts:");
   if (vm.count("dut") && duts_text.rfind("exec:", 0) == 0) {
     options.duts.push_back(duts_text);  // the command is the rest of the value, commas included
   } else if (vm.count("dut")) {
     std::stringstream list(duts_text);
     for (std::string d; std::getline(list, d, ',');) {
+      if (d.empty()) throw UsageError("option --dut: '" + duts_text + "' has an empty name between its commas");
       // Two rows for one (scenario, DUT) pair could not be told apart in the results.
       if (std::find(options.duts.begin(), options.duts.end(), d) != options.duts.end())
         throw UsageError("option --dut: '" + d + "' is named twice; name each DUT once");
       options.duts.push_back(d);
     }
   }
-  // Every DUT named anywhere must exist before anything runs.
-  for (const auto& s : scenarios)
-    for (const auto& d : options.duts.empty() ? s.duts : options.duts) try {
-        harness::make_dut(d);
-      } catch (const std::invalid_argument& e) {
-        throw UsageError((options.duts.empty() ? "sweep " + s.sweep + " duts: " : "option --dut: ") + e.what());
-      }
+  // Every DUT named anywhere must exist before anything runs (--dut's even when a shard is empty).
+  std::set<std::string> checked;
+  auto check_dut = [&](const std::string& d, const std::string& named_by) {
+    if (!checked.insert(d).second) return;
+    try {
+      harness::make_dut(d);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(named_by + e.what());
+    }
+  };
+  for (const auto& d : options.duts) check_dut(d, "option --dut: ");
+  if (options.duts.empty())
+    for (const auto& s : scenarios)
+      for (const auto& d : s.duts) check_dut(d, "sweep " + s.sweep + " duts: ");
 
-  if (scenarios.empty()) throw UsageError("no scenario selected (check --sweep, --filter and --shard)");
+  const harness::Shard shard = parse_shard(shard_text);
+  // A CI array can have more shards than scenarios: an empty shard is no error, it runs nothing.
+  const bool empty_shard =
+      scenarios.empty() && shard.count > 1 &&
+      !harness::select_scenarios(file, vm.count("sweep") ? std::optional(sweep) : std::nullopt,
+                                 vm.count("filter") ? std::optional(filter) : std::nullopt, {0, 1})
+           .empty();
+  if (scenarios.empty() && !empty_shard) throw UsageError("no scenario selected (check --sweep and --filter)");
+  if (empty_shard)
+    std::cerr << "shard " << shard_text << " holds no scenario (there are fewer scenarios than shards): nothing to run\n";
   for (const auto& s : scenarios)
     if (s.duts.empty() && options.duts.empty())
       throw UsageError("sweep " + s.sweep + " names no duts: add 'duts:' to it or pass --dut");
 
   std::string command = "swa-harness run";
   for (const auto& a : args) command += " " + a;
-  harness::ResultsStore store(out, harness::collect_meta(path, file.text, command), vm.count("resume") > 0);
-  harness::run_scenarios(scenarios, store, options, std::cerr);
+  harness::ResultsStore store(out, harness::collect_meta(path, file.text, command), vm.count("resume") > 0, force);
+  const harness::RunOutcome outcome = harness::run_scenarios(scenarios, store, options, std::cerr);
 
   const auto rows = store.results();
-  if (vm.count("junit")) harness::write_junit(junit, path, rows);
+  std::string junit_error;
+  if (vm.count("junit")) try {
+      harness::write_junit(junit, path, rows);
+    } catch (const std::runtime_error& e) {
+      junit_error = e.what();
+    }
   harness::print_summary(std::cout, rows, path);
-  std::cout << "results: " << out << (vm.count("junit") ? ", junit: " + junit : std::string()) << "\n";
+  std::cout << "results: " << out << (vm.count("junit") && junit_error.empty() ? ", junit: " + junit : std::string()) << "\n";
+  if (!junit_error.empty()) std::cerr << "swa-harness: JUnit not written: " << junit_error << "\n";
+  if (!outcome.storage_error.empty()) {
+    std::cerr << "swa-harness: stopped: the results could not be stored: " << outcome.storage_error << "\n"
+              << "  " << out << " holds the " << store.scenarios_stored()
+              << " scenarios stored before, unchanged; these ran but are not in it: ";
+    for (std::size_t i = 0; i < outcome.not_stored.size(); ++i) std::cerr << (i ? ", " : "") << outcome.not_stored[i];
+    std::cerr << ".\n  Make room (or fix the folder) and run the same command with --resume to finish.\n";
+    return kNotStored;
+  }
+  if (!junit_error.empty()) return kNotStored;
   for (const auto& r : rows)
     if (harness::is_failure(r.status)) return kCheckFailed;
   return kOk;

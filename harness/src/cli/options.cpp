@@ -1,8 +1,14 @@
 #include "options.hpp"
 
+#include <unistd.h>
+
 #include <charconv>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
+
+#include "swa/harness/results_file.hpp"
 
 namespace swa::cli {
 
@@ -58,9 +64,9 @@ harness::Shard parse_shard(const std::string& text) {
   return {static_cast<int>(k[0]), static_cast<int>(n[0])};
 }
 
-harness::SweepFile load_sweep_or_usage_error(const std::string& path, std::int64_t memory_limit_bytes) {
+harness::SweepFile load_sweep_or_usage_error(const std::string& path, const harness::SweepLoadOptions& options) {
   try {
-    return harness::load_sweep_file(path, {memory_limit_bytes});
+    return harness::load_sweep_file(path, options);
   } catch (const harness::SweepError& e) {
     throw UsageError(e.what());
   }
@@ -73,6 +79,46 @@ std::string human_bytes(std::int64_t bytes) {
   else if (bytes >= (1 << 20)) o << static_cast<double>(bytes) / (1 << 20) << " MiB";
   else o << bytes << " B";
   return o.str();
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool same_file(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+}
+
+bool looks_like_junit(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return head.rfind("<?xml", 0) == 0 && head.find("<testsuites") != std::string::npos;
+}
+
+}  // namespace
+
+void guard_output(const std::string& option, const std::string& path, OutputKind kind, bool force,
+                  const std::vector<std::pair<std::string, std::string>>& others) {
+  for (const auto& [name, other] : others)
+    if (!other.empty() && same_file(path, other))
+      throw UsageError("option " + option + ": " + path + " is also " + name + "; give it a path of its own");
+  std::error_code ec;
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) throw UsageError("option " + option + ": folder " + dir.string() + " does not exist");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw UsageError("option " + option + ": folder " + dir.string() + " is not writable");
+  if (!fs::exists(path, ec)) return;
+  if (fs::is_directory(path, ec)) throw UsageError("option " + option + ": " + path + " is a folder");
+  if (fs::is_regular_file(path, ec) && fs::file_size(path, ec) == 0) return;  // e.g. made by mktemp
+  const bool ours = kind == OutputKind::results ? harness::looks_like_results_file(path) : looks_like_junit(path);
+  if (!ours && !force)
+    throw UsageError("option " + option + ": " + path + " exists and is not " +
+                     (kind == OutputKind::results ? "a swa-harness results file" : "a JUnit XML file") +
+                     "; refusing to replace it (pass --force to replace it anyway)");
 }
 
 }  // namespace swa::cli

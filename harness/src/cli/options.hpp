@@ -13,7 +13,8 @@ namespace swa::cli {
 
 namespace po = boost::program_options;
 
-enum ExitCode : int { kOk = 0, kCheckFailed = 1, kBadInput = 2 };
+// 3: a run stopped because its results file could not be written (a full disk); what it holds is intact.
+enum ExitCode : int { kOk = 0, kCheckFailed = 1, kBadInput = 2, kNotStored = 3 };
 
 // Bad input: the message names the option and what is allowed. Exit code 2.
 struct UsageError : std::runtime_error {
@@ -42,7 +43,15 @@ std::string human_bytes(std::int64_t bytes);
 // "K/N" with 0 <= K < N; empty text is the whole run (0/1).
 harness::Shard parse_shard(const std::string& text);
 
+// What an output option writes, so that an existing file of another kind is not replaced.
+enum class OutputKind { results, junit };
+// Refuses (UsageError), before anything runs, an output that would destroy something: the same file
+// as one of `others` (inputs and other outputs, named as in messages), an existing file that is not
+// what `option` writes (unless `force`), or a folder that cannot be written.
+void guard_output(const std::string& option, const std::string& path, OutputKind kind, bool force,
+                  const std::vector<std::pair<std::string, std::string>>& others);
+
 // Loads and validates a sweep file; its errors (file:line:col: key: message) become UsageError.
-harness::SweepFile load_sweep_or_usage_error(const std::string& path, std::int64_t memory_limit_bytes = 0);
+harness::SweepFile load_sweep_or_usage_error(const std::string& path, const harness::SweepLoadOptions& options = {});
 
 }  // namespace swa::cli

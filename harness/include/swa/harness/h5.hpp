@@ -65,8 +65,10 @@ std::map<std::string, AttrValue> read_attrs(hid_t obj);
 std::string read_string_attr(hid_t obj, const std::string& name);
 std::int64_t read_int_attr(hid_t obj, const std::string& name);
 
-// Writes go to a temporary file beside `final_path`; commit() closes it and renames it into place,
-// so a reader never sees a half-written file. Without commit() the temporary is removed.
+// The file is built in memory; commit() writes it to a temporary file beside `final_path`, fsyncs
+// it, renames it into place and fsyncs the folder, so a reader never sees a half-written file, even
+// after a power loss. Any failure (a full disk) throws Error naming the file and the cause and
+// leaves the old file as it was. Without commit() nothing is written.
 class AtomicFile {
  public:
   explicit AtomicFile(std::filesystem::path final_path);
@@ -77,8 +79,7 @@ class AtomicFile {
   void commit();
 
  private:
-  std::filesystem::path final_path_, temp_path_;
-  std::shared_ptr<void> tracked_;  // an interrupt removes the temporary (interrupt.hpp)
+  std::filesystem::path final_path_;
   Handle file_;
   bool committed_ = false;
 };

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,10 +36,17 @@ ResultsContents read_results(const std::filesystem::path& path);
 void write_results(const std::filesystem::path& path, const ResultsContents& contents);
 
 // Collects rows as scenarios finish and rewrites the file after each one. Thread-safe.
+// The results file could not be rewritten (a full disk, a folder gone): the store and the file are
+// as they were before the rows that failed.
+struct ResultsNotWritten : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class ResultsStore {
  public:
   // With resume, the rows already in `path` are kept and reported as done.
-  ResultsStore(std::filesystem::path path, Meta meta, bool resume);
+  // With resume, a file written from another sweep text is refused unless other_sweep_text_ok.
+  ResultsStore(std::filesystem::path path, Meta meta, bool resume, bool other_sweep_text_ok = false);
 
   bool done(const std::string& scenario_id, const std::string& dut) const;
   // RESULTS.h5.inflight lists the scenarios running now, so a DUT that kills the process (a crashing
@@ -46,10 +54,12 @@ class ResultsStore {
   void begin(const std::string& scenario_id);
   void end(const std::string& scenario_id);
   // Stores the rows and returns them as stored. A dump that cannot be written never changes a
-  // verdict or a metric: the rows of the dumped DUTs say so in their reason.
+  // verdict or a metric: the rows of the dumped DUTs say so in their reason. Throws
+  // ResultsNotWritten, storing nothing, when the results file cannot be rewritten.
   std::vector<ResultRow> add(const ScenarioRow& scenario, std::vector<ResultRow> rows, const std::vector<PerfRow>& perf,
                              const std::optional<ProblemFile>& dump);
   std::vector<ResultRow> results() const;
+  std::size_t scenarios_stored() const;
   const std::filesystem::path& path() const { return path_; }
 
  private:
@@ -59,6 +69,9 @@ class ResultsStore {
   std::vector<std::string> in_flight_;
   void write_in_flight() const;
 };
+
+// Whether `path` is an HDF5 file with this harness's /meta (a file `run` or `merge` may replace).
+bool looks_like_results_file(const std::filesystem::path& path);
 
 // Joins shard files: rows deduplicated by (scenario, DUT), the first file's meta.
 ResultsContents merge_results(const std::vector<std::filesystem::path>& inputs, std::vector<std::string>& warnings);

@@ -28,9 +28,15 @@ struct RunOptions {
 std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::string>& duts, ResultsStore& store,
                                     const RunOptions& options);
 
+struct RunOutcome {
+  std::string storage_error;            // why the results file could not be written; empty: it always could
+  std::vector<std::string> not_stored;  // scenarios that ran but are not in the file (rerun with --resume)
+};
+
 // All scenarios, `jobs` at a time, appending to `store` as each finishes. Results do not depend on
-// `jobs`. Progress goes to `progress`.
-void run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, const RunOptions& options,
-                   std::ostream& progress);
+// `jobs`. Progress goes to `progress`. When the results file cannot be written, no new scenario
+// starts and the outcome says why.
+RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, const RunOptions& options,
+                         std::ostream& progress);
 
 }  // namespace swa::harness

@@ -27,7 +27,12 @@ struct SweepFile {
 
 struct SweepLoadOptions {
   std::int64_t memory_limit_bytes = 0;  // 0: half the machine's memory
+  // Counted before anything is expanded: a 570-byte sweep once asked for 10^12 scenarios.
+  std::int64_t max_scenarios = 1'000'000;
 };
+// Sweep files are hand-written or generated lists; a bigger file is refused before it is parsed
+// (yaml-cpp needs ~150 bytes of memory per byte of a long list).
+constexpr std::uintmax_t kMaxSweepFileBytes = 8u << 20;
 
 // Reads, expands and validates every sweep of the file before anything runs. Throws SweepError.
 SweepFile load_sweep_file(const std::string& path, const SweepLoadOptions& options = {});

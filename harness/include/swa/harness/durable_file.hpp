@@ -1,0 +1,17 @@
+#pragma once
+// Writing a whole file so that a reader (or a power loss) never sees half of it: the bytes go to
+// PATH.tmp.PID, are fsynced, renamed over PATH, and the folder is fsynced. Any failure (a full
+// disk) throws std::runtime_error naming PATH and the cause, removes the temporary, and leaves an
+// existing PATH as it was. Results files, JUnit XML and the in-flight marker are written this way.
+#include <filesystem>
+#include <string_view>
+
+namespace swa::harness {
+
+// `durable` = false skips the fsyncs (a marker that only matters while the process lives).
+void write_file_atomically(const std::filesystem::path& path, std::string_view bytes, bool durable = true);
+
+// The temporary write_file_atomically uses for `path` in this process (an interrupt removes it).
+std::filesystem::path temporary_for(const std::filesystem::path& path);
+
+}  // namespace swa::harness

@@ -1,0 +1,56 @@
+#include "swa/harness/durable_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "swa/harness/interrupt.hpp"
+
+namespace swa::harness {
+namespace {
+
+std::string cannot(const std::filesystem::path& path, const std::string& what) {
+  return "cannot write " + path.string() + ": " + what + ": " + std::strerror(errno);
+}
+
+}  // namespace
+
+std::filesystem::path temporary_for(const std::filesystem::path& path) {
+  std::filesystem::path temp = path;
+  temp += ".tmp." + std::to_string(::getpid());
+  return temp;
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view bytes, bool durable) {
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+  const std::filesystem::path temp = temporary_for(path);
+  const TrackedPath tracked(temp);  // an interrupt meanwhile removes it
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) throw std::runtime_error(cannot(path, "create " + temp.string()));
+  std::string failure;
+  for (std::size_t done = 0; done < bytes.size() && failure.empty();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) failure = cannot(path, "write " + std::to_string(bytes.size()) + " bytes to " + temp.string());
+    else done += static_cast<std::size_t>(n);
+  }
+  if (failure.empty() && durable && ::fsync(fd) != 0) failure = cannot(path, "fsync " + temp.string());
+  if (::close(fd) != 0 && failure.empty()) failure = cannot(path, "close " + temp.string());
+  if (failure.empty() && ::rename(temp.c_str(), path.c_str()) != 0) failure = cannot(path, "rename " + temp.string());
+  if (!failure.empty()) {
+    ::unlink(temp.c_str());
+    throw std::runtime_error(failure);
+  }
+  // The rename survives a power loss only once the folder is on disk too.
+  if (durable)
+    if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+}
+
+}  // namespace swa::harness
