@@ -1,6 +1,7 @@
 #include "swa/harness/durable_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +24,23 @@ std::filesystem::path temporary_for(const std::filesystem::path& path) {
   std::filesystem::path temp = path;
   temp += ".tmp." + std::to_string(::getpid());
   return temp;
+}
+
+int remove_orphaned_temporaries(const std::filesystem::path& path) {
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+  const std::string prefix = path.filename().string() + ".tmp.";
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || !entry.is_regular_file(ec)) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    if (std::filesystem::remove(entry.path(), ec)) ++removed;
+  }
+  return removed;
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view bytes, bool durable) {

@@ -59,6 +59,7 @@ void write_junit(const std::filesystem::path& path, const std::string& suite, co
     x << "</testcase>\n";
   }
   x << "</testsuite>\n</testsuites>\n";
+  remove_orphaned_temporaries(path);
   write_file_atomically(path, x.str());
 }
 

@@ -31,7 +31,8 @@ std::vector<hsize_t> shape(const ProblemFile& f, int heads) {
 }
 
 void write_attrs(hid_t obj, const std::map<std::string, h5::AttrValue>& attrs) {
-  for (const auto& [name, value] : attrs) std::visit([&](const auto& v) { h5::write_attr(obj, name, v); }, value);
+  // Not a structured binding: clang before 16 cannot capture one in a lambda.
+  for (const auto& attr : attrs) std::visit([&](const auto& v) { h5::write_attr(obj, attr.first, v); }, attr.second);
 }
 
 [[noreturn]] void refuse(const fs::path& path, const std::string& why) {

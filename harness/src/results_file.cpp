@@ -4,11 +4,13 @@
 #include "swa/harness/dut_registry.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -412,6 +414,11 @@ ResultsContents read_results_unchecked(const fs::path& path) {
   return c;
 }
 
+}  // namespace
+// Declared by the sanitizer runtimes when one is linked (weak: absent otherwise).
+extern "C" void __sanitizer_set_death_callback(void (*)(void)) __attribute__((weak));
+namespace {
+
 // Reads `path` in a child process first: a damaged file can crash libhdf5 itself (H5HG_read on a
 // corrupt global heap), and that must be a refusal naming the file, not a crash of the harness.
 void probe_readable(const fs::path& path) {
@@ -424,6 +431,10 @@ void probe_readable(const fs::path& path) {
     return;
   }
   if (pid == 0) {
+    // This process exists to crash in the parent's place: let it die by the signal, with none of
+    // the parent's crash handlers (a sanitizer's or libFuzzer's) reporting for the parent.
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) std::signal(sig, SIG_DFL);
+    if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(nullptr);
     ::close(pipe_fds[0]);
     int rc = 0;
     std::string message;
@@ -437,17 +448,36 @@ void probe_readable(const fs::path& path) {
     ::_exit(rc);
   }
   ::close(pipe_fds[1]);
+  // Bounded: a damaged file can also send libhdf5 into a loop. A sound file reads in well under a
+  // second per MB; the bound is ten seconds plus two per MB.
+  std::error_code ec;
+  const auto megabytes = static_cast<int>(fs::file_size(path, ec) >> 20);
+  const int limit_s = 10 + 2 * megabytes;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
   std::string message;
+  bool timed_out = false;
   char buf[512];
-  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof buf)) != 0;) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{pipe_fds[0], POLLIN, 0};
+    const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      timed_out = true;
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    const ssize_t n = ::read(pipe_fds[0], buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
+    if (n <= 0) break;
     message.append(buf, static_cast<std::size_t>(n));
   }
   ::close(pipe_fds[0]);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  if (timed_out)
+    throw h5::Error(path.string() + " is damaged: reading it did not finish in " + std::to_string(limit_s) + " s");
   if (WIFSIGNALED(status))
     throw h5::Error(path.string() + " is damaged: reading it crashed the HDF5 library (signal " +
                     std::to_string(WTERMSIG(status)) + ", " + strsignal(WTERMSIG(status)) + ")");
@@ -512,6 +542,8 @@ void write_results(const fs::path& path, const ResultsContents& c) {
 }
 
 ResultsStore::ResultsStore(fs::path path, Meta meta, bool resume, bool other_sweep_text_ok) : path_(std::move(path)) {
+  // Temporaries of earlier runs killed while writing (kill -9, power loss) go now.
+  remove_orphaned_temporaries(path_);
   if (resume && fs::exists(path_)) {
     contents_ = read_results(path_);
     // /meta describes the sweep the rows came from; rows of another sweep under it would lie.

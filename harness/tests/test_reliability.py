@@ -115,6 +115,23 @@ def all_rows(path):
                 [tuple(text(v) if isinstance(v, bytes) else v for v in r) for r in f["scenarios"][:]])
 
 
+class Temporaries(unittest.TestCase):
+    def test_temporaries_of_killed_runs_are_removed_at_the_next_run(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            dead = subprocess.Popen(["true"])
+            dead.wait()  # a PID that no longer runs
+            orphans = [f"{out}.tmp.{dead.pid}", os.path.join(tmp, f"r.xml.tmp.{dead.pid}")]
+            alive = f"{out}.tmp.{os.getpid()}"  # a live process's temporary is not ours to take
+            for path in orphans + [alive]:
+                with open(path, "w") as f:
+                    f.write("half a file")
+            r = run("run", CI, "--sweep", "inputs", "--dut", "cpu", "--out", out, "--junit", os.path.join(tmp, "r.xml"))
+            self.assertEqual(r.returncode, 0, r.stderr[-500:])
+            self.assertEqual([p for p in orphans if os.path.exists(p)], [])
+            self.assertTrue(os.path.exists(alive))
+
+
 class DamagedResultsFiles(unittest.TestCase):
     """A damaged results file is refused (exit 2, naming it) or read whole; never a crash or lost rows."""
 

@@ -280,7 +280,9 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
   const Diagnosis diag = diagnose(first);
   r << "3. Diagnose: the DUT's output against references that each carry one suspected bug\n";
   for (const auto& [err, name] : diag.ranked) {
-    const auto& v = *std::find_if(bisect_variants().begin(), bisect_variants().end(), [&](const Variant& x) { return x.name == name; });
+    const std::string& wanted = name;  // clang before 16 cannot capture a structured binding
+    const auto& v = *std::find_if(bisect_variants().begin(), bisect_variants().end(),
+                                  [&](const Variant& x) { return x.name == wanted; });
     r << "   " << (explains(err, first) ? "MATCH " : "      ") << name << ": max abs difference " << err << " ("
       << v.meaning << ")\n";
   }

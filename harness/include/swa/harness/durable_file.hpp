@@ -14,4 +14,8 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view b
 // The temporary write_file_atomically uses for `path` in this process (an interrupt removes it).
 std::filesystem::path temporary_for(const std::filesystem::path& path);
 
+// Removes PATH.tmp.PID files left by processes that no longer run (killed while writing); returns
+// how many. Temporaries of live processes are left alone.
+int remove_orphaned_temporaries(const std::filesystem::path& path);
+
 }  // namespace swa::harness
