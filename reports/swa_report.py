@@ -88,6 +88,40 @@ def verdict_counts(results):
     return counts
 
 
+def score_features(s):
+    """The score semantics a scenario uses (golden/README.md): sinks, soft-cap, two-sided window; 'plain'
+    when none. Files written before these columns existed have none of them."""
+    features = []
+    if _str(s.get("sinks", "none")) not in ("none", ""):
+        features.append("sinks")
+    if _str(s.get("softcap", "0")) not in ("0", "", "none"):
+        features.append("soft-cap")
+    if int(s.get("window_right", 0) or 0) > 0:
+        features.append("two-sided window")
+    return features or ["plain"]
+
+
+def feature_counts(results, scenarios):
+    """(dut, feature) -> (verdict counts, worst error over threshold); a scenario counts under each feature."""
+    counts, worst = defaultdict(Counter), defaultdict(float)
+    for r in results:
+        for feature in score_features(scenarios.get(r["scenario_id"], {})):
+            counts[(r["dut"], feature)][r["status"]] += 1
+            q = ratio(r)
+            if q is not None:
+                worst[(r["dut"], feature)] = max(worst[(r["dut"], feature)], q)
+    return counts, worst
+
+
+def feature_html(counts, worst):
+    out = ["<table><tr><th>DUT</th><th>score feature</th>" + "".join(f"<th>{s}</th>" for s in STATUSES)
+           + "<th>worst error / threshold</th></tr>"]
+    for (dut, feature), c in sorted(counts.items()):
+        cells = "".join(f'<td style="background:{COLORS[s] if c[s] else "white"}">{c[s]}</td>' for s in STATUSES)
+        out.append(f"<tr><td>{html.escape(dut)}</td><td>{feature}</td>{cells}<td>{worst.get((dut, feature), 0):.3g}</td></tr>")
+    return "\n".join(out + ["</table>"])
+
+
 # ---- figures ---------------------------------------------------------------------------------
 def heatmaps(results, scenarios):
     tags = []
@@ -260,6 +294,7 @@ def write_report(paths, out_dir):
     files = [load(p) for p in paths]
     scenarios, results, perf = combine(files)
     counts = verdict_counts(results)
+    by_feature, worst_by_feature = feature_counts(results, scenarios)
     totals = Counter(r["status"] for r in results)
     sweep_of = {}
     for d in files:
@@ -299,6 +334,9 @@ def write_report(paths, out_dir):
         f'<p class="totals">{len(scenarios)} scenarios, {len(results)} (scenario, DUT) results: '
         + ", ".join(f'<span id="total-{s}">{totals[s]} {s}</span>' for s in STATUSES) + "</p>",
         "<h2>Verdicts per DUT, dtype and mode</h2>", verdict_html(counts),
+        "<h2>Verdicts per score feature</h2>",
+        "<p>Sinks, soft-capping and two-sided windows (golden/README.md); a scenario with several counts under each.</p>",
+        feature_html(by_feature, worst_by_feature),
         "<h2>Where the errors grow</h2>", *heatmaps(results, scenarios),
         "<h2>Error distributions</h2>", *distributions(results),
         "<h2>Error by distance to the window edge</h2>", *window_edge(results),
@@ -323,6 +361,11 @@ def write_report(paths, out_dir):
           "| DUT | dtype | mode | pass | warn | fail | error | skip |", "|---|---|---|---|---|---|---|---|"]
     for (dut, dtype, mode), c in sorted(counts.items()):
         md.append(f"| {dut} | {dtype} | {mode} | {c['pass']} | {c['warn']} | {c['fail']} | {c['error']} | {c['skip']} |")
+    md += ["", "## Per score feature", "", "| DUT | feature | pass | warn | fail | error | skip | worst error / threshold |",
+           "|---|---|---|---|---|---|---|---|"]
+    for (dut, feature), c in sorted(by_feature.items()):
+        md.append(f"| {dut} | {feature} | {c['pass']} | {c['warn']} | {c['fail']} | {c['error']} | {c['skip']} | "
+                  f"{worst_by_feature.get((dut, feature), 0):.3g} |")
     for title, listed in (("Failing", failing), ("Precision warnings", warned)):
         if not listed:
             continue

@@ -128,10 +128,14 @@ class CpuDut final : public Dut {
         o.resize(q.size());
         load_queries<T>(p, task.b, task.kv_head, task.row0, task.rows, q.data());
         cpu::attend_rows(q.data(), group, task.rows, task.row0, p.head_size, keys_for(task.b, task.kv_head), vis,
-                         p.band, tuning_.key_tile, ws, o.data());
+                         p.band, score_rule(p, task.kv_head), tuning_.key_tile, ws, o.data());
         store_outputs<T>(p, task.b, task.kv_head, task.row0, task.rows, o.data());
       }
     }
+  }
+
+  static cpu::ScoreRule score_rule(const AttnParams& p, int kv_head) {
+    return {p.softcap, p.sinks ? p.sinks + kv_head * (p.heads_q / p.heads_kv) : nullptr};
   }
 
   int query_tile(const AttnParams& p) const {
@@ -263,6 +267,7 @@ class CpuDut final : public Dut {
           const cpu::ConstRowsView k(k_buf.data(), n, d, Eigen::OuterStride<>(d));
           const cpu::ConstRowsView v(v_buf.data(), n, d, Eigen::OuterStride<>(d));
           scores.noalias() = queries * k.transpose();
+          score_rule(p, g).cap(scores);
           state.update(scores, v);
         }
         partials[t] = {state.max, state.sum, state.out};
@@ -276,7 +281,7 @@ class CpuDut final : public Dut {
       for (int split = 0; split < splits; ++split) merged.merge(partials[u * splits + split].max, partials[u * splits + split].sum,
                                                                 partials[u * splits + split].out);
       std::vector<float> o(static_cast<std::size_t>(group) * d);
-      merged.finish(o.data());
+      merged.finish(o.data(), score_rule(p, g), 1);
       store_outputs<T>(p, b, g, prompt_len(p, b) + step, 1, o.data());
     }
     return Status::success();

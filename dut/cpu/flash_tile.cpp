@@ -32,11 +32,25 @@ void SoftmaxState::update(RowMatrix& scores, const ConstRowsView& values) {
   out.noalias() += scores * values;
 }
 
-void SoftmaxState::finish(float* dst) const {
+void ScoreRule::cap(RowMatrix& scores) const {
+  if (softcap > 0.f) scores.array() = (scores.array() * (1.f / softcap)).tanh() * softcap;
+}
+
+void SoftmaxState::finish(float* dst, const ScoreRule& rule, std::int64_t rows_per_head) const {
   Eigen::Map<RowMatrix> result(dst, out.rows(), out.cols());
   for (Eigen::Index i = 0; i < out.rows(); ++i) {
-    if (sum[i] > 0.f) result.row(i) = out.row(i) / sum[i];
-    else result.row(i).setZero();
+    if (!(sum[i] > 0.f)) {
+      result.row(i).setZero();
+      continue;
+    }
+    if (!rule.group_sinks) {
+      result.row(i) = out.row(i) / sum[i];
+      continue;
+    }
+    const float sink = rule.group_sinks[i / rows_per_head];
+    const float m = std::max(max[i], sink);
+    const float keys_weight = std::exp(max[i] - m);
+    result.row(i) = out.row(i) * (keys_weight / (sum[i] * keys_weight + std::exp(sink - m)));
   }
 }
 
@@ -54,7 +68,8 @@ void SoftmaxState::merge(const Eigen::VectorXf& other_max, const Eigen::VectorXf
 }
 
 void attend_rows(const float* q, int heads, std::int64_t rows, std::int64_t q_pos0, int head_size,
-                 const KeyBlock& keys, const Visibility& vis, WindowBand band, int key_tile, Workspace& ws, float* out) {
+                 const KeyBlock& keys, const Visibility& vis, WindowBand band, const ScoreRule& rule, int key_tile,
+                 Workspace& ws, float* out) {
   const std::int64_t stacked = heads * rows;
   const Eigen::Map<const RowMatrix> queries(q, stacked, head_size);
   ws.state.reset(stacked, head_size);
@@ -75,6 +90,7 @@ void attend_rows(const float* q, int heads, std::int64_t rows, std::int64_t q_po
     const ConstRowsView v(keys.v + (cs - keys.first_pos) * keys.stride, cols, head_size, Eigen::OuterStride<>(keys.stride));
     ws.scores.resize(stacked, cols);
     ws.scores.noalias() = queries * k.transpose();
+    rule.cap(ws.scores);
     if (cls == TileClass::partial)
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t c = 0; c < cols; ++c)
@@ -82,7 +98,7 @@ void attend_rows(const float* q, int heads, std::int64_t rows, std::int64_t q_po
             for (int h = 0; h < heads; ++h) ws.scores(h * rows + r, c) = kNegInf;
     ws.state.update(ws.scores, v);
   }
-  ws.state.finish(out);
+  ws.state.finish(out, rule, rows);
 }
 
 }  // namespace swa::dut::cpu

@@ -23,6 +23,16 @@ struct KeyBlock {
   std::int64_t count = 0;
 };
 
+// What a layer adds to plain softmax(scale q.k): a soft-cap of the scaled scores (0 = off) and
+// one sink logit per query head of the group (nullptr = none). golden/README.md has the formulas.
+struct ScoreRule {
+  float softcap = 0.f;
+  const float* group_sinks = nullptr;  // [heads of the GQA group]
+
+  // cap * tanh(s / cap) over a tile of scaled scores, before the window hides anything.
+  void cap(RowMatrix& scores) const;
+};
+
 // Running softmax state of stacked query rows: max, sum and unnormalised output.
 struct SoftmaxState {
   Eigen::VectorXf max, sum;
@@ -33,8 +43,9 @@ struct SoftmaxState {
   void update(RowMatrix& scores, const ConstRowsView& values);
   // Folds in another state over a disjoint set of keys (log-sum-exp merge).
   void merge(const Eigen::VectorXf& other_max, const Eigen::VectorXf& other_sum, const RowMatrix& other_out);
-  // out / sum into dst (rows x head_size, contiguous); rows that saw no key get 0.
-  void finish(float* dst) const;
+  // out / sum into dst (rows x head_size, contiguous); rows that saw no key get 0. With sinks, row
+  // r's head is r / rows_per_head and its sink joins the sum (max first) without a value row.
+  void finish(float* dst, const ScoreRule& rule = {}, std::int64_t rows_per_head = 1) const;
 };
 
 struct Workspace {
@@ -45,6 +56,7 @@ struct Workspace {
 // q: `heads * rows` stacked rows (head-major) of already scaled fp32 queries at positions
 // [q_pos0, q_pos0 + rows). Writes the normalised outputs, same layout, to `out`.
 void attend_rows(const float* q, int heads, std::int64_t rows, std::int64_t q_pos0, int head_size,
-                 const KeyBlock& keys, const Visibility& vis, WindowBand band, int key_tile, Workspace& ws, float* out);
+                 const KeyBlock& keys, const Visibility& vis, WindowBand band, const ScoreRule& rule, int key_tile,
+                 Workspace& ws, float* out);
 
 }  // namespace swa::dut::cpu

@@ -256,6 +256,7 @@ class CudaDut final : public Dut {
       const std::int64_t mask_elems = p.mask_rows * p.mask_rows;
       d.mask = static_cast<const float*>(mask_.upload(p.mask, mask_elems * sizeof(float), stream_));
     }
+    if (p.sinks) d.sinks = static_cast<const float*>(sinks_.upload(p.sinks, p.heads_q * sizeof(float), stream_));
     // Pageable host memory: the copies above finish before the host vectors go out of scope.
     check(cudaStreamSynchronize(stream_), "upload (cudaStreamSynchronize)");
     return d;
@@ -320,7 +321,7 @@ class CudaDut final : public Dut {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   int multiprocessors_ = 1;
-  DeviceBuffer q_, k_, v_, out_, offsets_, lens_, mask_, row_begin_, row_end_, tile_prefix_;
+  DeviceBuffer q_, k_, v_, out_, offsets_, lens_, mask_, sinks_, row_begin_, row_end_, tile_prefix_;
   DeviceBuffer cache_k_, cache_v_, geometry_, partials_;
   MirrorState mirror_;
   std::optional<double> last_ms_;

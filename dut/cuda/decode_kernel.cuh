@@ -43,6 +43,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int group = threadIdx.x / kLanesPerKey, lane = threadIdx.x % kLanesPerKey;
   const KeyRange range = split_range(decode_slot_range(cache.policy, cache.slots, p.band, i), splits, split);
   const float scale_log2 = p.scale * 1.4426950408889634f;
+  const float cap_log2 = cap_in_log2(p);
   const float neg_inf = -INFINITY;
 
   const T* q_row = static_cast<const T*>(p.q) + (p.seq_offsets[b] + i) * p.q_row_stride + head * p.q_head_stride +
@@ -70,6 +71,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     dot += __shfl_xor_sync(0xffffffffu, dot, 2);
     dot += __shfl_xor_sync(0xffffffffu, dot, 4);
     if (seen) {
+      dot = soft_cap_log2(dot, cap_log2);
       const float new_max = fmaxf(m, dot);
       const float correction = exp2f(m - new_max);  // m = -inf gives 0
       const float pj = exp2f(dot - new_max);
@@ -117,7 +119,7 @@ __global__ void __launch_bounds__(kMergeThreads)
     const float* part = partial_at(partials, p, splits, b, head, s);
     if (part[0] != -INFINITY) sum += part[1] * exp2f(part[0] - m);
   }
-  const float inv = sum > 0.f ? 1.f / sum : 0.f;  // a query that saw no key outputs 0
+  const float inv = row_normaliser(m, sum, p.sinks, head);  // a query that saw no key outputs 0
   T* out = static_cast<T*>(p.out) + (p.seq_offsets[b] + q_pos[b]) * p.out_row_stride + head * p.out_head_stride;
   for (int d = threadIdx.x; d < p.head_size; d += kMergeThreads) {
     float acc = 0.f;

@@ -3,6 +3,7 @@
 // which sequence a CTA serves, where a key position lives (cache slot or fresh row), which slots a
 // decode step reads and which chunk positions survive a ring write. Everything here is plain
 // host/device code so dut/cuda/tests checks it on a CPU.
+#include <cmath>
 #include <cstdint>
 
 #include "swa/dut/visibility.hpp"
@@ -121,6 +122,26 @@ SWA_HOST_DEVICE constexpr KeyRange decode_slot_range(CachePolicy policy, std::in
                                                      std::int64_t q_pos) {
   if (policy != CachePolicy::linear) return {0, slots};
   return {band_first_key(band, q_pos), q_pos + 1 < slots ? q_pos + 1 : slots};
+}
+
+// The kernels keep scores in base 2 (x = s log2 e, so exp2 replaces exp). The soft-cap
+// c tanh(s / c) is then c2 tanh(x / c2) with c2 = c log2 e; cap_log2 == 0 leaves x alone.
+SWA_HOST_DEVICE inline float soft_cap_log2(float x, float cap_log2) {
+  return cap_log2 > 0.f ? cap_log2 * tanhf(x / cap_log2) : x;
+}
+SWA_HOST_DEVICE inline float cap_in_log2(const AttnParams& p) { return p.softcap * 1.4426950408889634f; }
+
+// What turns a row's unnormalised output into the normalised one, given its final base-2 max m and
+// sum l: 1 / l, or with the head's sink logit s (natural units) joining the denominator,
+// 2^(m - m') / (l 2^(m - m') + 2^(s log2 e - m')) with m' = max(m, s log2 e). 0 for a row that saw
+// no key (it outputs 0, sink or not).
+SWA_HOST_DEVICE inline float row_normaliser(float m, float l, const float* sinks, int head) {
+  if (!(l > 0.f)) return 0.f;
+  if (sinks == nullptr) return 1.f / l;
+  const float sink = sinks[head] * 1.4426950408889634f;
+  const float top = fmaxf(m, sink);
+  const float keys = exp2f(m - top);
+  return keys / (l * keys + exp2f(sink - top));
 }
 
 // Split `split` of `splits` near-equal, contiguous parts of r (flash-decoding); may be empty.

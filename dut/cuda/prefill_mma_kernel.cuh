@@ -109,6 +109,7 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float scale_log2 = p.scale * 1.4426950408889634f;
+  const float cap_log2 = cap_in_log2(p);
   const float neg_inf = -INFINITY;
   const T* q_warp = qs + warp * 16 * kRS;
   float o[D / 8][4];
@@ -176,7 +177,7 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
       for (int e = 0; e < 4; ++e) {
         const FragCoord at = mma_c_coord(lane, e);
         const std::int64_t row = r0 + warp * 16 + at.row, col = c0 + nb * 8 + at.col;
-        float x = s[nb][e] * scale_log2;
+        float x = soft_cap_log2(s[nb][e] * scale_log2, cap_log2);
         if ((ragged && col >= c1) || (cls == TileClass::partial && !vis.visible_in_sequence(row, col, seq_len)))
           x = neg_inf;
         s[nb][e] = x;
@@ -241,7 +242,7 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
     const FragCoord at = mma_c_coord(lane, 2 * h);
     const std::int64_t row = r0 + warp * 16 + at.row;
     if (row >= r1) continue;
-    const float inv = row_sum[h] > 0.f ? 1.f / row_sum[h] : 0.f;  // a row that saw no key outputs 0
+    const float inv = row_normaliser(row_max[h], row_sum[h], p.sinks, head);  // a row that saw no key outputs 0
     T* dst = out + (p.seq_offsets[b] + row) * p.out_row_stride + head * p.out_head_stride + at.col;
 #pragma unroll
     for (int db = 0; db < D / 8; ++db)

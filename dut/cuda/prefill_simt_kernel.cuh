@@ -43,6 +43,7 @@ __global__ void __launch_bounds__(SimtTile<D>::kThreads) prefill_simt_kernel(Att
   const std::int64_t row = r0 + threadIdx.x / Tile::kLanesPerRow;
   const bool active = row < r1;
   const float scale_log2 = p.scale * 1.4426950408889634f;
+  const float cap_log2 = cap_in_log2(p);
   const float neg_inf = -INFINITY;
   float qr[kDims], o[kDims];
   const float* q_row = static_cast<const float*>(p.q) + (p.seq_offsets[b] + row) * p.q_row_stride + head * p.q_head_stride;
@@ -82,7 +83,7 @@ __global__ void __launch_bounds__(SimtTile<D>::kThreads) prefill_simt_kernel(Att
       dot += __shfl_xor_sync(0xffffffffu, dot, 2);
       const std::int64_t col = c0 + j;
       const bool seen = col < c1 && (cls == TileClass::full || vis.visible_in_sequence(row, col, seq_len));
-      s[j] = seen ? dot : neg_inf;
+      s[j] = seen ? soft_cap_log2(dot, cap_log2) : neg_inf;  // capped before the softmax, as the golden
       tile_max = fmaxf(tile_max, s[j]);
     }
     const float new_max = fmaxf(row_max, tile_max);
@@ -102,7 +103,7 @@ __global__ void __launch_bounds__(SimtTile<D>::kThreads) prefill_simt_kernel(Att
   }
 
   if (!active) return;
-  const float inv = row_sum > 0.f ? 1.f / row_sum : 0.f;  // a row that saw no key outputs 0
+  const float inv = row_normaliser(row_max, row_sum, p.sinks, head);  // a row that saw no key outputs 0
   float* out = static_cast<float*>(p.out) + (p.seq_offsets[b] + row) * p.out_row_stride + head * p.out_head_stride;
 #pragma unroll
   for (int i = 0; i < kDims; ++i) out[part + 4 * i] = o[i] * inv;

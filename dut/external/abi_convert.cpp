@@ -1,6 +1,7 @@
 #include "abi_convert.hpp"
 
 #include <algorithm>
+#include <cstddef>
 
 namespace swa::dut::abi {
 
@@ -38,6 +39,8 @@ swa_dut_v2_params to_c(const AttnParams& p) {
   c.mask_rows = p.mask_rows;
   c.mask_block = p.mask_block;
   c.mask_effective_window = p.mask_effective_window;
+  c.softcap = p.softcap;
+  c.sinks = p.sinks;
   return c;
 }
 
@@ -73,6 +76,10 @@ AttnParams from_c(const swa_dut_v2_params& c) {
   p.mask_rows = c.mask_rows;
   p.mask_block = c.mask_block;
   p.mask_effective_window = c.mask_effective_window;
+  if (SWA_DUT_V2_HAS(&c, swa_dut_v2_params, sinks)) {
+    p.softcap = c.softcap;
+    p.sinks = c.sinks;
+  }
   return p;
 }
 
@@ -154,8 +161,6 @@ std::string outside_traits(const swa_dut_v2_traits& t, const AttnParams& p) {
     return prefix + "caches " + named_bits(t.cache_policies, policies, 3) + " only";
   if (outside(t.mask_formats, static_cast<int>(p.mask_format)))
     return prefix + "mask formats " + named_bits(t.mask_formats, masks, 3) + " only";
-  // When a 2.x header appends a params field, a case that uses it is skipped here for a plugin whose
-  // params_size ends before it (swa/dut_v2.h promises that). Version 2.0 has appended none.
   const Traits traits = to_traits(t);
   if (!traits.head_sizes.empty() &&
       std::find(traits.head_sizes.begin(), traits.head_sizes.end(), p.head_size) == traits.head_sizes.end()) {
@@ -163,6 +168,16 @@ std::string outside_traits(const swa_dut_v2_traits& t, const AttnParams& p) {
     for (int d : traits.head_sizes) sizes += (sizes.empty() ? "" : ", ") + std::to_string(d);
     return prefix + "head sizes " + sizes + " only";
   }
+  // A case that uses a field a 2.x header appended is skipped for a plugin whose params_size ends
+  // before it (swa/dut_v2.h promises that); v1 plugins count as 2.0.
+  auto knows = [&](std::size_t end) { return t.params_size >= end; };
+  constexpr std::size_t softcap_end = offsetof(swa_dut_v2_params, softcap) + sizeof(float);
+  constexpr std::size_t sinks_end = offsetof(swa_dut_v2_params, sinks) + sizeof(const float*);
+  const std::string older = "the plugin was built against an ABI without the ";
+  const std::string which = " field (params_size " + std::to_string(t.params_size) +
+                            ": swa/dut_v1.h or swa/dut_v2.h 2.0; 2.1 has it)";
+  if (p.softcap != 0.f && !knows(softcap_end)) return older + "softcap" + which + ", and this case soft-caps its scores";
+  if (p.sinks && !knows(sinks_end)) return older + "sinks" + which + ", and this case has attention sinks";
   return {};
 }
 

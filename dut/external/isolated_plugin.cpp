@@ -408,6 +408,7 @@ class IsolatedPluginDut final : public Dut {
     c.seq_lens = a.add(c.seq_lens, sizeof(int32_t) * p.batch, false);
     c.seq_offsets = a.add(c.seq_offsets, sizeof(int64_t) * (p.batch + 1), false);
     c.mask = a.add(c.mask, sizeof(float) * p.mask_rows * p.mask_rows, false);
+    c.sinks = a.add(c.sinks, sizeof(float) * p.heads_q, false);
     if (cache) {
       sh->view.emplace(*cache);
       sh->cache = sh->view->c;
@@ -450,6 +451,7 @@ class IsolatedPluginDut final : public Dut {
     req.params.seq_lens = e.seq_lens;
     req.params.seq_offsets = e.seq_offsets;
     req.params.mask = e.mask;
+    req.params.sinks = e.sinks;
     if (cache) req.cache = shared_->cache;
     std::string failure;
     const std::optional<Reply> r = worker_->call(req, timeout_, failure);

@@ -58,6 +58,7 @@ void rebase(swa_dut_v2_params& p, swa_dut_v2_cache& c, unsigned char* base) {
   p.seq_lens = decode(p.seq_lens, base);
   p.seq_offsets = decode(p.seq_offsets, base);
   p.mask = decode(p.mask, base);
+  p.sinks = decode(p.sinks, base);
   c.base = decode(c.base, base);
   c.tokens_written = decode(c.tokens_written, base);
   c.k = decode(c.k, base);

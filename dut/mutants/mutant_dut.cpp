@@ -29,6 +29,9 @@ std::string_view fault_name(Fault f) {
     case Fault::additive_mask: return "additive_mask";
     case Fault::mask_block_cpp_rule: return "mask_block_cpp_rule";
     case Fault::none_reversed: return "none_reversed";
+    case Fault::sink_in_numerator: return "sink_in_numerator";
+    case Fault::softcap_after_mask: return "softcap_after_mask";
+    case Fault::window_right_off_by_one: return "window_right_off_by_one";
   }
   return "?";
 }
@@ -56,6 +59,8 @@ class MutantDut final : public Dut {
             if (visible(p, i, j)) {
               keys_.push_back({input_k(p, b, j, h), input_v(p, b, j, h)});
               if (adds_mask(p)) bias_.push_back(mask_value(p, i, j));
+            } else if (caps_hidden_keys(p)) {
+              keys_.push_back({input_k(p, b, j, h), input_v(p, b, j, h), true});
             }
           attend(p, b, i, h);
         }
@@ -68,8 +73,9 @@ class MutantDut final : public Dut {
       for (std::int64_t i = s; i < e; ++i)
         for (int h = 0; h < p.heads_q; ++h) {
           gather_cache(p, cache, b, i, h);
-          for (std::int64_t j = s; j <= i; ++j)
-            if (visible(p, i, j)) keys_.push_back({input_k(p, b, j, h), input_v(p, b, j, h)});
+          for (std::int64_t j = s; j < e; ++j)
+            if (j <= i && visible(p, i, j)) keys_.push_back({input_k(p, b, j, h), input_v(p, b, j, h)});
+            else if (caps_hidden_keys(p)) keys_.push_back({input_k(p, b, j, h), input_v(p, b, j, h), true});
           attend(p, b, i, h);
         }
       write_cache(p, cache, b, s, e);
@@ -94,7 +100,10 @@ class MutantDut final : public Dut {
   struct Key {
     const unsigned char* k;
     const unsigned char* v;
+    bool hidden = false;  // computed, then "masked" to -inf before a cap turned it into -cap
   };
+
+  bool caps_hidden_keys(const AttnParams& p) const { return fault_ == Fault::softcap_after_mask && p.softcap > 0.f; }
 
   bool adds_mask(const AttnParams& p) const {
     return fault_ == Fault::additive_mask && p.mask && p.mode == RunMode::prefill;
@@ -122,6 +131,7 @@ class MutantDut final : public Dut {
     }
     WindowBand band = p.band;
     if (band.left >= 0 && fault_ == Fault::window_plus_one) band.left += 1;
+    if (band.right > 0 && fault_ == Fault::window_right_off_by_one) band.right += 1;
     if (band.left >= 0 && fault_ == Fault::window_minus_one) {
       if (band.left == 0) return false;  // W = 1 becomes no key at all
       band.left -= 1;
@@ -148,9 +158,9 @@ class MutantDut final : public Dut {
     keys_.clear();
     for (std::int64_t slot = 0; slot < cache.slots; ++slot) {
       const std::int64_t pos = cache.position_in(b, shifted_back(cache, slot));
-      if (pos < 0 || !visible(p, i, pos)) continue;
+      if (pos < 0 || (!visible(p, i, pos) && !caps_hidden_keys(p))) continue;
       const std::size_t off = cache.offset(b, slot, kv_head(p, h));
-      keys_.push_back({&cache.k[off], &cache.v[off]});
+      keys_.push_back({&cache.k[off], &cache.v[off], !visible(p, i, pos)});
     }
   }
 
@@ -205,12 +215,16 @@ class MutantDut final : public Dut {
       float s = 0.f;
       for (int d = 0; d < D; ++d) s += load_from(dt, q + d * dtype_bytes(dt)) * load_from(dt, keys_[n].k + d * dtype_bytes(dt));
       scores_[n] = s * p.scale + (adds_mask(p) ? bias_[n] : 0.f);
+      if (p.softcap > 0.f) scores_[n] = keys_[n].hidden ? -p.softcap : p.softcap * std::tanh(scores_[n] / p.softcap);
       if (fault_ == Fault::scores_low_precision) scores_[n] = round_mantissa(scores_[n], mantissa_bits(dt) - 3);
     }
+    const bool sees_key = std::any_of(keys_.begin(), keys_.end(), [](const Key& k) { return !k.hidden; });
+    const float sink = p.sinks ? p.sinks[h] : -INFINITY;
     const float m = fault_ == Fault::no_max_subtraction || scores_.empty()
                         ? 0.f
-                        : *std::max_element(scores_.begin(), scores_.end());
-    float sum = 0.f;
+                        : std::max(*std::max_element(scores_.begin(), scores_.end()), sink);
+    const float sink_weight = p.sinks ? std::exp(sink - m) : 0.f;
+    float sum = sink_weight;
     for (float& s : scores_) sum += (s = std::exp(s - m));
     if (fault_ == Fault::p_low_precision) {
       for (float& s : scores_) s = round_mantissa(s, mantissa_bits(dt) - 3);
@@ -226,8 +240,10 @@ class MutantDut final : public Dut {
     }
     auto* out = static_cast<unsigned char*>(p.out) +
                 ((p.seq_offsets[b] + i) * p.out_row_stride + h * p.out_head_stride) * dtype_bytes(dt);
+    if (fault_ == Fault::sink_in_numerator)
+      for (float& a : acc_) a += sink_weight;
     for (int d = 0; d < D; ++d)
-      store_as(dt, keys_.empty() ? 0.f : acc_[d] / sum, out + d * dtype_bytes(dt));
+      store_as(dt, sees_key ? acc_[d] / sum : 0.f, out + d * dtype_bytes(dt));
   }
 
   Fault fault_;

@@ -27,6 +27,9 @@ enum class Fault {
   additive_mask,           // adds the ATB mask to the scores instead of hiding every nonzero (bf16's fill is +1)
   mask_block_cpp_rule,     // reads SWA_COMPRESS with the C++ sample's block (16384/D/16*16 for D > 128)
   none_reversed,           // a correct control: keys summed in reverse order (another accumulation order)
+  sink_in_numerator,       // the sink's weight exp(sink - m) also lands in the numerator (as a key with value 1)
+  softcap_after_mask,      // caps after masking: a hidden key's -inf becomes -cap, a small but nonzero weight
+  window_right_off_by_one, // a two-sided window sees R+1 keys after the query
 };
 
 inline constexpr Fault kAllFaults[] = {Fault::none,
@@ -43,7 +46,10 @@ inline constexpr Fault kAllFaults[] = {Fault::none,
                                        Fault::scores_low_precision,
                                        Fault::additive_mask,
                                        Fault::mask_block_cpp_rule,
-                                       Fault::none_reversed};
+                                       Fault::none_reversed,
+                                       Fault::sink_in_numerator,
+                                       Fault::softcap_after_mask,
+                                       Fault::window_right_off_by_one};
 
 // The controls: correct kernels that must pass everything.
 inline bool is_control(Fault f) { return f == Fault::none || f == Fault::none_reversed; }

@@ -19,6 +19,7 @@ struct Case {
   std::vector<std::int32_t> lens;
   std::vector<std::int64_t> offsets;
   std::vector<unsigned char> q, k, v, out;
+  std::vector<float> sinks;
   AttnParams p;
 
   std::vector<float> output() const {
@@ -68,6 +69,21 @@ inline Case make_case(std::vector<std::int32_t> lens, int hq, int hkv, int d, st
   p.chunk = chunk;
   p.decode_steps = steps;
   set_contiguous_strides(p);
+  return c;
+}
+
+// The score semantics of modern SWA layers on a case: a soft-cap (0 = off), sinks N(0, 2^2) rounded
+// to the dtype (one per query head), and a two-sided window's right edge (prefill only).
+inline Case& with_semantics(Case& c, float softcap, bool sinks, std::int64_t window_right = 0) {
+  c.p.softcap = softcap;
+  if (sinks) {
+    std::mt19937_64 rng(7);
+    std::normal_distribution<double> normal(0.0, 2.0);
+    c.sinks.resize(c.p.heads_q);
+    for (float& s : c.sinks) s = round_to(c.p.dtype, static_cast<float>(normal(rng)));
+    c.p.sinks = c.sinks.data();
+  }
+  c.p.band.right = window_right;
   return c;
 }
 

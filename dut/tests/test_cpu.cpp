@@ -50,6 +50,30 @@ BOOST_AUTO_TEST_CASE(chunked_prefill_and_decode_through_every_cache) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(sinks_soft_cap_and_two_sided_windows) {
+  // Large logits (sigma 3: scores of order 10-50) so the cap bends them; caps 50 (Gemma 2) and 5.
+  for (DType dt : kAllDTypes)
+    for (int d : {64, 128}) {
+      for (float cap : {0.f, 5.f, 50.f})
+        for (bool sinks : {false, true}) {
+          Case pre = make_case({130, 1, 67}, 4, 2, d, 17, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, dt, 3.0);
+          BOOST_TEST(cpu_verdict(test::with_semantics(pre, cap, sinks)) == "pass",
+                     "prefill " << dtype_name(dt) << " D=" << d << " cap=" << cap << " sinks=" << sinks);
+          Case chunked = make_case({150, 9}, 8, 2, d, 20, RunMode::chunked_prefill, CachePolicy::ring_compact, 7, 0, dt, 3.0);
+          BOOST_TEST(cpu_verdict(test::with_semantics(chunked, cap, sinks)) == "pass",
+                     "chunked " << dtype_name(dt) << " D=" << d << " cap=" << cap << " sinks=" << sinks);
+          Case dec = make_case({60, 30, 27}, 8, 2, d, 16, RunMode::decode, CachePolicy::ring_modulo, 9, 25, dt, 3.0);
+          BOOST_TEST(cpu_verdict(test::with_semantics(dec, cap, sinks)) == "pass",
+                     "decode " << dtype_name(dt) << " D=" << d << " cap=" << cap << " sinks=" << sinks);
+        }
+      for (std::int64_t right : {1, 5, 40}) {
+        Case two = make_case({130, 1, 67}, 4, 2, d, 17, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, dt);
+        BOOST_TEST(cpu_verdict(test::with_semantics(two, 0.f, right == 5, right)) == "pass",
+                   "two-sided R=" << right << " " << dtype_name(dt) << " D=" << d);
+      }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(tile_sizes_do_not_change_the_answer) {
   for (CpuTuning t : {CpuTuning{16, 16}, CpuTuning{64, 64}, CpuTuning{128, 32}, CpuTuning{7, 13}}) {
     Case c = make_case({301, 45}, 4, 1, 80, 70, RunMode::prefill, CachePolicy::ring_modulo, 0, 0);

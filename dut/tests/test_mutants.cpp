@@ -35,6 +35,16 @@ BOOST_AUTO_TEST_CASE(fault_free_kernels_match_the_golden_through_every_schedule)
     Case prefill = make_case({25, 3}, 4, 1, 24, 5, RunMode::prefill, CachePolicy::ring_modulo, 0, 0);
     BOOST_TEST(max_error(prefill, f) < 1e-5, fault_name(f));
   }
+  // The controls through soft-cap, sinks and a two-sided window.
+  for (Fault f : {Fault::none, Fault::none_reversed}) {
+    Case capped = make_case({37, 1, 20}, 4, 2, 16, 6, RunMode::chunked_prefill, CachePolicy::ring_modulo, 7, 0,
+                            DType::fp32, 3.0);
+    BOOST_TEST(max_error(test::with_semantics(capped, 5.f, true), f) < 1e-5, fault_name(f) << " cap+sinks");
+    Case decode = make_case({30, 12}, 4, 2, 16, 6, RunMode::decode, CachePolicy::linear, 5, 9);
+    BOOST_TEST(max_error(test::with_semantics(decode, 0.f, true), f) < 1e-5, fault_name(f) << " decode sinks");
+    Case two = make_case({25, 3}, 4, 1, 24, 5, RunMode::prefill, CachePolicy::ring_modulo, 0, 0);
+    BOOST_TEST(max_error(test::with_semantics(two, 0.f, false, 3), f) < 1e-5, fault_name(f) << " two-sided");
+  }
   BOOST_TEST(is_control(Fault::none_reversed));
   BOOST_TEST(!is_control(Fault::cache_slot_shifted));
 }
@@ -65,6 +75,19 @@ BOOST_AUTO_TEST_CASE(every_fault_changes_the_output_where_it_should) {
   BOOST_TEST(max_error(f, Fault::fp16_pv_accumulation) > 1e-5);
   Case big = make_case({20}, 2, 1, 64, 8, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, DType::fp32, 30.0);
   BOOST_TEST(max_error(big, Fault::no_max_subtraction) == INFINITY);  // exp overflows: NaN
+  // The score-semantics faults, each where its feature is on, and harmless where it is off.
+  Case sinks = make_case({40}, 8, 2, 16, 4, RunMode::prefill, CachePolicy::ring_modulo, 0, 0);
+  BOOST_TEST(max_error(test::with_semantics(sinks, 0.f, true), Fault::sink_in_numerator) > 1e-2);
+  Case capped = make_case({40}, 4, 2, 16, 4, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, DType::fp32, 3.0);
+  BOOST_TEST(max_error(test::with_semantics(capped, 5.f, false), Fault::softcap_after_mask) > 1e-2);
+  Case capped_decode = make_case({40}, 4, 2, 16, 4, RunMode::decode, CachePolicy::linear, 0, 10, DType::fp32, 3.0);
+  BOOST_TEST(max_error(test::with_semantics(capped_decode, 5.f, false), Fault::softcap_after_mask) > 1e-2);
+  Case two = make_case({40}, 4, 2, 16, 4, RunMode::prefill, CachePolicy::ring_modulo, 0, 0);
+  BOOST_TEST(max_error(test::with_semantics(two, 0.f, false, 2), Fault::window_right_off_by_one) > 1e-2);
+  for (Fault fault : {Fault::sink_in_numerator, Fault::softcap_after_mask, Fault::window_right_off_by_one}) {
+    Case plain = make_case({40}, 4, 2, 16, 4, RunMode::prefill, CachePolicy::ring_modulo, 0, 0);
+    BOOST_TEST(max_error(plain, fault) < 1e-5, fault_name(fault) << " without its feature");
+  }
   // The linear cache has no slots to get wrong.
   Case linear = make_case({40}, 4, 2, 16, 5, RunMode::chunked_prefill, CachePolicy::linear, 3, 0);
   BOOST_TEST(max_error(linear, Fault::ring_slot_off_by_one) < 1e-5);

@@ -58,8 +58,11 @@ std::vector<float> attention(const AttnParams& p) {
         if (first >= end) continue;  // no visible key: 0
         scores.resize(static_cast<std::size_t>(end - first));
         for (std::int64_t j = first; j < end; ++j) scores[j - first] = round_to(dt, dot_fp32(&q[i * D], &k[j * D], D));
-        const float m = *std::max_element(scores.begin(), scores.end());
-        float sum = 0.f;
+        if (p.softcap > 0.f)
+          for (float& s : scores) s = round_to(dt, p.softcap * std::tanh(s / p.softcap));
+        const float sink = p.sinks ? p.sinks[h] : -INFINITY;
+        const float m = std::max(*std::max_element(scores.begin(), scores.end()), sink);
+        float sum = p.sinks ? std::exp(sink - m) : 0.f;
         for (float& s : scores) {
           s = std::exp(s - m);
           sum += s;

@@ -58,10 +58,17 @@ void gather_dense_keys(const AttnParams& p, const Fp64Inputs& in, const double* 
                        std::int64_t first, std::int64_t end, int kv_head, detail::RowScratch& s) {
   const RowIndexing ix{p};
   const double scale = p.scale;
+  const std::size_t appended = s.scores.size();
   for (std::int64_t j = first; j < end; ++j) {
     s.scores.push_back(scale * detail::dot_exact_products(q, &in.k[ix.kv(seq_row0 + j, kv_head)], p.head_size));
     s.values.push_back(&in.v[ix.kv(seq_row0 + j, kv_head)]);
   }
+  detail::soft_cap(s.scores.data() + appended, s.scores.size() - appended, p.softcap);
+}
+
+// The row's sink logit (exact: a float holding a dtype value), or -inf when the layer has none.
+double sink_of(const AttnParams& p, int q_head) {
+  return p.sinks ? static_cast<double>(p.sinks[q_head]) : -std::numeric_limits<double>::infinity();
 }
 
 }  // namespace
@@ -97,8 +104,9 @@ detail::RowStats dense_row(const AttnParams& p, const Fp64Inputs& in, const Tran
   if (end > first)
     detail::scores_from_transposed(&in.q[ix.q(row0 + i, h)], keys.kT.data(), keys.len, first, end - first,
                                    p.head_size, p.scale, s.scores, s.score_err);
+  detail::soft_cap(s.scores.data(), s.scores.size(), p.softcap);
   for (std::int64_t j = first; j < end; ++j) s.values.push_back(&in.v[ix.kv(row0 + j, kvh)]);
-  return detail::softmax_times_values(s, p.head_size, out);
+  return detail::softmax_times_values(s, p.head_size, out, sink_of(p, h));
 }
 
 }  // namespace
@@ -149,10 +157,11 @@ void attend_chunk(const AttnParams& p, const Fp64Inputs& in, const KvCacheModel&
         scratch.scores.push_back(p.scale * detail::dot_exact_products(q, cache.key(slot, kvh), p.head_size));
         scratch.values.push_back(cache.value(slot, kvh));
       }
+      detail::soft_cap(scratch.scores.data(), scratch.scores.size(), p.softcap);
       if (include_chunk_keys)
         gather_dense_keys(p, in, q, row0, std::max(s, band_first_key(p.band, i)), band_end_key(p.band, i, e), kvh,
                           scratch);
-      const auto stats = detail::softmax_times_values(scratch, p.head_size, &o.out[ix.q(row0 + i, h)]);
+      const auto stats = detail::softmax_times_values(scratch, p.head_size, &o.out[ix.q(row0 + i, h)], sink_of(p, h));
       o.lse[ix.lse(row0 + i, h)] = stats.lse;
     }
 }
@@ -211,6 +220,7 @@ RowTrace trace_row(const AttnParams& p, int sequence, int q_head, std::int64_t t
     detail::scores_from_transposed(&in.q[RowIndexing{p}.q(p.seq_offsets[sequence] + token, q_head)], keys.kT.data(),
                                    keys.len, first, end - first, p.head_size, p.scale, scores_only.scores,
                                    scores_only.score_err);
+  detail::soft_cap(scores_only.scores.data(), scores_only.scores.size(), p.softcap);
   t.scores = scores_only.scores;
   const auto stats = dense_row(p, in, keys, sequence, q_head, token, s, t.out.data());
   t.probabilities = s.scores;

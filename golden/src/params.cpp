@@ -78,6 +78,11 @@ void validate(const AttnParams& p) {
     require(p.seq_offsets[b + 1] == p.seq_offsets[b] + p.seq_lens[b],
             "params.seq_offsets[" + std::to_string(b + 1) + "] must equal seq_offsets[b] + seq_lens[b]");
   }
+  require(std::isfinite(p.softcap) && p.softcap >= 0.f,
+          "params.softcap must be finite and >= 0 (0 = off), got " + std::to_string(p.softcap));
+  if (p.sinks)
+    for (int h = 0; h < p.heads_q; ++h)
+      require(std::isfinite(p.sinks[h]), "params.sinks[" + std::to_string(h) + "] must be finite");
   if (p.mode == RunMode::prefill) return;
   require(p.band.right == 0, "params.band.right must be 0 (causal) when tokens go through a KV cache");
   const bool ring = p.cache != CachePolicy::linear;

@@ -66,16 +66,21 @@ void scores_from_transposed(const double* q, const double* kT, std::int64_t key_
   for (std::int64_t j = 0; j < count; ++j) sum[j] = scale * (sum[j] + e[j]);
 }
 
-RowStats softmax_times_values(RowScratch& scratch, int head_size, double* out) {
+void soft_cap(double* scores, std::size_t count, double cap) {
+  if (cap == 0.0) return;
+  for (std::size_t j = 0; j < count; ++j) scores[j] = cap * std::tanh(scores[j] / cap);
+}
+
+RowStats softmax_times_values(RowScratch& scratch, int head_size, double* out, double sink) {
   std::vector<double>& p = scratch.scores;
   const std::size_t keys = p.size();
   if (keys == 0) {
     std::fill(out, out + head_size, 0.0);
-    const double ninf = -std::numeric_limits<double>::infinity();
-    return {ninf, ninf};
+    return {sink, sink};
   }
-  const double row_max = *std::max_element(p.begin(), p.end());
+  const double row_max = std::max(*std::max_element(p.begin(), p.end()), sink);
   CompensatedSum denominator;
+  if (sink > -std::numeric_limits<double>::infinity()) denominator.add(std::exp(sink - row_max));
   for (double& s : p) {
     s = std::exp(s - row_max);
     denominator.add(s);

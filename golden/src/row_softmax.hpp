@@ -1,6 +1,7 @@
 #pragma once
 // Internal: the fp64 row kernel shared by the dense and the scheduled golden paths.
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -23,13 +24,19 @@ struct RowScratch {
   std::vector<double> acc_sum, acc_err;
 };
 
+// Soft-capping of already scaled scores: s -> cap * tanh(s / cap); cap == 0 leaves them alone.
+void soft_cap(double* scores, std::size_t count, double cap);
+
 struct RowStats {
   double row_max;
   double lse;
 };
 
-// On entry scratch.scores[j] holds the scaled score of key j and scratch.values[j] its value row.
-// Leaves probabilities in scratch.scores and writes out[0, head_size).
-RowStats softmax_times_values(RowScratch& scratch, int head_size, double* out);
+// On entry scratch.scores[j] holds the scaled (and capped) score of key j and scratch.values[j] its
+// value row. `sink` (-inf = none) is one more logit in the denominator with no value row: with
+// m = max(row max, sink), l = sum_j exp(s_j - m) + exp(sink - m). Leaves probabilities in
+// scratch.scores and writes out[0, head_size); a row with no key outputs 0 (lse = sink, or -inf).
+RowStats softmax_times_values(RowScratch& scratch, int head_size, double* out,
+                              double sink = -std::numeric_limits<double>::infinity());
 
 }  // namespace swa::golden::detail

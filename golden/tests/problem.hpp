@@ -14,8 +14,18 @@ struct Problem {
   std::vector<std::int32_t> seq_lens;
   std::vector<std::int64_t> offsets;
   std::vector<unsigned char> q, k, v;
+  std::vector<float> sinks;
   AttnParams params;
 };
+
+// One sink logit per query head, N(mean, 1) rounded to the problem's dtype.
+inline void add_sinks(Problem& pr, std::uint64_t seed, double mean = 0.0) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(mean, 1.0);
+  pr.sinks.resize(pr.params.heads_q);
+  for (float& s : pr.sinks) s = round_to(pr.params.dtype, static_cast<float>(normal(rng)));
+  pr.params.sinks = pr.sinks.data();
+}
 
 inline std::vector<unsigned char> random_tensor(std::int64_t elems, DType dt, std::mt19937_64& rng, double sigma) {
   std::normal_distribution<double> normal(0.0, sigma);

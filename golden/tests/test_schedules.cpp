@@ -29,10 +29,19 @@ std::string describe(const test::Problem& pr, std::int64_t w, Schedule s, CacheP
   return o.str();
 }
 
-void check_schedule(std::vector<std::int32_t> lens, std::int64_t w, Schedule s, std::uint64_t seed) {
+// Score semantics a schedule must carry through every chunk and step.
+struct Semantics {
+  float softcap = 0.f;
+  bool sinks = false;
+};
+
+void check_schedule(std::vector<std::int32_t> lens, std::int64_t w, Schedule s, std::uint64_t seed,
+                    Semantics sem = {}) {
   for (CachePolicy c : kAllCachePolicies) {
     test::Problem pr = test::make_problem(lens, 4, 2, 16, band_from_window(w, WindowConvention::keys_including_self),
-                                          DType::bf16, seed);
+                                          DType::bf16, seed, sem.softcap > 0 ? 3.0 : 1.0);
+    pr.params.softcap = sem.softcap;
+    if (sem.sinks) test::add_sinks(pr, seed + 1000);
     const auto dense = golden::attention_dense(pr.params);
     pr.params.mode = s.mode;
     pr.params.chunk = s.chunk;
@@ -66,6 +75,13 @@ BOOST_AUTO_TEST_CASE(decode_edges) {
   check_schedule({20}, 64, {RunMode::decode, 0, 15}, 14);    // W >= seq
   check_schedule({20}, 1, {RunMode::decode, 0, 5}, 15);      // W = 1
   check_schedule({9, 26, 14}, 5, {RunMode::decode, 4, 8}, 16);  // ragged
+}
+
+BOOST_AUTO_TEST_CASE(sinks_and_soft_cap_through_the_cache) {
+  check_schedule({40}, 8, {RunMode::chunked_prefill, 11, 0}, 21, {0.f, true});
+  check_schedule({30}, 8, {RunMode::decode, 6, 12}, 22, {0.f, true});
+  check_schedule({40}, 8, {RunMode::chunked_prefill, 3, 0}, 23, {5.f, false});
+  check_schedule({9, 26, 14}, 5, {RunMode::decode, 4, 8}, 24, {10.f, true});
 }
 
 BOOST_AUTO_TEST_CASE(randomized_shapes) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 
 #include "swa/enum_names.hpp"
 #include "swa/harness/join.hpp"
@@ -18,6 +19,17 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
   return v;
+}
+
+std::string shortest(double v) {  // for range bounds: fixed notation ("1000000", not "1e+06")
+  char buffer[64];
+  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, v, std::chars_format::fixed);
+  return std::string(buffer, ec == std::errc() ? end : buffer);
+}
+std::string shortest(float v) {
+  char buffer[32];
+  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, v);
+  return std::string(buffer, ec == std::errc() ? end : buffer);
 }
 
 std::optional<std::string> check_int(std::string_view text, std::int64_t lo, std::int64_t hi, std::int64_t& out) {
@@ -61,6 +73,26 @@ CaseParam choice(std::string_view key, std::string_view id_key, E Scenario::*mem
   return p;
 }
 
+// A finite decimal number in [lo, hi], held as the nearest float (what every kernel is given); its
+// canonical text, in the ID and the files, is the shortest that reads back to that float ("50", "0.1").
+CaseParam real(std::string_view key, std::string_view id_key, float Scenario::*member, double lo, double hi) {
+  CaseParam p{key, id_key, key, ColumnType::text};
+  p.allowed = "a number in [" + shortest(lo) + ", " + shortest(hi) + "]";
+  p.get = [member](const Scenario& s) { return shortest(s.*member); };
+  p.set = [member, lo, hi](Scenario& s, std::string_view text) -> std::optional<std::string> {
+    if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+    double v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty() || !std::isfinite(v))
+      return "expected a number, got '" + std::string(text) + "'";
+    if (v < lo || v > hi) return "must be in [" + shortest(lo) + ", " + shortest(hi) + "], got " + std::string(text);
+    s.*member = static_cast<float>(v);
+    return std::nullopt;
+  };
+  p.applies = always;
+  return p;
+}
+
 CaseParam lengths(std::string_view key, std::string_view id_key, std::string_view column,
                   std::vector<std::int32_t> Scenario::*member, std::int64_t lo, std::int64_t hi) {
   CaseParam p{key, id_key, column, ColumnType::text, true};
@@ -85,6 +117,7 @@ CaseParam lengths(std::string_view key, std::string_view id_key, std::string_vie
 bool uses_cache(const Scenario& s) { return s.mode != RunMode::prefill; }
 bool decodes(const Scenario& s) { return s.mode == RunMode::decode; }
 bool has_mask(const Scenario& s) { return s.mask != MaskFormat::none; }
+bool prefills(const Scenario& s) { return s.mode == RunMode::prefill; }
 
 std::vector<CaseParam> build() {
   // The order is the ID's order.
@@ -95,11 +128,17 @@ std::vector<CaseParam> build() {
   t.push_back(integer("kv_heads", "hkv", &Scenario::kv_heads, 1, 1024));
   t.push_back(integer("head_size", "d", &Scenario::head_size, 1, 1024));
   t.push_back(integer("window", "w", &Scenario::window, 0, 1 << 24));
+  t.push_back(integer("window_right", "wr", &Scenario::window_right, 0, 1 << 24));
+  t.back().omitted_at_default = true;
   t.push_back(integer("chunk", "chunk", &Scenario::chunk, 0, 1 << 24, uses_cache));
   t.push_back(integer("decode_steps", "steps", &Scenario::decode_steps, 0, 1 << 20, decodes));
   t.push_back(choice("cache", "cache", &Scenario::cache, kAllCachePolicies, cache_name, uses_cache));
   t.push_back(choice("mask", "mask", &Scenario::mask, kAllMaskFormats, mask_format_name));
   t.push_back(choice("mask_generator", "gen", &Scenario::mask_generator, kAllAtbSamples, sample_name, has_mask));
+  t.back().omitted_at_default = true;
+  t.push_back(real("softcap", "cap", &Scenario::softcap, 0.0, 1e6));
+  t.back().omitted_at_default = true;
+  t.push_back(choice("sinks", "sinks", &Scenario::sinks, kAllSinks, sinks_name));
   t.back().omitted_at_default = true;
   t.push_back(choice("dtype", "", &Scenario::dtype, kAllDTypes, dtype_name));
   t.push_back(choice("inputs", "in", &Scenario::inputs, kAllInputDistributions, distribution_name));

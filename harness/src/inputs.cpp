@@ -75,4 +75,13 @@ std::vector<float> generate_tensor(std::uint64_t seed, TensorRole role, InputDis
   return t;
 }
 
+std::vector<float> generate_sinks(std::uint64_t seed, int heads_q, DType dtype) {
+  std::vector<float> sinks(static_cast<std::size_t>(heads_q));
+  for (int h = 0; h < heads_q; ++h) {
+    const PhiloxBlock r = draw(seed, TensorRole::sinks, static_cast<std::uint64_t>(h));
+    sinks[h] = round_to(dtype, static_cast<float>(2.0 * box_muller(r[0], r[1])));
+  }
+  return sinks;
+}
+
 }  // namespace swa::harness

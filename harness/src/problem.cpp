@@ -74,6 +74,9 @@ void build_problem(const ProblemSpec& spec, Problem& pr) {
   p.cache = spec.cache;
   p.chunk = spec.chunk;
   p.decode_steps = spec.decode_steps;
+  p.softcap = spec.softcap;
+  pr.sinks = spec.sinks ? generate_sinks(spec.seed, spec.heads_q, spec.dtype) : std::vector<float>{};
+  p.sinks = spec.sinks ? pr.sinks.data() : nullptr;
   set_contiguous_strides(p);
   attach_mask(spec, pr);
   validate(p);

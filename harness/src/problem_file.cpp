@@ -87,6 +87,7 @@ ProblemFile problem_inputs(const AttnParams& p) {
     f.mask_rows = p.mask_rows;
     f.mask.assign(p.mask, p.mask + p.mask_rows * p.mask_rows);
   }
+  if (p.sinks) f.sinks.assign(p.sinks, p.sinks + p.heads_q);
   auto& a = f.kernel;
   a["dtype"] = std::string(dtype_name(p.dtype));
   a["mode"] = std::string(mode_name(p.mode));
@@ -96,6 +97,7 @@ ProblemFile problem_inputs(const AttnParams& p) {
   a["window_left"] = p.band.left;
   a["window_right"] = p.band.right;
   a["scale"] = static_cast<double>(p.scale);
+  a["softcap"] = static_cast<double>(p.softcap);
   a["cache"] = std::string(cache_name(p.cache));
   if (p.mode != RunMode::prefill) a["cache_slots"] = dut::make_kv_cache(p).slots;
   a["chunk"] = std::int64_t{p.chunk};
@@ -106,6 +108,13 @@ ProblemFile problem_inputs(const AttnParams& p) {
   a["gqa"] = std::string("q head h reads kv head h / (heads / kv_heads)");
   a["window_convention"] = std::string("query i sees key j iff -window_right <= i - j <= window_left; -1: unbounded");
   return f;
+}
+
+int protocol_version(const ProblemFile& f) {
+  const auto cap = f.kernel.find("softcap");
+  const bool caps = cap != f.kernel.end() && std::holds_alternative<double>(cap->second) &&
+                    std::get<double>(cap->second) != 0.0;
+  return caps || !f.sinks.empty() ? kExecProtocolVersion : kExecProtocolVersionWithoutScoreSemantics;
 }
 
 void describe_case(ProblemFile& f, const Scenario& s) {
@@ -124,10 +133,11 @@ void write_problem_file(const fs::path& path, const ProblemFile& f) {
   h5::write_dataset(id, "prompt_lens", f.prompt_lens, {batch});
   if (!f.mask.empty())
     h5::write_dataset(id, "mask", f.mask, {static_cast<hsize_t>(f.mask_rows), static_cast<hsize_t>(f.mask_rows)});
+  if (!f.sinks.empty()) h5::write_dataset(id, "sinks", f.sinks, {static_cast<hsize_t>(f.heads_q)});
   write_attrs(id, f.kernel);
   h5::write_attr(id, "problem_file_format", kProblemFileFormat);
   h5::write_attr(id, "kind", std::string(problem_file_kind_name(f.kind)));
-  if (f.kind == ProblemFileKind::request) h5::write_attr(id, "protocol_version", std::int64_t{kExecProtocolVersion});
+  if (f.kind == ProblemFileKind::request) h5::write_attr(id, "protocol_version", std::int64_t{protocol_version(f)});
 
   if (!f.scenario_id.empty()) {
     h5::Handle c = h5::create_group(id, "case");
@@ -197,6 +207,8 @@ ProblemFile read_problem_file(const fs::path& path) {
     if (dims.size() != 2 || dims[0] != dims[1]) refuse(path, "/mask is not square");
     f.mask_rows = static_cast<std::int64_t>(dims[0]);
   }
+  if (h5::exists(id, "sinks"))
+    f.sinks = read_shaped<float>(id, path, "sinks", {static_cast<hsize_t>(f.heads_q)}, h5::read_floats);
   if (h5::exists(id, "case")) {
     h5::Handle c(H5Gopen2(id, "case", H5P_DEFAULT), H5Gclose, "open /case");
     for (const auto& [key, value] : h5::read_attrs(c.id())) {

@@ -7,6 +7,8 @@ namespace swa::harness {
 
 // id() is built from the case parameter table: case_schema.cpp.
 
+std::string_view sinks_name(Sinks s) { return s == Sinks::learned ? "learned" : "none"; }
+
 ProblemSpec Scenario::problem_spec() const {
   ProblemSpec p;
   for (auto len : prompt_lens) p.seq_lens.push_back(len + (mode == RunMode::decode ? decode_steps : 0));
@@ -14,6 +16,9 @@ ProblemSpec Scenario::problem_spec() const {
   p.heads_kv = kv_heads;
   p.head_size = head_size;
   p.band = window > 0 ? band_from_window(window, WindowConvention::keys_including_self) : causal_band();
+  p.band.right = window_right;
+  p.softcap = softcap;
+  p.sinks = sinks == Sinks::learned;
   p.dtype = dtype;
   p.mode = mode;
   p.cache = cache;
@@ -35,6 +40,19 @@ std::optional<ScenarioFault> scenario_fault(const Scenario& s, Api api) {
     return ScenarioFault{"decode_steps", "decode needs decode_steps >= 1"};
   if (s.mode != RunMode::prefill && s.cache != CachePolicy::linear && s.window == 0)
     return ScenarioFault{"cache", std::string(cache_name(s.cache)) + " needs a window > 0 (a ring holds W slots)"};
+  if (api == Api::atb) {
+    // ATB SelfAttention has no sinks, no soft-cap and no two-sided window.
+    if (s.sinks != Sinks::none) return ScenarioFault{"sinks", "api: atb has no attention sinks: use sinks none"};
+    if (s.softcap != 0.f) return ScenarioFault{"softcap", "api: atb has no logit soft-capping: use softcap 0"};
+    if (s.window_right != 0)
+      return ScenarioFault{"window_right", "api: atb has no two-sided window: use window_right 0"};
+  }
+  if (s.window_right > 0 && s.mode != RunMode::prefill)
+    return ScenarioFault{"window_right", "a two-sided window (window_right > 0) is defined for prefill only: in " +
+                                             std::string(mode_name(s.mode)) +
+                                             " the keys right of a query are not in the cache yet"};
+  if (s.window_right > 0 && s.mask != MaskFormat::none)
+    return ScenarioFault{"window_right", "ATB masks are causal: window_right needs mask none"};
   const bool swa = s.window > 0;
   if (api == Api::atb) {
     // ATB: SWA needs windowSize > 0 and an SWA mask type together; either alone is an error.

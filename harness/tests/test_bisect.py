@@ -61,6 +61,30 @@ class Bisect(unittest.TestCase):
                         np.testing.assert_array_equal(dut["error"][:], dut["out"][:].astype(np.float64) - f["reference/out"][:])
                         self.assertGreater(np.abs(dut["error"][:]).max(), dut.attrs["threshold"])
 
+    def test_score_semantics_mutants_are_named(self):
+        """Sinks, soft-cap and two-sided window faults, each on the ci.yaml sweep of its feature."""
+        cases = {"sink_in_numerator": "sinks", "softcap_after_mask": "softcap", "window_right_off_by_one": "two_sided"}
+        with tempfile.TemporaryDirectory() as tmp:
+            for m, sweep in cases.items():
+                with self.subTest(m):
+                    results = os.path.join(tmp, m + ".h5")
+                    run("run", CI, "--sweep", sweep, "--dut", "mutant:" + m, "--jobs", "2", "--out", results)
+                    out = os.path.join(tmp, "bisect-" + m)
+                    r = run("bisect", "--from", results, "--id", first_failure(results), "--dut", "mutant:" + m, "--out", out)
+                    self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                    self.assertIn(f"Diagnosis: {m}.", r.stdout)
+                    self.assertIn("1 sequence(s), 1 query head(s) / 1 kv head(s)", r.stdout)
+                    rerun = run("run", os.path.join(out, "repro.yaml"), "--out", os.path.join(out, "r.h5"))
+                    self.assertEqual(rerun.returncode, 1, rerun.stdout)
+            # A kernel that ignores the sinks altogether: the exec DUT, through protocol 3.
+            numpy_dut = os.path.join(os.path.dirname(CI), "..", "dut", "external", "examples", "numpy_dut.py")
+            dut = f"exec:/usr/bin/python3 {numpy_dut} --fault no-sinks"
+            results = os.path.join(tmp, "exec.h5")
+            run("run", CI, "--sweep", "sinks", "--filter", "mode=decode", "--dut", dut, "--out", results)
+            r = run("bisect", "--from", results, "--id", first_failure(results), "--dut", dut, "--out", os.path.join(tmp, "b"))
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("Diagnosis: sinks_ignored.", r.stdout)
+
     def test_a_correct_dut_does_not_reproduce(self):
         scenario = run("list", CI, "--sweep", "caches").stdout.split()[3]
         with tempfile.TemporaryDirectory() as tmp:

@@ -401,24 +401,31 @@ class AbiVersions(unittest.TestCase):
                 self.assertEqual(by_dut[v1], by_dut[v2])
 
     def test_a_plugin_is_not_called_outside_what_it_describes(self):
-        # The limited plugin fails loudly if called outside fp32, prefill/chunked prefill, d 64/128.
+        # The limited plugin fails loudly if called outside fp32, prefill/chunked prefill, d 64/128,
+        # or with a case that soft-caps or has sinks (it describes itself as built against 2.0).
         with tempfile.TemporaryDirectory() as tmp:
             for extra in ([], ["--in-process"]):
                 out = os.path.join(tmp, f"r{len(extra)}.h5")
                 r = run("run", CI, "--jobs", "2", "--dut", self.plugin("swa_limited_plugin"), "--out", out, *extra)
                 self.assertEqual(r.returncode, 0, r.stdout[-2000:])
                 got = rows(out)
-                ran = 0
+                ran = newer_skipped = 0
                 for (scenario, _), (status, _, reason) in got.items():
                     mode, dtype, d = id_fields(scenario)
                     inside = dtype == "fp32" and mode != "decode" and d in (64, 128)
-                    if inside:
+                    newer = "/cap=" in scenario or "/sinks=" in scenario
+                    if inside and not newer:
                         ran += 1
                         self.assertEqual(status, "pass", (scenario, reason))
+                    elif inside:
+                        newer_skipped += 1
+                        self.assertEqual(status, "skip", (scenario, reason))
+                        self.assertIn("built against an ABI without the", reason)
                     else:
                         self.assertEqual(status, "skip", (scenario, reason))
                         self.assertIn("the plugin describes itself as running", reason)
                 self.assertGreater(ran, 10)
+                self.assertGreater(newer_skipped, 5)
 
     def test_perf_uses_a_plugins_own_kernel_timing(self):
         scenario = next(s for s in run("list", CI, "--filter", "mode=prefill").stdout.split()

@@ -74,6 +74,25 @@ class Validation(unittest.TestCase):
          r"bad\.yaml:7:\d+: sweeps\.s\.matrix\.cache: ring-compact needs a window > 0"),
         ("yaml syntax", "sweeps: {s: {matrix: {heads: [4]}\n", r"bad\.yaml:2:\d+: YAML syntax error"),
         ("unknown top-level key", "sweep:\n  s: {}\n", r"bad\.yaml:1:1: \(top level\)\.sweep: unknown key 'sweep'"),
+        # Score semantics: where they are undefined, and ATB, which has none of them.
+        ("two-sided window in decode", "sweeps:\n  s:\n    matrix:\n      mode: [decode]\n      decode_steps: [2]\n"
+         "      window_right: [3]\n",
+         r"bad\.yaml:6:\d+: sweeps\.s\.matrix\.window_right: a two-sided window \(window_right > 0\) is defined for "
+         r"prefill only: in decode"),
+        ("two-sided window with a mask", "sweeps:\n  s:\n    matrix:\n      window: [8]\n      window_right: [3]\n"
+         "      mask: [swa-norm]\n", r"bad\.yaml:5:\d+: sweeps\.s\.matrix\.window_right: ATB masks are causal"),
+        ("atb with sinks", "sweeps:\n  s:\n    api: atb\n    matrix:\n      window: [8]\n      mask: [swa-norm]\n"
+         "      sinks: [learned]\n", r"bad\.yaml:7:\d+: sweeps\.s\.matrix\.sinks: api: atb has no attention sinks"),
+        ("atb with soft-cap", "sweeps:\n  s:\n    api: atb\n    defaults: {softcap: 50}\n    matrix:\n      window: [8]\n"
+         "      mask: [swa-norm]\n", r"bad\.yaml:4:\d+: sweeps\.s\.defaults\.softcap: api: atb has no logit soft-capping"),
+        ("atb with a two-sided window", "sweeps:\n  s:\n    api: atb\n    include:\n      - {window: 8, mask: swa-norm, "
+         "window_right: 2}\n", r"bad\.yaml:5:\d+: sweeps\.s\.include\.window_right: api: atb has no two-sided window"),
+        ("soft-cap not a number", "sweeps:\n  s:\n    matrix:\n      softcap: [high]\n",
+         r"bad\.yaml:4:\d+: sweeps\.s\.matrix\.softcap: expected a number, got 'high'"),
+        ("soft-cap negative", "sweeps:\n  s:\n    matrix:\n      softcap: [-5]\n",
+         r"bad\.yaml:4:\d+: sweeps\.s\.matrix\.softcap: must be in \[0, 1000000\], got -5"),
+        ("sinks unknown", "sweeps:\n  s:\n    matrix:\n      sinks: [4]\n",
+         r"bad\.yaml:4:\d+: sweeps\.s\.matrix\.sinks: '4' is not one of none\|learned"),
     ]
     ATB_FEATURES = ["dynamic_batch", "high_precision", "clamp", "logn", "qkv_quant", "bnsd", "kv_tensorlist", "mla"]
 
@@ -156,6 +175,34 @@ class Mutants(unittest.TestCase):
                         self.assertIn(failed[0][0], f["dumps"])  # the failure's tensors are dumped
                         names = [d.attrs["dut"] for d in f["dumps"][failed[0][0]]["duts"].values()]
                         self.assertEqual(names, ["mutant:" + m])
+
+    def test_score_semantics_mutants_are_caught_where_their_feature_is_on(self):
+        """Each new fault fails in the ci.yaml sweep of its feature and passes the others (where its
+        feature is off, it is a correct kernel); the controls pass all three sweeps, and so does the
+        numpy exec DUT (protocol 3), which fails the sinks sweep when it ignores the sinks."""
+        sweeps = {"sink_in_numerator": "sinks", "softcap_after_mask": "softcap", "window_right_off_by_one": "two_sided"}
+        with tempfile.TemporaryDirectory() as tmp:
+            for m, own in sweeps.items():
+                for sweep in sweeps.values():
+                    with self.subTest(m=m, sweep=sweep):
+                        out = os.path.join(tmp, f"{m}-{sweep}.h5")
+                        r = run("run", CI_YAML, "--sweep", sweep, "--dut", "mutant:" + m, "--jobs", "2", "--out", out)
+                        statuses = [v[0] for v in rows(out).values()]
+                        if sweep == own:
+                            self.assertEqual(r.returncode, 1, r.stdout[-1500:])
+                            self.assertGreater(statuses.count("fail"), len(statuses) // 3)
+                        elif sweep != "two_sided":  # the two-sided sweep has sinks and a soft-cap in two cases
+                            self.assertEqual(statuses.count("fail"), 0, r.stdout[-1500:])
+            numpy_dut = os.path.join(os.path.dirname(CI_YAML), "..", "dut", "external", "examples", "numpy_dut.py")
+            for sweep in sweeps.values():
+                out = os.path.join(tmp, f"exec-{sweep}.h5")
+                r = run("run", CI_YAML, "--sweep", sweep, "--jobs", "2", "--out", out,
+                        "--dut", f"baseline,cpu,mutant:none,exec:/usr/bin/python3 {numpy_dut}")
+                self.assertEqual(r.returncode, 0, r.stdout[-1500:])
+                self.assertRegex(r.stdout, r"\d+ passed, 0 failed, 0 skipped\n")
+            out = os.path.join(tmp, "exec-no-sinks.h5")
+            r = run("run", CI_YAML, "--sweep", "sinks", "--out", out, "--dut", f"exec:/usr/bin/python3 {numpy_dut} --fault no-sinks")
+            self.assertEqual({v[0] for v in rows(out).values()}, {"fail"}, r.stdout[-1500:])
 
     def test_precision_loss_of_three_bits_fails_in_fp16_and_bf16(self):
         """P or the scores rounded to 3 fewer mantissa bits than the dtype fail in fp16 and bf16. In fp32

@@ -194,3 +194,27 @@ BOOST_AUTO_TEST_CASE(masks_are_read_tile_by_tile) {
     BOOST_TEST(emulated_error(broken) > 1e-3, mask_format_name(f) << " corrupted");
   }
 }
+
+BOOST_AUTO_TEST_CASE(sinks_soft_cap_and_two_sided_windows) {
+  // Every kernel (fp32 SIMT and fp16/bf16 tensor-core prefill, chunked prefill through the cache,
+  // split decode) with the score semantics of gpt-oss (sinks), Gemma 2 (soft-cap) and encoder-style
+  // local attention (two-sided window). Large logits (sigma 3) so that the caps bend the scores.
+  for (DType dt : kAllDTypes)
+    for (auto [cap, sinks] : {std::pair{5.f, false}, std::pair{50.f, true}}) {
+      Case pre = make_case({130, 1, 67}, 4, 2, 64, 17, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, dt, 3.0);
+      BOOST_TEST(emulated_verdict(test::with_semantics(pre, cap, sinks)) == "pass",
+                 "prefill " << dtype_name(dt) << " cap=" << cap << " sinks=" << sinks);
+    }
+  for (DType dt : {DType::fp16, DType::fp32}) {
+    Case chunked = make_case({60, 9}, 4, 2, 64, 20, RunMode::chunked_prefill, CachePolicy::ring_compact, 7, 0, dt, 3.0);
+    BOOST_TEST(emulated_verdict(test::with_semantics(chunked, 5.f, true)) == "pass", "chunked " << dtype_name(dt));
+  }
+  for (DType dt : {DType::bf16, DType::fp32}) {
+    Case dec = make_case({240, 30}, 4, 2, 80, 200, RunMode::decode, CachePolicy::ring_modulo, 100, 3, dt, 3.0);
+    BOOST_TEST(emulated_verdict(test::with_semantics(dec, 5.f, true)) == "pass", "decode " << dtype_name(dt));
+  }
+  for (DType dt : {DType::fp32, DType::bf16}) {
+    Case two = make_case({130, 1, 67}, 4, 2, 64, 17, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, dt);
+    BOOST_TEST(emulated_verdict(test::with_semantics(two, 0.f, true, 9)) == "pass", "two-sided " << dtype_name(dt));
+  }
+}

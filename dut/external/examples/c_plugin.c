@@ -137,19 +137,24 @@ static int add_key(Keys* ks, const void* k, const void* v) {
   return 0;
 }
 
-/* softmax(scale q.k) v over the collected keys; a row with no visible key outputs 0. */
+/* softmax(cap(scale q.k), sink) v over the collected keys; a row with no visible key outputs 0.
+ * softcap and sinks are 2.1 fields: read only when the harness's struct has them. */
 static void attend(const swa_dut_v2_params* p, Keys* ks, int b, int64_t i, int h) {
   const int32_t dt = p->dtype;
   const size_t elem = dtype_bytes(dt);
   const int64_t row = p->seq_offsets[b] + i;
   const char* q = (const char*)p->q + (row * p->q_row_stride + h * p->q_head_stride) * elem;
-  float m = -INFINITY, sum = 0.0f;
+  const float cap = SWA_DUT_V2_HAS(p, swa_dut_v2_params, softcap) ? p->softcap : 0.0f;
+  const float* sinks = SWA_DUT_V2_HAS(p, swa_dut_v2_params, sinks) ? p->sinks : NULL;
+  float m = sinks ? sinks[h] : -INFINITY, sum = 0.0f;
   for (int64_t n = 0; n < ks->count; ++n) {
     float s = 0.0f;
     for (int d = 0; d < p->head_size; ++d) s += load(dt, q, d) * load(dt, ks->keys[n], d);
     ks->scores[n] = s * p->scale;
+    if (cap > 0.0f) ks->scores[n] = cap * tanhf(ks->scores[n] / cap);
     if (ks->scores[n] > m) m = ks->scores[n];
   }
+  if (sinks) sum = expf(sinks[h] - m);
   for (int64_t n = 0; n < ks->count; ++n) sum += (ks->scores[n] = expf(ks->scores[n] - m));
   char* out = (char*)p->out + (row * p->out_row_stride + h * p->out_head_stride) * elem;
   for (int d = 0; d < p->head_size; ++d) {

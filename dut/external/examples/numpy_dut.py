@@ -6,7 +6,7 @@
 The harness runs `COMMAND REQUEST.h5 RESPONSE.h5`. This DUT reads the request, computes sliding-
 window attention with numpy in float32 (any schedule gives the dense result, so it computes the
 dense result), writes /out and, in chunked_prefill and decode, the KV cache the schedule ends with
-(/cache, protocol 2). --fail MODE misbehaves on purpose, for the harness's tests; --fault FAULT is a
+(/cache, protocol 2), with soft-capping and attention sinks (protocol 3). --fail MODE misbehaves on purpose, for the harness's tests; --fault FAULT is a
 wrong kernel that still runs (window-plus-one: W+1 keys; cache-slot-shift: every ring write one slot
 late, which the outputs of a consistent reader would never show).
 """
@@ -18,7 +18,7 @@ import h5py
 import numpy as np
 
 
-def attention(q, k, v, seq_lens, left, right, scale):
+def attention(q, k, v, seq_lens, left, right, scale, softcap=0.0, sinks=None):
     n, hq, d = q.shape
     hkv = k.shape[1]
     out = np.zeros((n, hq, d), dtype=np.float32)
@@ -34,10 +34,17 @@ def attention(q, k, v, seq_lens, left, right, scale):
         for h in range(hq):
             g = h // (hq // hkv)
             s = scale * (q[start:start + length, h, :] @ k[start:start + length, g, :].T)
+            if softcap > 0:
+                s = np.float32(softcap) * np.tanh(s / np.float32(softcap))
             s = np.where(visible, s, -np.inf)
-            s -= s.max(axis=1, keepdims=True)
-            p = np.exp(s)
-            p /= p.sum(axis=1, keepdims=True)
+            m = s.max(axis=1, keepdims=True)
+            if sinks is not None:
+                m = np.maximum(m, sinks[h])
+            p = np.exp(s - m)
+            total = p.sum(axis=1, keepdims=True)
+            if sinks is not None:
+                total += np.exp(sinks[h] - m)
+            p /= total
             out[start:start + length, h, :] = p @ v[start:start + length, g, :]
         start += length
     return out
@@ -68,7 +75,7 @@ def final_cache(f, k, v, fault):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fail", choices=["exit", "garbled", "wrong-shape", "hang", "report-error", "no-response"])
-    ap.add_argument("--fault", choices=["window-plus-one", "cache-slot-shift"])
+    ap.add_argument("--fault", choices=["window-plus-one", "cache-slot-shift", "no-sinks"])
     ap.add_argument("request")
     ap.add_argument("response")
     args = ap.parse_args()
@@ -84,14 +91,19 @@ def main():
             f.write(b"this is not an HDF5 file")
         return 0
     with h5py.File(args.request, "r") as f:
-        if f.attrs["protocol_version"] != 2:
+        if f.attrs["protocol_version"] not in (2, 3):
             print("numpy_dut: unsupported protocol version", file=sys.stderr)
             return 2
         q, k, v = (f[name][:].astype(np.float32) for name in ("q", "k", "v"))
         left = int(f.attrs["window_left"])
         if args.fault == "window-plus-one" and left >= 0:
             left += 1
-        out = attention(q, k, v, f["seq_lens"][:], left, int(f.attrs["window_right"]), np.float32(f.attrs["scale"]))
+        softcap = float(f.attrs.get("softcap", 0.0))
+        sinks = f["sinks"][:].astype(np.float32) if "sinks" in f else None
+        if args.fault == "no-sinks":
+            sinks = None  # ignores the sinks: what a protocol-2 kernel would do
+        out = attention(q, k, v, f["seq_lens"][:], left, int(f.attrs["window_right"]), np.float32(f.attrs["scale"]),
+                        softcap, sinks)
         cache = final_cache(f, k, v, args.fault) if f.attrs["mode"] != "prefill" else None
     with h5py.File(args.response, "w") as f:
         if args.fail == "report-error":

@@ -8,7 +8,8 @@ namespace swa::golden {
 
 // The fp64 reference. Inputs are read exactly (every fp32/fp16/bf16 value is a double), scores,
 // softmax and P.V are computed in double with compensated (TwoSum) sums and max subtraction.
-// Only keys inside the band are visited. A row with no visible key outputs 0 and lse = -inf, as
+// Only keys inside the band are visited. A row with no visible key outputs 0 and lse = -inf (the sink
+// logit when the layer has sinks), as
 // FlashAttention does.
 struct Output {
   std::vector<double> out;  // [nTokens, heads_q, head_size], contiguous

@@ -59,6 +59,14 @@ struct AttnParams {
   WindowBand band = causal_band();
   float scale = 0.f;  // softmax scale, usually 1/sqrt(head_size)
 
+  // Score semantics of modern SWA layers (golden/README.md, "Sinks and soft-capping").
+  // softcap > 0: a scaled score s becomes softcap * tanh(s / softcap), before the window and the
+  // softmax (Gemma 2; FlashAttention's softcap, which also applies the scale first). 0 = off.
+  float softcap = 0.f;
+  // Attention sinks (gpt-oss): one logit per query head, [heads_q] floats holding values of `dtype`.
+  // It joins every row's softmax denominator and adds nothing to the output. nullptr = none.
+  const float* sinks = nullptr;
+
   RunMode mode = RunMode::prefill;
   CachePolicy cache = CachePolicy::ring_modulo;
   int chunk = 0;

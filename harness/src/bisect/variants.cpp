@@ -1,5 +1,6 @@
 // The golden variants bisect tries: each is the output of a reference with one suspected bug.
 #include <limits>
+#include <utility>
 
 #include "mutant_dut.hpp"
 #include "swa/golden.hpp"
@@ -21,14 +22,25 @@ Variant band_variant(std::string name, std::string meaning, std::function<std::o
 }
 
 // A plain fp32 kernel with one fault (dut/mutants): the same bug, independent of the DUT's code.
-Variant fault_variant(dut::Fault fault, std::string meaning, bool needs_ring = false, bool needs_gqa = false) {
+Variant fault_variant(dut::Fault fault, std::string meaning, bool needs_ring = false, bool needs_gqa = false,
+                      std::function<bool(const AttnParams&)> applies = {}) {
   return {std::string(dut::fault_name(fault)), std::move(meaning),
           [=](const Problem& pr) -> std::optional<std::vector<double>> {
             const AttnParams& base = pr.params;
             if (needs_ring && (base.mode == RunMode::prefill || base.cache == CachePolicy::linear)) return std::nullopt;
             if (needs_gqa && (base.heads_kv < 2 || base.heads_q == base.heads_kv)) return std::nullopt;
+            if (applies && !applies(base)) return std::nullopt;
             auto dut = dut::make_mutant(fault);
             return run_to_output(*dut, pr);
+          }};
+}
+
+// The fp64 golden with one score semantic dropped or changed; nullopt when the case does not use it.
+Variant semantics_variant(std::string name, std::string meaning, std::function<bool(AttnParams&)> change) {
+  return {std::move(name), std::move(meaning), [change](const Problem& pr) -> std::optional<std::vector<double>> {
+            AttnParams p = pr.params;
+            if (!change(p)) return std::nullopt;
+            return golden::run(p).out;
           }};
 }
 
@@ -61,6 +73,19 @@ const std::vector<Variant>& bisect_variants() {
       fault_variant(dut::Fault::gqa_modulo_mapping, "maps query head h to kv head h % Hkv instead of h / (Hq/Hkv)", false, true),
       fault_variant(dut::Fault::fp16_pv_accumulation, "accumulates P.V in fp16"),
       fault_variant(dut::Fault::no_max_subtraction, "computes the softmax without subtracting the row max"),
+      semantics_variant("sinks_ignored", "leaves the attention sinks out of the softmax denominator",
+                        [](AttnParams& p) { return std::exchange(p.sinks, nullptr) != nullptr; }),
+      fault_variant(dut::Fault::sink_in_numerator, "adds the sink's weight to the output as if the sink were a key with value 1",
+                    false, false, [](const AttnParams& p) { return p.sinks != nullptr; }),
+      semantics_variant("softcap_ignored", "does not soft-cap the scores",
+                        [](AttnParams& p) { return std::exchange(p.softcap, 0.f) != 0.f; }),
+      fault_variant(dut::Fault::softcap_after_mask,
+                    "soft-caps after masking: every hidden key it computed gets the score -cap instead of -inf", false,
+                    false, [](const AttnParams& p) { return p.softcap > 0.f; }),
+      semantics_variant("window_right_off_by_one", "a two-sided window sees R+1 keys after the query",
+                        [](AttnParams& p) { return p.band.right > 0 && (p.band.right += 1); }),
+      semantics_variant("window_right_ignored", "ignores the right side of a two-sided window (causal)",
+                        [](AttnParams& p) { return p.band.right > 0 && !(p.band.right = 0); }),
   };
   return variants;
 }

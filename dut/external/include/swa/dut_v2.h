@@ -1,4 +1,6 @@
-/* swa-harness external DUT ABI, version 2 (C, stable). Everything a plugin needs is in this file.
+/* swa-harness external DUT ABI, version 2.1 (C, stable). Everything a plugin needs is in this file.
+ * 2.1 appended softcap and sinks to swa_dut_v2_params; a 2.0 plugin still loads and is not sent
+ * cases that use them.
  *
  * A plugin is a shared library exporting the six functions at the end; load it with
  *   swa-harness run SWEEP.yaml --dut plugin:/abs/path/libmydut.so
@@ -31,15 +33,27 @@
  * Query position i sees key position j of the same sequence iff
  *     -window_right <= i - j <= window_left      (a negative bound means unbounded)
  * A window of W keys including the query is (W - 1, 0); plain causal attention is (-1, 0).
- * The harness's scenarios send window_right = 0 (causal sliding windows). A band with
- * window_right != 0 (keys after the query) is defined for PREFILL only: in CHUNKED_PREFILL and
- * DECODE those keys are not written yet, so return 0 from swa_dut_v2_supports there.
+ * A two-sided window (window_right > 0, keys after the query: encoder-style local attention,
+ * FlashAttention's window_size = (left, right)) comes in PREFILL only: in CHUNKED_PREFILL and
+ * DECODE those keys are not written yet, and the harness never sends it there.
  *
  * ---- Outputs --------------------------------------------------------------------------------
  * out[i] = sum_j softmax_j(scale * q_i . k_j) v_j over the visible j. Every element of the rows a
  * call owns is written, rounded to the storage dtype with round-to-nearest-even. A row that sees
  * no key outputs 0 (as FlashAttention). The harness fills out with NaN before the schedule: a row
  * never written fails. Accumulate in at least fp32.
+ *
+ * ---- Score semantics (2.1: read them only if SWA_DUT_V2_HAS(p, swa_dut_v2_params, sinks)) ------
+ * With s_j = scale * q_i . k_j (the scale first, as FlashAttention's softcap does):
+ *   softcap > 0:  s_j = softcap * tanh(s_j / softcap)  for every key, before the window hides any
+ *                 (Gemma 2: 50). 0 = off.
+ *   sinks != NULL: sinks[h] (h = the query head; [heads_q] floats holding values of the storage
+ *                 dtype) is one more logit in row i's softmax, with no value row (gpt-oss):
+ *                   m = max(max_j s_j, sinks[h]),
+ *                   out[i] = sum_j exp(s_j - m) v_j / (sum_j exp(s_j - m) + exp(sinks[h] - m)).
+ *                 The sink is not capped. A row with no visible key still outputs 0.
+ * A plugin that implements neither leaves its params_size at 2.0's size (see above) or returns 0
+ * from swa_dut_v2_supports when softcap != 0 or sinks != NULL.
  *
  * ---- Schedule -------------------------------------------------------------------------------
  * mode PREFILL: one call of swa_dut_v2_prefill computes every row of every sequence from Q/K/V.
@@ -120,6 +134,7 @@ extern "C" {
 #endif
 
 #define SWA_DUT_V2_ABI_VERSION 2u
+#define SWA_DUT_V2_MINOR_VERSION 1u /* 2.1: softcap, sinks */
 
 /* Whether the struct behind `ptr` (of type `type`) has `field`: use before reading a field that a
  * later 2.x header appended. */
@@ -158,7 +173,10 @@ typedef struct swa_dut_v2_params {
   int64_t mask_rows;
   int64_t mask_effective_window;
   int32_t mask_block;
-  /* 2.x headers append fields here. */
+  /* 2.1 */
+  float softcap;      /* > 0: cap the scaled scores (see "Score semantics"); 0 = off */
+  const float* sinks; /* [heads_q] sink logits, or NULL */
+  /* Later 2.x headers append fields here. */
 } swa_dut_v2_params;
 
 typedef struct swa_dut_v2_cache {

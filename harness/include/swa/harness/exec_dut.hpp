@@ -8,7 +8,10 @@
 
 namespace swa::harness {
 
-inline constexpr int kExecProtocolVersion = 2;  // 2: the response carries the KV cache (/cache)
+// 2: the response carries the KV cache (/cache). 3: the request adds attribute softcap and dataset
+// /sinks; sent only for cases that use them, so a DUT that speaks 2 keeps running every other case.
+inline constexpr int kExecProtocolVersion = 3;
+inline constexpr int kExecProtocolVersionWithoutScoreSemantics = 2;
 
 std::unique_ptr<dut::Dut> make_exec_dut(const std::string& command, double timeout_seconds);
 

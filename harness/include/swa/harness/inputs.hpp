@@ -26,11 +26,15 @@ std::string_view distribution_name(InputDistribution d);  // normal|uniform|larg
 std::optional<InputDistribution> parse_distribution(std::string_view name);
 std::string distribution_choices();
 
-enum class TensorRole : std::uint32_t { q = 1, k = 2, v = 3 };
+enum class TensorRole : std::uint32_t { q = 1, k = 2, v = 3, sinks = 4 };
 
 // Element i of the tensor, for a tensor laid out as rows of `row_elems` elements (heads x dims).
 // Deterministic in (seed, role, i) alone.
 std::vector<float> generate_tensor(std::uint64_t seed, TensorRole role, InputDistribution dist, std::int64_t rows,
                                    std::int64_t row_elems, int head_size, DType dtype);
+
+// One attention-sink logit per query head (role `sinks`): N(0, 2^2) whatever the distribution of Q,
+// K and V, so that some heads' sinks outweigh their keys and some do not; rounded to the dtype.
+std::vector<float> generate_sinks(std::uint64_t seed, int heads_q, DType dtype);
 
 }  // namespace swa::harness

@@ -16,6 +16,8 @@ struct ProblemSpec {
   int head_size = 64;
   WindowBand band = causal_band();
   float scale = 0.f;  // 0: 1/sqrt(head_size)
+  float softcap = 0.f;
+  bool sinks = false;  // one learned logit per query head, drawn from the seed
   DType dtype = DType::fp32;
   RunMode mode = RunMode::prefill;
   CachePolicy cache = CachePolicy::ring_modulo;
@@ -36,6 +38,7 @@ struct Problem {
   std::vector<float> q, k, v;
   std::vector<unsigned char> q_storage, k_storage, v_storage;
   std::vector<float> mask;
+  std::vector<float> sinks;  // [heads_q] when spec.sinks
   AttnParams params;
 
   Problem() = default;

@@ -33,6 +33,7 @@ struct ProblemFile {
   std::vector<std::int32_t> seq_lens, prompt_lens;
   std::vector<float> mask;  // [mask_rows, mask_rows] when the kernel gets an ATB mask
   std::int64_t mask_rows = 0;
+  std::vector<float> sinks;  // [heads_q] when the layer has attention sinks
   // The kernel's parameters by the exec protocol's names (dtype, mode, window_left, scale, ...).
   std::map<std::string, h5::AttrValue> kernel;
 
@@ -55,6 +56,10 @@ struct ProblemFile {
   };
   std::vector<DutOutput> duts;
 };
+
+// The exec protocol version a request for this problem carries: 3 when it soft-caps or has sinks,
+// else 2 (exec_dut.hpp).
+int protocol_version(const ProblemFile& f);
 
 // The inputs part, read through the params' strides and dtype (what any DUT is given).
 ProblemFile problem_inputs(const AttnParams& p);

@@ -17,6 +17,11 @@ namespace swa::harness {
 // (SWA needs an SWA mask type, no SWA_COMPRESS in decode).
 enum class Api { generic, atb };
 
+// Attention sinks: none, or one learned logit per query head (gpt-oss), drawn from the seed.
+enum class Sinks : std::uint8_t { none, learned };
+inline constexpr Sinks kAllSinks[] = {Sinks::none, Sinks::learned};
+std::string_view sinks_name(Sinks s);  // none | learned
+
 struct PerfSettings {
   int warmups = 1;
   int repeats = 5;
@@ -30,7 +35,10 @@ struct Scenario {
   int heads = 4;
   int kv_heads = 4;
   int head_size = 64;
-  std::int64_t window = 16;  // W keys including self; 0 = no window (causal)
+  std::int64_t window = 16;  // W keys including self; 0 = no window (unbounded on the left)
+  std::int64_t window_right = 0;  // R future keys also seen (two-sided window); prefill only
+  float softcap = 0.f;            // C: scaled scores become C tanh(s / C); 0 = off
+  Sinks sinks = Sinks::none;
   int chunk = 0;
   int decode_steps = 0;
   CachePolicy cache = CachePolicy::ring_modulo;
