@@ -85,6 +85,63 @@ class Bisect(unittest.TestCase):
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             self.assertIn("Diagnosis: sinks_ignored.", r.stdout)
 
+    def test_decode_failures_are_localised_per_sequence(self):
+        """Sequence 0 (prompt 20 > W) fails from decode step 0, sequence 1 (prompt 5) only from step 3,
+        when its ring first wraps, at token 8: the lowest failing token, which is not the first step."""
+        with tempfile.TemporaryDirectory() as tmp:
+            sweep = os.path.join(tmp, "decode.yaml")
+            with open(sweep, "w") as f:
+                f.write("sweeps:\n  d:\n    matrix: {mode: [decode], batch: [[20, 5]], heads: [2], kv_heads: [1], "
+                        "head_size: [16], window: [8], chunk: [0], decode_steps: [10], cache: [ring-modulo]}\n")
+            scenario = run("list", sweep).stdout.split()[0]
+            r = run("bisect", sweep, "--filter", scenario, "--dut", "mutant:stale_slot_after_wrap", "--out",
+                    os.path.join(tmp, "b"))
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("Decode: the first failing step is 0 (sequence 0's prompt is 20 tokens).", r.stdout)
+            self.assertIn("First failure per sequence: sequence 0: step 0 (token 20); sequence 1: step 3 (token 8).",
+                          r.stdout)
+
+    def test_a_non_finite_output_matches_no_finite_variant(self):
+        """NaN in one row: every finite variant differs by infinity, and 1% of an infinite error is no
+        allowance (it once made the first variant alphabetically "match")."""
+        numpy_dut = os.path.join(os.path.dirname(CI), "..", "dut", "external", "examples", "numpy_dut.py")
+        dut = f"exec:/usr/bin/python3 {numpy_dut} --fault nan-last-row"
+        scenario = run("list", CI, "--sweep", "caches", "--filter", "mode=decode").stdout.split()[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run("bisect", CI, "--filter", scenario, "--dut", dut, "--out", os.path.join(tmp, "b"))
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertNotIn("Diagnosis:", r.stdout)
+            self.assertIn("No variant explains the output, and none comes close", r.stdout)
+            self.assertRegex(r.stdout, r"The output is not finite: \d+ NaN and 0 Inf elements; the first at sequence 2, "
+                                       r"token \d+, head 0, dim 0, a row that sees \d+ key\(s\)")
+
+    def test_faults_without_a_variant_are_told_by_the_recovered_attention(self):
+        """Kernels with faults no variant models (the numpy exec DUT's): bisect recovers the attention of
+        a failing row by non-negative least squares and names what differs from the golden's."""
+        numpy_dut = os.path.join(os.path.dirname(CI), "..", "dut", "external", "examples", "numpy_dut.py")
+        scenario = run("list", CI, "--sweep", "head_sizes", "--filter", "d=64/w=16/mask=none/fp32").stdout.split()[0]
+        expected = {
+            "scale-one-over-d": (r"wrong_scale\n.*scales the scores by 0\.25 x the golden's scale 0\.25 \(that is 0\.0625\)",),
+            "packed-rows": (r"cross_sequence_leak\n.*position \d+ of sequence \d+ \(another sequence\) weight",),
+            "drop-own-key": (r"own_key_dropped\n.*\(the query's own key\) weight 0;",),
+            "one-future-key": (r"future_keys\n.*\(1 after the query: a future key\) weight",),
+        }
+        with tempfile.TemporaryDirectory() as tmp:
+            for fault, patterns in expected.items():
+                with self.subTest(fault):
+                    dut = f"exec:/usr/bin/python3 {numpy_dut} --fault {fault}"
+                    r = run("bisect", CI, "--filter", scenario, "--dut", dut, "--out", os.path.join(tmp, fault))
+                    self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                    self.assertNotIn("Diagnosis:", r.stdout)
+                    self.assertIn("5. Recover: which keys the DUT attended, and how", r.stdout)
+                    for pattern in patterns:
+                        self.assertRegex(r.stdout, pattern)
+            # A correct kernel's failure-free output never reaches the recovery.
+            r = run("bisect", CI, "--filter", scenario, "--dut", f"exec:/usr/bin/python3 {numpy_dut}", "--out",
+                    os.path.join(tmp, "correct"))
+            self.assertEqual(r.returncode, 0, r.stdout)
+            self.assertNotIn("Recover", r.stdout)
+
     def test_a_correct_dut_does_not_reproduce(self):
         scenario = run("list", CI, "--sweep", "caches").stdout.split()[3]
         with tempfile.TemporaryDirectory() as tmp:

@@ -8,7 +8,10 @@ window attention with numpy in float32 (any schedule gives the dense result, so 
 dense result), writes /out and, in chunked_prefill and decode, the KV cache the schedule ends with
 (/cache, protocol 2), with soft-capping and attention sinks (protocol 3). --fail MODE misbehaves on purpose, for the harness's tests; --fault FAULT is a
 wrong kernel that still runs (window-plus-one: W+1 keys; cache-slot-shift: every ring write one slot
-late, which the outputs of a consistent reader would never show).
+late, which the outputs of a consistent reader would never show; no-sinks: ignores the attention
+sinks; nan-last-row: NaN in head 0 of the last token; scale-one-over-d: scale 1/D; packed-rows: the
+window over packed row numbers, so a sequence's first rows see the previous sequence's last keys;
+drop-own-key: never the query's own key; one-future-key: also the key after the query).
 """
 import argparse
 import sys
@@ -18,22 +21,28 @@ import h5py
 import numpy as np
 
 
-def attention(q, k, v, seq_lens, left, right, scale, softcap=0.0, sinks=None):
+def attention(q, k, v, seq_lens, left, right, scale, softcap=0.0, sinks=None, fault=None):
     n, hq, d = q.shape
     hkv = k.shape[1]
     out = np.zeros((n, hq, d), dtype=np.float32)
+    if fault == "scale-one-over-d":  # 1/D where 1/sqrt(D) is meant
+        scale = np.float32(1.0 / d)
     start = 0
     for length in seq_lens:
-        i = np.arange(length)[:, None]
-        j = np.arange(length)[None, :]
-        visible = np.ones((length, length), dtype=bool)
+        # packed-rows: the window is applied to packed row numbers, keys from the whole batch
+        lo = 0 if fault == "packed-rows" else start
+        i = np.arange(start - lo, start - lo + length)[:, None]
+        j = np.arange(start + length - lo)[None, :]
+        visible = j <= i + max(right, 0) if right >= 0 else np.ones((length, start + length - lo), dtype=bool)
         if left >= 0:
             visible &= i - j <= left
-        if right >= 0:
-            visible &= j - i <= right
+        if fault == "drop-own-key":
+            visible &= i != j
+        if fault == "one-future-key":
+            visible |= j == i + 1
         for h in range(hq):
             g = h // (hq // hkv)
-            s = scale * (q[start:start + length, h, :] @ k[start:start + length, g, :].T)
+            s = scale * (q[start:start + length, h, :] @ k[lo:start + length, g, :].T)
             if softcap > 0:
                 s = np.float32(softcap) * np.tanh(s / np.float32(softcap))
             s = np.where(visible, s, -np.inf)
@@ -45,7 +54,7 @@ def attention(q, k, v, seq_lens, left, right, scale, softcap=0.0, sinks=None):
             if sinks is not None:
                 total += np.exp(sinks[h] - m)
             p /= total
-            out[start:start + length, h, :] = p @ v[start:start + length, g, :]
+            out[start:start + length, h, :] = p @ v[lo:start + length, g, :]
         start += length
     return out
 
@@ -75,7 +84,8 @@ def final_cache(f, k, v, fault):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fail", choices=["exit", "garbled", "wrong-shape", "hang", "report-error", "no-response"])
-    ap.add_argument("--fault", choices=["window-plus-one", "cache-slot-shift", "no-sinks"])
+    ap.add_argument("--fault", choices=["window-plus-one", "cache-slot-shift", "no-sinks", "nan-last-row",
+                                        "scale-one-over-d", "packed-rows", "drop-own-key", "one-future-key"])
     ap.add_argument("request")
     ap.add_argument("response")
     args = ap.parse_args()
@@ -103,8 +113,10 @@ def main():
         if args.fault == "no-sinks":
             sinks = None  # ignores the sinks: what a protocol-2 kernel would do
         out = attention(q, k, v, f["seq_lens"][:], left, int(f.attrs["window_right"]), np.float32(f.attrs["scale"]),
-                        softcap, sinks)
+                        softcap, sinks, args.fault)
         cache = final_cache(f, k, v, args.fault) if f.attrs["mode"] != "prefill" else None
+        if args.fault == "nan-last-row":  # a kernel that leaves its last row unnormalised: 0/0
+            out[-1, 0, :] = np.nan
     with h5py.File(args.response, "w") as f:
         if args.fail == "report-error":
             f.attrs["error"] = "numpy_dut cannot do this on purpose"

@@ -8,8 +8,11 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
+#include <utility>
 
+#include "recover.hpp"
 #include "swa/baseline.hpp"
 #include "swa/golden.hpp"
 #include "swa/harness/case_schema.hpp"
@@ -37,6 +40,23 @@ double max_abs_difference(const std::vector<double>& a, const std::vector<double
     const double e = std::abs(a[i] - b[i]);
     if (!std::isfinite(e)) return std::numeric_limits<double>::infinity();
     worst = std::max(worst, e);
+  }
+  return worst;
+}
+
+// The DUT's output against a variant's: elements non-finite in both the same way (both NaN, or the
+// same infinity) agree; non-finite in one only is an infinite difference. So a NaN output can be
+// explained only by a variant that is NaN exactly there, never by an infinite "difference".
+double difference_to_variant(const std::vector<double>& out, const std::vector<double>& variant) {
+  double worst = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double a = out[i], b = variant[i];
+    if (!std::isfinite(a) || !std::isfinite(b)) {
+      const bool same = (std::isnan(a) && std::isnan(b)) || a == b;
+      if (!same) return std::numeric_limits<double>::infinity();
+      continue;
+    }
+    worst = std::max(worst, std::abs(a - b));
   }
   return worst;
 }
@@ -101,7 +121,12 @@ struct Diagnosis {
 
 // A variant explains the DUT when the difference is at the baseline-level threshold, or under 1% of
 // the DUT's own error (a threshold of ~0, e.g. W = 1 where the baseline is exact, must not hide it).
-bool explains(double difference, const BisectRun& e) { return difference <= std::max(e.threshold, 1e-2 * e.max_abs); }
+// An infinite difference never explains, and a non-finite DUT error gives no 1% allowance (1% of
+// infinity once let every variant "match" a NaN output, the first alphabetically winning).
+bool explains(double difference, const BisectRun& e) {
+  const double allowance = std::isfinite(e.max_abs) ? 1e-2 * e.max_abs : 0.0;
+  return std::isfinite(difference) && difference <= std::max(e.threshold, allowance);
+}
 
 Diagnosis diagnose(const BisectRun& e) {
   Diagnosis d;
@@ -110,7 +135,7 @@ Diagnosis diagnose(const BisectRun& e) {
       if (max_abs_difference(*out, e.ref) <= e.threshold)
         d.silent.push_back(v.name);  // as right as a correct kernel on this case (a correct output matches it)
       else
-        d.ranked.push_back({max_abs_difference(e.out, *out), v.name});
+        d.ranked.push_back({difference_to_variant(e.out, *out), v.name});
     }
   std::sort(d.ranked.begin(), d.ranked.end());
   if (!d.ranked.empty()) {
@@ -120,14 +145,95 @@ Diagnosis diagnose(const BisectRun& e) {
   return d;
 }
 
-// The first (scenario order) query row whose error exceeds the threshold.
+// Where the DUT's output stops being a number: counts, the first non-finite element in memory order,
+// and how many keys its row sees (a row with none, fully masked, is where a naive softmax makes 0/0).
+// Empty when every element is finite.
+std::string non_finite_summary(const Scenario& s, const BisectRun& e) {
+  const Problem& pr = e.reference->problem;
+  const AttnParams& p = pr.params;
+  std::int64_t nans = 0, infs = 0, first = -1;
+  for (std::size_t i = 0; i < e.out.size(); ++i) {
+    if (std::isfinite(e.out[i])) continue;
+    (std::isnan(e.out[i]) ? nans : infs) += 1;
+    if (first < 0) first = static_cast<std::int64_t>(i);
+  }
+  if (first < 0) return {};
+  const std::int64_t row = first / (static_cast<std::int64_t>(s.heads) * s.head_size);
+  const int head = static_cast<int>(first / s.head_size % s.heads), dim = static_cast<int>(first % s.head_size);
+  int b = 0;
+  while (b + 1 < p.batch && p.seq_offsets[b + 1] <= row) ++b;
+  const std::int64_t t = row - p.seq_offsets[b];
+  const std::int64_t keys = band_end_key(p.band, t, p.seq_lens[b]) - band_first_key(p.band, t);
+  std::ostringstream o;
+  o << "The output is not finite: " << nans << " NaN and " << infs << " Inf elements; the first at sequence " << b
+    << ", token " << t << ", head " << head << ", dim " << dim << ", a row that sees " << keys << " key(s)"
+    << (keys <= 0 ? " (fully masked: a softmax without the empty-row rule divides 0 by 0)" : "") << " while the golden"
+    << " gives " << e.ref[static_cast<std::size_t>(first)] << " there. No variant that is finite there can explain it.";
+  return o.str();
+}
+
+// Where a query row sits in the schedule: its chunk (prompt rows) or decode step. Rows are compared
+// in schedule order: every prompt chunk before the first decode step, chunk c of every sequence
+// before chunk c + 1 (the DUT is called once per chunk index and once per step, for all sequences).
+struct SchedulePlace {
+  bool decode = false;
+  std::int64_t index = 0;  // chunk index, or decode step
+  friend bool operator<(const SchedulePlace& a, const SchedulePlace& b) {
+    return std::pair(a.decode, a.index) < std::pair(b.decode, b.index);
+  }
+};
+
+SchedulePlace place_of(const AttnParams& p, int b, std::int64_t t) {
+  const std::int64_t prompt = prompt_len(p, b);
+  if (p.mode == RunMode::decode && t >= prompt) return {true, t - prompt};
+  const std::int64_t chunk = p.mode == RunMode::prefill ? 0 : (p.chunk > 0 ? p.chunk : prompt);
+  return {false, chunk > 0 ? t / chunk : 0};
+}
+
+struct FailingRow {
+  int sequence = 0, head = 0;
+  std::int64_t token = 0;
+};
+
+// The first row over the threshold in schedule order; with finite_only, the first whose output is
+// finite (a NaN row cannot be fitted).
+std::optional<FailingRow> first_failing_row(const Scenario& s, const BisectRun& e, bool finite_only = false) {
+  const Problem& pr = e.reference->problem;
+  const AttnParams& p = pr.params;
+  std::optional<FailingRow> best;
+  SchedulePlace best_place;
+  for (int b = 0; b < p.batch; ++b)
+    for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
+      for (int h = 0; h < s.heads; ++h) {
+        double row = 0;
+        bool finite = true;
+        for (int k = 0; k < s.head_size; ++k) {
+          const std::size_t i = ((pr.seq_offsets[b] + t) * s.heads + h) * s.head_size + k;
+          const double err = std::abs(e.out[i] - e.ref[i]);
+          finite = finite && std::isfinite(e.out[i]);
+          row = std::isfinite(err) ? std::max(row, err) : std::numeric_limits<double>::infinity();
+        }
+        if (finite_only && !finite) continue;
+        const SchedulePlace here = place_of(p, b, t);
+        if (row > e.threshold && (!best || here < best_place)) {
+          best = FailingRow{b, h, t};
+          best_place = here;
+        }
+      }
+  return best;
+}
+
+// The first query row, in schedule order, whose error exceeds the threshold; and per sequence, the
+// first failing decode step or chunk (a decode bug shows at each sequence's own first step).
 std::string localize(const Scenario& s, const BisectRun& e) {
   const Problem& pr = e.reference->problem;
+  const AttnParams& p = pr.params;
   const int hq = s.heads, d = s.head_size;
-  std::int64_t best_seq = -1, best_token = std::numeric_limits<std::int64_t>::max(), best_head = -1, rows_over = 0;
-  double worst = 0;
-  for (int b = 0; b < pr.params.batch; ++b)
-    for (std::int64_t t = 0; t < pr.params.seq_lens[b]; ++t)
+  std::int64_t best_seq = -1, best_token = 0, best_head = -1, rows_over = 0;
+  SchedulePlace best_place;
+  std::vector<std::optional<std::pair<SchedulePlace, std::int64_t>>> first_in_sequence(p.batch);
+  for (int b = 0; b < p.batch; ++b)
+    for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
       for (int h = 0; h < hq; ++h) {
         double row = 0;
         for (int k = 0; k < d; ++k) {
@@ -137,8 +243,10 @@ std::string localize(const Scenario& s, const BisectRun& e) {
         }
         if (!(row > e.threshold)) continue;
         ++rows_over;
-        worst = std::max(worst, row);
-        if (t < best_token) {
+        const SchedulePlace here = place_of(p, b, t);
+        if (!first_in_sequence[b]) first_in_sequence[b] = std::pair(here, t);
+        if (best_seq < 0 || here < best_place || (!(best_place < here) && t < best_token)) {
+          best_place = here;
           best_token = t;
           best_seq = b;
           best_head = h;
@@ -146,14 +254,28 @@ std::string localize(const Scenario& s, const BisectRun& e) {
       }
   std::ostringstream o;
   if (best_seq < 0) return "no row over the threshold";
-  const std::int64_t prompt = prompt_len(pr.params, static_cast<int>(best_seq));
-  o << rows_over << " (token, head) rows exceed the threshold. The first is sequence " << best_seq << ", head "
-    << best_head << ", token " << best_token << ".\n";
-  if (s.mode == RunMode::decode && best_token >= prompt)
-    o << "   Decode: the first failing step is " << best_token - prompt << " (the prompt is " << prompt << " tokens).\n";
-  else if (s.mode != RunMode::prefill)
-    o << "   Chunked prefill: the first failing chunk is " << best_token / std::max(1, s.chunk > 0 ? s.chunk : static_cast<int>(prompt))
-      << " (chunk size " << (s.chunk > 0 ? s.chunk : prompt) << ").\n";
+  const std::int64_t prompt = prompt_len(p, static_cast<int>(best_seq));
+  o << rows_over << " (token, head) rows exceed the threshold. The first in schedule order is sequence " << best_seq
+    << ", head " << best_head << ", token " << best_token << ".\n";
+  if (s.mode != RunMode::prefill) {
+    std::vector<std::string> per_sequence;
+    for (int b = 0; b < p.batch; ++b) {
+      if (!first_in_sequence[b]) {
+        per_sequence.push_back("sequence " + std::to_string(b) + ": none");
+        continue;
+      }
+      const auto& [place, token] = *first_in_sequence[b];
+      per_sequence.push_back("sequence " + std::to_string(b) + ": " + (place.decode ? "step " : "chunk ") +
+                             std::to_string(place.index) + " (token " + std::to_string(token) + ")");
+    }
+    if (best_place.decode)
+      o << "   Decode: the first failing step is " << best_place.index << " (sequence " << best_seq << "'s prompt is "
+        << prompt << " tokens).\n";
+    else
+      o << "   Chunked prefill: the first failing chunk is " << best_place.index << " (chunk size "
+        << (s.chunk > 0 ? s.chunk : prompt) << ").\n";
+    o << "   First failure per sequence: " << join(per_sequence, "; ") << ".\n";
+  }
   if (s.window > 0) {
     const std::int64_t edge = best_token - (s.window - 1);
     o << "   Window edge: token " << best_token << " is " << edge
@@ -288,16 +410,22 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
   }
   if (!diag.silent.empty())
     r << "   Not told apart from a correct kernel on this case: " << join(diag.silent, ", ") << "\n";
+  if (const std::string nf = non_finite_summary(original, first); !nf.empty()) r << "   " << nf << "\n";
   if (diag.explained)
     r << "   Diagnosis: " << diag.best << ". The DUT's output matches that variant (difference "
       << diag.ranked.front().first << ", within the baseline-level threshold or 1% of the DUT's error "
       << first.max_abs << ").\n\n";
+  else if (diag.ranked.empty())
+    r << "   No variant explains the output: none applies to this case and differs from a correct kernel.\n\n";
+  else if (!std::isfinite(diag.ranked.front().first))
+    r << "   No variant explains the output, and none comes close: each differs from it by infinity.\n\n";
   else
-    r << "   No variant explains the output. The closest is " << (diag.best.empty() ? "none" : diag.best)
-      << "; the error is of another kind.\n\n";
+    r << "   No variant explains the output. The closest is " << diag.best << "; the error is of another kind.\n\n";
 
   // 4. Reduce while the same diagnosis holds.
   Scenario minimal = original;
+  // Without a diagnosis the recovery below needs a failing row it can fit: keep one if there was one.
+  const bool keep_finite_failure = !diag.explained && first_failing_row(original, first, true).has_value();
   BisectRun minimal_eval = std::move(first);
   for (int round = 0; round < 40; ++round) {
     std::int64_t failing_seq = 0;  // the sequence holding the largest error
@@ -317,6 +445,7 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
       if (!e.error.empty() || !e.fails) continue;
       const Diagnosis d = diagnose(e);
       if (d.explained != diag.explained || (diag.explained && d.best != diag.best)) continue;
+      if (keep_finite_failure && !first_failing_row(candidate, e, true)) continue;
       minimal = candidate;
       minimal_eval = std::move(e);
       reduced = true;
@@ -329,7 +458,44 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
     << " kv head(s), head size " << minimal.head_size << ", window " << minimal.window << ".\n   "
     << localize(minimal, minimal_eval) << "\n\n";
 
-  // 5. Emit.
+  // 5. When no variant explains: the attention the DUT computed, recovered, at a head size that
+  // makes the fit well posed when the DUT runs one.
+  if (!diag.explained) {
+    r << "5. Recover: which keys the DUT attended, and how\n";
+    std::optional<RecoveredRow> recovered;
+    const Scenario* at = &minimal;
+    const BisectRun* run = &minimal_eval;
+    BisectRun wider_eval;
+    Scenario wider = minimal;
+    if (const auto row = first_failing_row(minimal, minimal_eval, /*finite_only=*/true)) {
+      recovered = recover_row(run->reference->problem, run->out, row->sequence, row->token, row->head);
+      if (!recovered->well_posed) {
+        const std::int64_t need = 2 * static_cast<std::int64_t>(recovered->candidates.size());
+        const std::vector<int> sizes = minimal_eval.traits.head_sizes.empty() ? std::vector<int>{16, 32, 64, 128, 256}
+                                                                               : minimal_eval.traits.head_sizes;
+        for (int d : sizes)
+          if (d >= need && d <= 1024) {
+            wider.head_size = d;
+            wider_eval = evaluate_case(wider, o);
+            if (wider_eval.error.empty() && wider_eval.fails)
+              if (const auto wrow = first_failing_row(wider, wider_eval, /*finite_only=*/true)) {
+                at = &wider;
+                run = &wider_eval;
+                recovered = recover_row(run->reference->problem, run->out, wrow->sequence, wrow->token, wrow->head);
+              }
+            break;
+          }
+      }
+    }
+    if (recovered) {
+      if (at != &minimal) r << "   (at head size " << at->head_size << ": " << at->id() << ")\n";
+      r << "   " << describe_recovery(*recovered, run->reference->problem.params) << "\n";
+    } else {
+      r << "   every failing row of the minimal case is NaN or Inf: nothing to fit (step 3 says where).\n\n";
+    }
+  }
+
+  // 6. Emit.
   fs::create_directories(o.out_dir);
   {
     // The DUT's name goes in as a YAML double-quoted scalar (it may hold quotes, backslashes and
@@ -347,7 +513,7 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
   }
   write_repro(o.out_dir / "repro.h5", minimal, minimal_eval, o.dut, o.against);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r << "5. Files\n   " << (o.out_dir / "repro.yaml").string() << ": the minimal case; rerun it with\n     swa-harness run "
+  r << (diag.explained ? "5" : "6") << ". Files\n   " << (o.out_dir / "repro.yaml").string() << ": the minimal case; rerun it with\n     swa-harness run "
     << (o.out_dir / "repro.yaml").string() << "\n   " << (o.out_dir / "repro.h5").string()
     << ": its inputs, the reference, the DUT's output and the per-element error\n   "
     << (o.out_dir / "report.txt").string() << ": this report\n\nBisect took " << seconds << " s.\n";
