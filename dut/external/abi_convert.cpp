@@ -170,12 +170,15 @@ std::string outside_traits(const swa_dut_v2_traits& t, const AttnParams& p) {
   }
   // A case that uses a field a 2.x header appended is skipped for a plugin whose params_size ends
   // before it (swa/dut_v2.h promises that); v1 plugins count as 2.0.
+  // 2.0's sizeof is 208 (LP64); every 2.1 field ends past it, so params_size tells.
+  static_assert(offsetof(swa_dut_v2_params, sinks) >= 208 && offsetof(swa_dut_v2_params, softcap) >= 208);
   auto knows = [&](std::size_t end) { return t.params_size >= end; };
   constexpr std::size_t softcap_end = offsetof(swa_dut_v2_params, softcap) + sizeof(float);
   constexpr std::size_t sinks_end = offsetof(swa_dut_v2_params, sinks) + sizeof(const float*);
   const std::string older = "the plugin was built against an ABI without the ";
   const std::string which = " field (params_size " + std::to_string(t.params_size) +
-                            ": swa/dut_v1.h or swa/dut_v2.h 2.0; 2.1 has it)";
+                            ": swa/dut_v1.h or swa/dut_v2.h 2.0; 2.1's is " +
+                            std::to_string(sizeof(swa_dut_v2_params)) + ")";
   if (p.softcap != 0.f && !knows(softcap_end)) return older + "softcap" + which + ", and this case soft-caps its scores";
   if (p.sinks && !knows(sinks_end)) return older + "sinks" + which + ", and this case has attention sinks";
   return {};

@@ -18,7 +18,9 @@ int c_plugin_chunked_prefill(const swa_dut_v2_params* p, swa_dut_v2_cache* cache
 
 int swa_dut_v2_describe(swa_dut_v2_traits* t) {
   const int rc = c_plugin_describe(t);
-  t->params_size = offsetof(swa_dut_v2_params, softcap); /* a 2.0 plugin: no softcap, no sinks */
+  /* A 2.0 plugin: params_size is 2.0's sizeof, with its tail padding, which is where 2.1's first
+   * field begins. */
+  t->params_size = offsetof(swa_dut_v2_params, sinks);
   snprintf(t->name, sizeof t->name, "limited");
   t->dtypes = 1u << SWA_DUT_FP32;
   t->modes = (1u << SWA_DUT_PREFILL) | (1u << SWA_DUT_CHUNKED_PREFILL);

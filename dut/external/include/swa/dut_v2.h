@@ -173,10 +173,12 @@ typedef struct swa_dut_v2_params {
   int64_t mask_rows;
   int64_t mask_effective_window;
   int32_t mask_block;
-  /* 2.1 */
-  float softcap;      /* > 0: cap the scaled scores (see "Score semantics"); 0 = off */
+  /* 2.1. Appended fields start past 2.0's padded size (208 on LP64: mask_block ends at 204, then 4
+   * bytes of padding), so a 2.0 plugin's params_size never covers them; the pointer comes first for
+   * that reason. */
   const float* sinks; /* [heads_q] sink logits, or NULL */
-  /* Later 2.x headers append fields here. */
+  float softcap;      /* > 0: cap the scaled scores (see "Score semantics"); 0 = off */
+  /* Later 2.x headers append fields here, each ending past the previous version's sizeof. */
 } swa_dut_v2_params;
 
 typedef struct swa_dut_v2_cache {
