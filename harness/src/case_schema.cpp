@@ -21,16 +21,15 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
   return v;
 }
 
-std::string shortest(double v) {  // for range bounds: fixed notation ("1000000", not "1e+06")
+// The shortest text that reads back to v: a float value in the ID; a range bound in fixed notation
+// ("1000000", not "1e+06").
+template <class T, class... Format>
+std::string shortest(T v, Format... format) {
   char buffer[64];
-  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, v, std::chars_format::fixed);
+  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, v, format...);
   return std::string(buffer, ec == std::errc() ? end : buffer);
 }
-std::string shortest(float v) {
-  char buffer[32];
-  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, v);
-  return std::string(buffer, ec == std::errc() ? end : buffer);
-}
+std::string bound(double v) { return shortest(v, std::chars_format::fixed); }
 
 std::optional<std::string> check_int(std::string_view text, std::int64_t lo, std::int64_t hi, std::int64_t& out) {
   const auto v = parse_int(text);
@@ -77,7 +76,7 @@ CaseParam choice(std::string_view key, std::string_view id_key, E Scenario::*mem
 // canonical text, in the ID and the files, is the shortest that reads back to that float ("50", "0.1").
 CaseParam real(std::string_view key, std::string_view id_key, float Scenario::*member, double lo, double hi) {
   CaseParam p{key, id_key, key, ColumnType::text};
-  p.allowed = "a number in [" + shortest(lo) + ", " + shortest(hi) + "]";
+  p.allowed = "a number in [" + bound(lo) + ", " + bound(hi) + "]";
   p.get = [member](const Scenario& s) { return shortest(s.*member); };
   p.set = [member, lo, hi](Scenario& s, std::string_view text) -> std::optional<std::string> {
     if (!text.empty() && text.front() == '+') text.remove_prefix(1);
@@ -85,7 +84,7 @@ CaseParam real(std::string_view key, std::string_view id_key, float Scenario::*m
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec != std::errc() || end != text.data() + text.size() || text.empty() || !std::isfinite(v))
       return "expected a number, got '" + std::string(text) + "'";
-    if (v < lo || v > hi) return "must be in [" + shortest(lo) + ", " + shortest(hi) + "], got " + std::string(text);
+    if (v < lo || v > hi) return "must be in [" + bound(lo) + ", " + bound(hi) + "], got " + std::string(text);
     s.*member = static_cast<float>(v);
     return std::nullopt;
   };

@@ -22,6 +22,11 @@ MUTANTS = ["window_plus_one", "window_minus_one", "ring_slot_off_by_one", "stale
            "gqa_modulo_mapping", "fp16_pv_accumulation", "no_max_subtraction"]
 
 
+def numpy_dut_path():
+    """The exec example DUT beside the sweep file's checkout (scenarios/../dut/external/examples)."""
+    return os.path.join(os.path.dirname(CI), "..", "dut", "external", "examples", "numpy_dut.py")
+
+
 def run(*args):
     return subprocess.run([HARNESS, *map(str, args)], capture_output=True, text=True, timeout=600)
 
@@ -77,8 +82,7 @@ class Bisect(unittest.TestCase):
                     rerun = run("run", os.path.join(out, "repro.yaml"), "--out", os.path.join(out, "r.h5"))
                     self.assertEqual(rerun.returncode, 1, rerun.stdout)
             # A kernel that ignores the sinks altogether: the exec DUT, through protocol 3.
-            numpy_dut = os.path.join(os.path.dirname(CI), "..", "dut", "external", "examples", "numpy_dut.py")
-            dut = f"exec:/usr/bin/python3 {numpy_dut} --fault no-sinks"
+                dut = f"exec:/usr/bin/python3 {numpy_dut_path()} --fault no-sinks"
             results = os.path.join(tmp, "exec.h5")
             run("run", CI, "--sweep", "sinks", "--filter", "mode=decode", "--dut", dut, "--out", results)
             r = run("bisect", "--from", results, "--id", first_failure(results), "--dut", dut, "--out", os.path.join(tmp, "b"))
@@ -104,8 +108,7 @@ class Bisect(unittest.TestCase):
     def test_a_non_finite_output_matches_no_finite_variant(self):
         """NaN in one row: every finite variant differs by infinity, and 1% of an infinite error is no
         allowance (it once made the first variant alphabetically "match")."""
-        numpy_dut = os.path.join(os.path.dirname(CI), "..", "dut", "external", "examples", "numpy_dut.py")
-        dut = f"exec:/usr/bin/python3 {numpy_dut} --fault nan-last-row"
+        dut = f"exec:/usr/bin/python3 {numpy_dut_path()} --fault nan-last-row"
         scenario = run("list", CI, "--sweep", "caches", "--filter", "mode=decode").stdout.split()[0]
         with tempfile.TemporaryDirectory() as tmp:
             r = run("bisect", CI, "--filter", scenario, "--dut", dut, "--out", os.path.join(tmp, "b"))
@@ -118,7 +121,6 @@ class Bisect(unittest.TestCase):
     def test_faults_without_a_variant_are_told_by_the_recovered_attention(self):
         """Kernels with faults no variant models (the numpy exec DUT's): bisect recovers the attention of
         a failing row by non-negative least squares and names what differs from the golden's."""
-        numpy_dut = os.path.join(os.path.dirname(CI), "..", "dut", "external", "examples", "numpy_dut.py")
         scenario = run("list", CI, "--sweep", "head_sizes", "--filter", "d=64/w=16/mask=none/fp32").stdout.split()[0]
         expected = {
             "scale-one-over-d": (r"wrong_scale\n.*scales the scores by 0\.25 x the golden's scale 0\.25 \(that is 0\.0625\)",),
@@ -129,7 +131,7 @@ class Bisect(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             for fault, patterns in expected.items():
                 with self.subTest(fault):
-                    dut = f"exec:/usr/bin/python3 {numpy_dut} --fault {fault}"
+                    dut = f"exec:/usr/bin/python3 {numpy_dut_path()} --fault {fault}"
                     r = run("bisect", CI, "--filter", scenario, "--dut", dut, "--out", os.path.join(tmp, fault))
                     self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
                     self.assertNotIn("Diagnosis:", r.stdout)
@@ -137,7 +139,7 @@ class Bisect(unittest.TestCase):
                     for pattern in patterns:
                         self.assertRegex(r.stdout, pattern)
             # A correct kernel's failure-free output never reaches the recovery.
-            r = run("bisect", CI, "--filter", scenario, "--dut", f"exec:/usr/bin/python3 {numpy_dut}", "--out",
+            r = run("bisect", CI, "--filter", scenario, "--dut", f"exec:/usr/bin/python3 {numpy_dut_path()}", "--out",
                     os.path.join(tmp, "correct"))
             self.assertEqual(r.returncode, 0, r.stdout)
             self.assertNotIn("Recover", r.stdout)

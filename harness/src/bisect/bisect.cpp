@@ -190,6 +190,25 @@ SchedulePlace place_of(const AttnParams& p, int b, std::int64_t t) {
   return {false, chunk > 0 ? t / chunk : 0};
 }
 
+// The worst |out - ref| of query row (sequence b, token t, head h), infinite when not finite; and
+// whether the DUT's own output there is finite.
+struct RowError {
+  double worst = 0;
+  bool finite_output = true;
+};
+
+RowError row_error(const Scenario& s, const BisectRun& e, int b, std::int64_t t, int h) {
+  const Problem& pr = e.reference->problem;
+  RowError r;
+  for (int k = 0; k < s.head_size; ++k) {
+    const std::size_t i = ((pr.seq_offsets[b] + t) * s.heads + h) * s.head_size + k;
+    const double err = std::abs(e.out[i] - e.ref[i]);
+    r.finite_output = r.finite_output && std::isfinite(e.out[i]);
+    r.worst = std::isfinite(err) ? std::max(r.worst, err) : std::numeric_limits<double>::infinity();
+  }
+  return r;
+}
+
 struct FailingRow {
   int sequence = 0, head = 0;
   std::int64_t token = 0;
@@ -205,17 +224,10 @@ std::optional<FailingRow> first_failing_row(const Scenario& s, const BisectRun& 
   for (int b = 0; b < p.batch; ++b)
     for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
       for (int h = 0; h < s.heads; ++h) {
-        double row = 0;
-        bool finite = true;
-        for (int k = 0; k < s.head_size; ++k) {
-          const std::size_t i = ((pr.seq_offsets[b] + t) * s.heads + h) * s.head_size + k;
-          const double err = std::abs(e.out[i] - e.ref[i]);
-          finite = finite && std::isfinite(e.out[i]);
-          row = std::isfinite(err) ? std::max(row, err) : std::numeric_limits<double>::infinity();
-        }
-        if (finite_only && !finite) continue;
+        const RowError row = row_error(s, e, b, t, h);
+        if (finite_only && !row.finite_output) continue;
         const SchedulePlace here = place_of(p, b, t);
-        if (row > e.threshold && (!best || here < best_place)) {
+        if (row.worst > e.threshold && (!best || here < best_place)) {
           best = FailingRow{b, h, t};
           best_place = here;
         }
@@ -228,20 +240,13 @@ std::optional<FailingRow> first_failing_row(const Scenario& s, const BisectRun& 
 std::string localize(const Scenario& s, const BisectRun& e) {
   const Problem& pr = e.reference->problem;
   const AttnParams& p = pr.params;
-  const int hq = s.heads, d = s.head_size;
   std::int64_t best_seq = -1, best_token = 0, best_head = -1, rows_over = 0;
   SchedulePlace best_place;
   std::vector<std::optional<std::pair<SchedulePlace, std::int64_t>>> first_in_sequence(p.batch);
   for (int b = 0; b < p.batch; ++b)
     for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
-      for (int h = 0; h < hq; ++h) {
-        double row = 0;
-        for (int k = 0; k < d; ++k) {
-          const std::size_t i = ((pr.seq_offsets[b] + t) * hq + h) * d + k;
-          const double err = std::abs(e.out[i] - e.ref[i]);
-          row = std::isfinite(err) ? std::max(row, err) : std::numeric_limits<double>::infinity();
-        }
-        if (!(row > e.threshold)) continue;
+      for (int h = 0; h < s.heads; ++h) {
+        if (!(row_error(s, e, b, t, h).worst > e.threshold)) continue;
         ++rows_over;
         const SchedulePlace here = place_of(p, b, t);
         if (!first_in_sequence[b]) first_in_sequence[b] = std::pair(here, t);
