@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """swa-harness report: accuracy and performance reports from HDF5 results files.
 
-  swa_report.py RESULTS.h5 [MORE.h5 ...] -o DIR     -> DIR/report.html (self-contained), DIR/summary.md
+  swa_report.py RESULTS.h5 [MORE.h5 ...] -o DIR [--bisect BISECT_DIR ...]
+                                                     -> DIR/report.html (self-contained), DIR/summary.md
   swa_report.py --compare BASE.h5 CAND.h5 -o DIR     -> DIR/compare.md, DIR/compare.html; exit 1 on regressions
 
 Run with /usr/bin/python3 (Debian's python3-h5py, python3-numpy, python3-matplotlib).
@@ -10,6 +11,7 @@ import argparse
 import base64
 import html
 import io
+import json
 import os
 import sys
 from collections import Counter, defaultdict
@@ -282,6 +284,30 @@ def rerun_command(meta_by_id, r):
     return f"swa-harness run {sweep} --filter '{r['scenario_id']}' --dut {r['dut']}"
 
 
+BISECT_FIELDS = ("dut", "scenario", "reproduces", "class", "source", "evidence", "pattern")
+
+
+def load_bisect(directory):
+    """A bisect output folder's summary.json (harness/README.md, Bisect); ValueError naming what is wrong."""
+    path = os.path.join(directory, "summary.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"--bisect {directory}: no summary.json there (the folder bisect --out wrote)")
+    with open(path) as f:
+        try:
+            summary = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not JSON ({e})") from None
+    missing = [k for k in BISECT_FIELDS if k not in summary]
+    if not isinstance(summary, dict) or missing:
+        raise ValueError(f"{path}: not a bisect summary (missing {', '.join(missing) or 'an object'}; fields: {', '.join(BISECT_FIELDS)})")
+    summary["folder"] = directory
+    return summary
+
+
+def finding_text(b):
+    return f"{b['class']} ({b['source']})" + (f": {b['evidence'][0]}" if b["evidence"] else "")
+
+
 def verdict_html(counts):
     out = ["<table><tr><th>DUT</th><th>dtype</th><th>mode</th>" + "".join(f"<th>{s}</th>" for s in STATUSES) + "</tr>"]
     for (dut, dtype, mode), c in sorted(counts.items()):
@@ -290,8 +316,9 @@ def verdict_html(counts):
     return "\n".join(out + ["</table>"])
 
 
-def write_report(paths, out_dir):
+def write_report(paths, out_dir, bisects=()):
     files = [load(p) for p in paths]
+    finding = {(b["scenario"], b["dut"]): b for b in bisects}
     scenarios, results, perf = combine(files)
     counts = verdict_counts(results)
     by_feature, worst_by_feature = feature_counts(results, scenarios)
@@ -311,11 +338,21 @@ def write_report(paths, out_dir):
             m.get("gpu"), m.get("compiler"), m.get("start_time"), m.get("sweep_file"))) + "</tr>")
     prov.append("</table>")
 
-    fail_rows = ["<table><tr><th>status</th><th>DUT</th><th>scenario</th><th>why</th><th>rerun</th></tr>"]
+    fail_rows = ["<table><tr><th>status</th><th>DUT</th><th>scenario</th><th>why</th><th>bisect finding</th><th>rerun</th></tr>"]
     for r in failing:
+        b = finding.get((r["scenario_id"], r["dut"]))
         fail_rows.append(f"<tr><td>{r['status']}</td><td>{html.escape(r['dut'])}</td><td><code>{html.escape(r['scenario_id'])}</code></td>"
-                         f"<td class='why'>{html.escape(r['reason'])}</td><td><code>{html.escape(rerun_command(sweep_of, r))}</code></td></tr>")
+                         f"<td class='why'>{html.escape(r['reason'])}</td><td class='why'>{html.escape(finding_text(b)) if b else ''}</td>"
+                         f"<td><code>{html.escape(rerun_command(sweep_of, r))}</code></td></tr>")
     fail_rows.append("</table>")
+    bisect_rows = ["<table><tr><th>DUT</th><th>scenario</th><th>finding</th><th>evidence</th><th>rows</th><th>minimal case</th><th>folder</th></tr>"]
+    for b in bisects:
+        bisect_rows.append(f"<tr><td>{html.escape(b['dut'])}</td><td><code>{html.escape(b['scenario'])}</code></td>"
+                           f"<td class='finding'>{html.escape(b['class'])} ({html.escape(b['source'])})</td>"
+                           f"<td class='why'>{'<br>'.join(html.escape(e) for e in b['evidence'])}</td>"
+                           f"<td>{html.escape('; '.join(b['pattern']))}</td><td><code>{html.escape(b.get('minimal_case', ''))}</code></td>"
+                           f"<td><code>{html.escape(b['folder'])}</code></td></tr>")
+    bisect_rows.append("</table>")
     warn_rows = ["<table><tr><th>DUT</th><th>scenario</th><th>why</th><th>rerun</th></tr>"]
     for r in warned:
         warn_rows.append(f"<tr><td>{html.escape(r['dut'])}</td><td><code>{html.escape(r['scenario_id'])}</code></td>"
@@ -341,6 +378,7 @@ def write_report(paths, out_dir):
         "<h2>Error distributions</h2>", *distributions(results),
         "<h2>Error by distance to the window edge</h2>", *window_edge(results),
         f"<h2>Failing scenarios ({len(failing)})</h2>", "\n".join(fail_rows) if failing else "<p>None.</p>",
+        *([f"<h2>Bisect findings ({len(bisects)})</h2>", "\n".join(bisect_rows)] if bisects else []),
         f"<h2>Precision warnings ({len(warned)})</h2>",
         ("<p>Passed, with a relative L2 error well above the same-precision baseline's in some phase "
          "(harness/README.md, tolerance profiles):</p>" + "\n".join(warn_rows)) if warned else "<p>None.</p>",
@@ -370,9 +408,16 @@ def write_report(paths, out_dir):
         if not listed:
             continue
         md += ["", f"## {title} ({len(listed)})", ""]
-        md += [f"- `{r['dut']}` `{r['scenario_id']}`: {r['reason']}" for r in listed[:20]]
+        md += [f"- `{r['dut']}` `{r['scenario_id']}`: {r['reason']}"
+               + (f" (bisect: {finding[(r['scenario_id'], r['dut'])]['class']})" if (r["scenario_id"], r["dut"]) in finding else "")
+               for r in listed[:20]]
         if len(listed) > 20:
             md.append(f"- ... and {len(listed) - 20} more (see report.html)")
+    if bisects:
+        md += ["", f"## Bisect findings ({len(bisects)})", "", "| DUT | scenario | finding | first evidence | minimal case |", "|---|---|---|---|---|"]
+        for b in bisects:
+            first = b["evidence"][0].replace("|", "\\|") if b["evidence"] else ""
+            md.append(f"| {b['dut']} | `{b['scenario']}` | {b['class']} ({b['source']}) | {first} | `{b.get('minimal_case', '')}` |")
     if perf:
         md += ["", "## Performance", "", "| DUT | timed scenarios | median fraction of ceiling | best GFLOP/s |", "|---|---|---|---|"]
         by_dut = defaultdict(list)
@@ -429,6 +474,8 @@ def main():
     ap = argparse.ArgumentParser(prog="swa-harness report", description=__doc__.split("\n")[0])
     ap.add_argument("inputs", nargs="*", help="results files")
     ap.add_argument("-o", "--out", required=True, help="output directory")
+    ap.add_argument("--bisect", action="append", default=[], metavar="DIR",
+                    help="a folder `swa-harness bisect --out` wrote: its finding joins the failing scenario (repeat it)")
     ap.add_argument("--compare", nargs=2, metavar=("BASELINE", "CANDIDATE"), help="list what got worse")
     ap.add_argument("--error-factor", type=float, default=2.0, help="compare: max abs error up by more than this")
     ap.add_argument("--time-pct", type=float, default=10.0, help="compare: median time up by more than this %%")
@@ -442,7 +489,8 @@ def main():
     try:
         if args.compare:
             return 1 if compare(*args.compare, args.out, args.error_factor, args.time_pct) else 0
-        totals = write_report(paths, args.out)
+        bisects = [load_bisect(d) for d in args.bisect]
+        totals = write_report(paths, args.out, bisects)
     except OSError as e:
         # A failure to write the report is not a failure to read the results: say which.
         target = str(getattr(e, "filename", None) or "")

@@ -166,6 +166,23 @@ void write_problem_file(const fs::path& path, const ProblemFile& f) {
       write_attrs(g.id(), d.attributes);
     }
   }
+  if (f.diagnosis) {
+    const ProblemFile::Diagnosis& d = *f.diagnosis;
+    h5::Handle g = h5::create_group(id, "diagnosis");
+    h5::write_attr(g.id(), "class", d.name);
+    h5::write_attr(g.id(), "source", d.source);
+    std::string evidence;
+    for (const std::string& line : d.evidence) evidence += line + "\n";
+    h5::write_attr(g.id(), "evidence", evidence);
+    if (!d.rows.empty()) {
+      const auto r = static_cast<hsize_t>(d.rows.size() / 3), n = static_cast<hsize_t>(d.candidates.size() / 3);
+      h5::write_attr(g.id(), "fitted_case", d.fitted_case);
+      h5::write_dataset(g.id(), "rows", d.rows, {r, 3});
+      h5::write_dataset(g.id(), "candidates", d.candidates, {n, 3});
+      h5::write_dataset(g.id(), "weights", d.weights, {r, n});
+      h5::write_dataset(g.id(), "golden_weights", d.golden_weights, {r, n});
+    }
+  }
   file.commit();
 }
 

@@ -158,6 +158,35 @@ class Report(unittest.TestCase):
         for status in ("pass", "fail"):
             self.assertIn(f'<span id="total-{status}">{totals[status]} {status}</span>', html)
 
+    def test_bisect_findings_join_their_failures(self):
+        """`report --bisect DIR`: the finding of bisect's summary.json beside its failing row, and listed."""
+        failing = next(r for r in self.rows if verdict(r["status"]) == "fail")
+        scenario, dut = s(failing["scenario_id"]), s(failing["dut"])
+        folder = os.path.join(self.tmp, "bisect")
+        b = run("bisect", "--from", self.results, "--id", scenario, "--dut", dut, "--out", folder)
+        self.assertEqual(b.returncode, 1, b.stdout + b.stderr)
+        out = os.path.join(self.tmp, "report-bisect")
+        r = run("report", self.results, "-o", out, "--bisect", folder)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(out, "report.html")) as f:
+            page = f.read()
+        with open(os.path.join(out, "summary.md")) as f:
+            md = f.read()
+        self.assertIn("<h2>Bisect findings (1)</h2>", page)
+        self.assertIn("<td class='finding'>window_plus_one (variant)</td>", page)
+        self.assertIn(f"`{dut}` `{scenario}`: ", md)
+        self.assertIn("(bisect: window_plus_one)", md)
+        self.assertIn(f"| {dut} | `{scenario}` | window_plus_one (variant) |", md)
+        # A folder without a summary, or with a broken one, is bad input naming the file.
+        r = run("report", self.results, "-o", out, "--bisect", self.tmp)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(f"--bisect {self.tmp}: no summary.json there", r.stderr)
+        with open(os.path.join(folder, "summary.json"), "w") as f:
+            f.write('{"dut": "x"}')
+        r = run("report", self.results, "-o", out, "--bisect", folder)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("summary.json: not a bisect summary (missing scenario", r.stderr)
+
     def test_bad_input_is_an_error(self):
         r = run("report", os.path.join(self.tmp, "missing.h5"), "-o", os.path.join(self.tmp, "x"))
         self.assertEqual(r.returncode, 2)

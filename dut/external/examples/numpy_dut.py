@@ -6,12 +6,13 @@
 The harness runs `COMMAND REQUEST.h5 RESPONSE.h5`. This DUT reads the request, computes sliding-
 window attention with numpy in float32 (any schedule gives the dense result, so it computes the
 dense result), writes /out and, in chunked_prefill and decode, the KV cache the schedule ends with
-(/cache, protocol 2), with soft-capping and attention sinks (protocol 3). --fail MODE misbehaves on purpose, for the harness's tests; --fault FAULT is a
-wrong kernel that still runs (window-plus-one: W+1 keys; cache-slot-shift: every ring write one slot
-late, which the outputs of a consistent reader would never show; no-sinks: ignores the attention
-sinks; nan-last-row: NaN in head 0 of the last token; scale-one-over-d: scale 1/D; packed-rows: the
-window over packed row numbers, so a sequence's first rows see the previous sequence's last keys;
-drop-own-key: never the query's own key; one-future-key: also the key after the query).
+(/cache, protocol 2), with soft-capping and attention sinks (protocol 3).
+
+--fail MODE misbehaves on purpose, for the harness's tests. --fault FAULT is a wrong kernel that
+still runs, one of the bugs real SWA kernels have had (the comment where `attention` applies it says
+which): bisect's tests plant each one and check the class it names (harness/tests/test_bisect.py).
+window-plus-one and cache-slot-shift are the built-in classes; cache-slot-shift writes every ring slot
+one late, which only the KV cache check sees; nan-last-row leaves head 0 of the last token NaN.
 """
 import argparse
 import sys
@@ -20,15 +21,32 @@ import time
 import h5py
 import numpy as np
 
+FAULTS = ["window-plus-one", "cache-slot-shift", "no-sinks", "nan-last-row", "scale-one-over-d", "packed-rows",
+          "drop-own-key", "one-future-key", "kv-fp16", "v-from-k", "p-bf16", "last-key-tile", "chunk-forgets-cache",
+          "decode-window-plus-one", "read-before-write", "clamp-window-start", "stale-max"]
 
-def attention(q, k, v, seq_lens, left, right, scale, softcap=0.0, sinks=None, fault=None):
+
+def round_bf16(x):
+    """x (float32) rounded to bfloat16, nearest even, kept as float32."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def attention(q, k, v, seq_lens, left, right, scale, softcap=0.0, sinks=None, fault=None, prompt_lens=None,
+              mode="prefill", chunk=0):
     n, hq, d = q.shape
     hkv = k.shape[1]
     out = np.zeros((n, hq, d), dtype=np.float32)
     if fault == "scale-one-over-d":  # 1/D where 1/sqrt(D) is meant
         scale = np.float32(1.0 / d)
+    if fault == "kv-fp16":  # a KV cache held in fp16 for an fp32 layer
+        k, v = k.astype(np.float16).astype(np.float32), v.astype(np.float16).astype(np.float32)
+    if fault == "v-from-k":  # the values pointer set to the keys
+        v = k
     start = 0
-    for length in seq_lens:
+    prompt_lens = seq_lens if prompt_lens is None else prompt_lens
+    for length, prompt in zip(seq_lens, prompt_lens):
         # packed-rows: the window is applied to packed row numbers, keys from the whole batch
         lo = 0 if fault == "packed-rows" else start
         i = np.arange(start - lo, start - lo + length)[:, None]
@@ -36,27 +54,65 @@ def attention(q, k, v, seq_lens, left, right, scale, softcap=0.0, sinks=None, fa
         visible = j <= i + max(right, 0) if right >= 0 else np.ones((length, start + length - lo), dtype=bool)
         if left >= 0:
             visible &= i - j <= left
+        decode_row = (i >= prompt) & (mode == "decode")
         if fault == "drop-own-key":
             visible &= i != j
         if fault == "one-future-key":
             visible |= j == i + 1
+        if fault == "last-key-tile" and length % 16:  # key tiles counted as length // 16, rounded down
+            visible &= j < length // 16 * 16
+        if fault == "chunk-forgets-cache" and mode != "prefill" and chunk > 0:  # chunks after the first see only themselves
+            visible &= (j >= i // chunk * chunk) | decode_row
+        if fault == "decode-window-plus-one" and left >= 0:  # the decode kernel's window is W + 1
+            visible |= decode_row & (i - j == left + 1)
+        if fault == "read-before-write" and left >= 0:  # a decode step reads its ring slot before writing it
+            slots = left + 1
+            visible &= ~(decode_row & (i == j))
+            visible |= decode_row & (i - j == slots)
+        if fault == "clamp-window-start" and left >= 0:  # the first rows read W keys from 0 on
+            visible |= (i < left) & (j <= left)
         for h in range(hq):
             g = h // (hq // hkv)
             s = scale * (q[start:start + length, h, :] @ k[lo:start + length, g, :].T)
             if softcap > 0:
                 s = np.float32(softcap) * np.tanh(s / np.float32(softcap))
             s = np.where(visible, s, -np.inf)
-            m = s.max(axis=1, keepdims=True)
-            if sinks is not None:
-                m = np.maximum(m, sinks[h])
-            p = np.exp(s - m)
-            total = p.sum(axis=1, keepdims=True)
-            if sinks is not None:
-                total += np.exp(sinks[h] - m)
-            p /= total
+            if fault == "stale-max":
+                p = stale_max_weights(s, 16)
+            else:
+                m = s.max(axis=1, keepdims=True)
+                if sinks is not None:
+                    m = np.maximum(m, sinks[h])
+                m = np.where(np.isfinite(m), m, 0)  # a row with no key outputs 0, FlashAttention's rule
+                p = np.exp(s - m)
+                if fault == "p-bf16":  # P rounded to bf16 before P.V, in an fp32 layer
+                    p = round_bf16(p)
+                total = p.sum(axis=1, keepdims=True)
+                if sinks is not None:
+                    total += np.exp(sinks[h] - m)
+                p /= np.where(total > 0, total, 1)
             out[start:start + length, h, :] = p @ v[lo:start + length, g, :]
         start += length
     return out
+
+
+def stale_max_weights(s, tile):
+    """Online softmax over key tiles whose accumulator is never rescaled when the running max grows
+    (the denominator is): each key keeps exp(s - the max known when its tile was read)."""
+    p = np.zeros_like(s)
+    for r in range(s.shape[0]):
+        running, total = -np.inf, 0.0
+        for t0 in range(0, s.shape[1], tile):
+            block = s[r, t0:t0 + tile]
+            if not np.isfinite(block).any():
+                continue
+            new = max(running, block.max())
+            total = total * np.exp(running - new) + np.exp(block - new).sum()
+            p[r, t0:t0 + tile] = np.exp(block - new)
+            running = new
+        if total > 0:
+            p[r] /= total
+    return p
 
 
 def final_cache(f, k, v, fault):
@@ -84,8 +140,7 @@ def final_cache(f, k, v, fault):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fail", choices=["exit", "garbled", "wrong-shape", "hang", "report-error", "no-response"])
-    ap.add_argument("--fault", choices=["window-plus-one", "cache-slot-shift", "no-sinks", "nan-last-row",
-                                        "scale-one-over-d", "packed-rows", "drop-own-key", "one-future-key"])
+    ap.add_argument("--fault", choices=FAULTS)
     ap.add_argument("request")
     ap.add_argument("response")
     args = ap.parse_args()
@@ -113,7 +168,7 @@ def main():
         if args.fault == "no-sinks":
             sinks = None  # ignores the sinks: what a protocol-2 kernel would do
         out = attention(q, k, v, f["seq_lens"][:], left, int(f.attrs["window_right"]), np.float32(f.attrs["scale"]),
-                        softcap, sinks, args.fault)
+                        softcap, sinks, args.fault, f["prompt_lens"][:], f.attrs["mode"], int(f.attrs["chunk"]))
         cache = final_cache(f, k, v, args.fault) if f.attrs["mode"] != "prefill" else None
         if args.fault == "nan-last-row":  # a kernel that leaves its last row unnormalised: 0/0
             out[-1, 0, :] = np.nan

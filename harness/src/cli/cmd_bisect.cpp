@@ -49,7 +49,8 @@ int cmd_bisect(const std::vector<std::string>& args) {
   double dut_timeout = 300;
   po::options_description desc(
       "swa-harness bisect (--from results.h5 --id ID | SWEEP.yaml --filter ID) --dut NAME [--against golden|DUT] "
-      "[--out DIR]\nReproduce, localize, diagnose, reduce, and write DIR/report.txt, DIR/repro.yaml, DIR/repro.h5.\n"
+      "[--out DIR] [--json]\nReproduce, localize, diagnose, reduce, recover, and write DIR/report.txt, DIR/summary.json, "
+      "DIR/repro.yaml, DIR/repro.h5.\n"
       "exit status: 0 does not reproduce, 1 reproduces, 2 invalid input");
   desc.add_options()
       ("sweep-file", po::value(&path), "the sweep file (positional), with --filter")
@@ -61,6 +62,7 @@ int cmd_bisect(const std::vector<std::string>& args) {
       ("reruns", po::value(&o.reruns)->default_value(3), "runs of the original case (the spread exposes races)")
       ("out", po::value(&out_dir)->default_value(out_dir), "output directory")
       ("dut-timeout", po::value(&dut_timeout)->default_value(300), "seconds one call of a plugin: DUT may take")
+      ("json", "print DIR/summary.json (the finding, for CI bots) instead of the report")
       ("in-process", "load plugin: DUTs into this process (for gdb) instead of a worker");
   po::positional_options_description positional;
   positional.add("sweep-file", 1);
@@ -70,6 +72,7 @@ int cmd_bisect(const std::vector<std::string>& args) {
   if (!(dut_timeout > 0)) throw UsageError("option --dut-timeout must be > 0 seconds");
   harness::set_plugin_isolation(vm.count("in-process") > 0, dut_timeout);
   o.out_dir = out_dir;
+  o.json = vm.count("json") > 0;
   for (const std::string& d : {o.dut, o.against})
     if (d != "golden") try {
         harness::make_dut(d);

@@ -32,9 +32,12 @@ struct BisectOptions {
   int reruns = 3;
   std::filesystem::path out_dir = "bisect-out";
   std::string sweep_file;  // named in the repro command
+  bool json = false;       // print DIR/summary.json instead of the report
 };
 
-// Runs the five steps, writes DIR/report.txt, DIR/repro.yaml and DIR/repro.h5, prints the report.
+// Reproduces, localizes, diagnoses, reduces, recovers the attention when no variant explains, and
+// writes DIR/report.txt (the finding first), DIR/summary.json, DIR/repro.yaml and DIR/repro.h5; prints
+// the report (or the summary, with `json`).
 // Returns 0 when the failure does not reproduce, 1 when it does (diagnosed or not).
 int bisect(const Scenario& scenario, const BisectOptions& options, std::ostream& out);
 

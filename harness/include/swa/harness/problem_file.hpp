@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,18 @@ struct ProblemFile {
     std::map<std::string, h5::AttrValue> attributes;  // threshold, ...
   };
   std::vector<DutOutput> duts;
+
+  // Bisect's finding (repro): its class and evidence, and when it came from the recovered
+  // attention, the fitted rows' weights against the golden's over every candidate key.
+  struct Diagnosis {
+    std::string name, source;
+    std::vector<std::string> evidence;
+    std::string fitted_case;                      // the case the rows were fitted at (head size may differ)
+    std::vector<std::int32_t> rows;               // [R, 3]: sequence, token, query head
+    std::vector<std::int32_t> candidates;         // [N, 3]: sequence, position, kv head
+    std::vector<double> weights, golden_weights;  // [R, N]
+  };
+  std::optional<Diagnosis> diagnosis;
 };
 
 // The exec protocol version a request for this problem carries: 3 when it soft-caps or has sinks,
