@@ -95,30 +95,11 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   options.dump = dump_text == "all" ? harness::DumpPolicy::all : harness::DumpPolicy::failures;
   options.progress_on_terminal = ::isatty(STDERR_FILENO);
-  if (vm.count("dut") && duts_text.find_first_not_of(" ,") == std::string::npos)
-    throw UsageError("option --dut: empty; name at least one DUT (baseline, cpu, cuda, mutant:<fault>, plugin:PATH.so, "
-                     "exec:'COMMAND'), or leave --dut out to use the sweeps' duts:");
-  if (vm.count("dut") && duts_text.rfind("exec:", 0) == 0) {
-    options.duts.push_back(duts_text);  // the command is the rest of the value, commas included
-  } else if (vm.count("dut")) {
-    std::stringstream list(duts_text);
-    for (std::string d; std::getline(list, d, ',');) {
-      if (d.empty()) throw UsageError("option --dut: '" + duts_text + "' has an empty name between its commas");
-      // Two rows for one (scenario, DUT) pair could not be told apart in the results.
-      if (std::find(options.duts.begin(), options.duts.end(), d) != options.duts.end())
-        throw UsageError("option --dut: '" + d + "' is named twice; name each DUT once");
-      options.duts.push_back(d);
-    }
-  }
+  if (vm.count("dut")) options.duts = parse_dut_option(duts_text);
   // Every DUT named anywhere must exist before anything runs (--dut's even when a shard is empty).
   std::set<std::string> checked;
   auto check_dut = [&](const std::string& d, const std::string& named_by) {
-    if (!checked.insert(d).second) return;
-    try {
-      harness::make_dut(d);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(named_by + e.what());
-    }
+    if (checked.insert(d).second) require_dut_exists(d, named_by);
   };
   for (const auto& d : options.duts) check_dut(d, "option --dut: ");
   if (options.duts.empty())
@@ -142,6 +123,9 @@ int cmd_run(const std::vector<std::string>& args) {
   std::string command = "swa-harness run";
   for (const auto& a : args) command += " " + a;
   harness::ResultsStore store(out, harness::collect_meta(path, file.text, command), vm.count("resume") > 0, force);
+  if (vm.count("resume") && store.scenarios_stored() > 0)
+    std::cerr << "resuming " << out << ": " << store.scenarios_stored()
+              << " scenarios already stored are kept; running what is missing\n";
   const harness::RunOutcome outcome = harness::run_scenarios(scenarios, store, options, std::cerr);
 
   const auto rows = store.results();

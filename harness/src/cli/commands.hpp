@@ -12,6 +12,8 @@ int cmd_self_check(const std::vector<std::string>& args);
 int cmd_list(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_merge(const std::vector<std::string>& args);
+int cmd_submit(const std::vector<std::string>& args);
+int cmd_collect(const std::vector<std::string>& args);
 int cmd_report(const std::vector<std::string>& args);
 int cmd_bisect(const std::vector<std::string>& args);
 

@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "swa/harness/dut_registry.hpp"
 #include "swa/harness/results_file.hpp"
 
 namespace swa::cli {
@@ -62,6 +64,31 @@ harness::Shard parse_shard(const std::string& text) {
   if (k.size() != 1 || n.size() != 1 || k[0] >= n[0])
     throw UsageError("option --shard: expected K/N with 0 <= K < N, got '" + text + "'");
   return {static_cast<int>(k[0]), static_cast<int>(n[0])};
+}
+
+std::vector<std::string> parse_dut_option(const std::string& text) {
+  if (text.find_first_not_of(" ,") == std::string::npos)
+    throw UsageError("option --dut: empty; name at least one DUT (baseline, cpu, cuda, mutant:<fault>, plugin:PATH.so, "
+                     "exec:'COMMAND'), or leave --dut out to use the sweeps' duts:");
+  if (text.rfind("exec:", 0) == 0) return {text};  // the command is the rest of the value, commas included
+  std::vector<std::string> duts;
+  std::stringstream list(text);
+  for (std::string d; std::getline(list, d, ',');) {
+    if (d.empty()) throw UsageError("option --dut: '" + text + "' has an empty name between its commas");
+    // Two rows for one (scenario, DUT) pair could not be told apart in the results.
+    if (std::find(duts.begin(), duts.end(), d) != duts.end())
+      throw UsageError("option --dut: '" + d + "' is named twice; name each DUT once");
+    duts.push_back(d);
+  }
+  return duts;
+}
+
+void require_dut_exists(const std::string& dut, const std::string& named_by) {
+  try {
+    harness::make_dut(dut);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(named_by + e.what());
+  }
 }
 
 harness::SweepFile load_sweep_or_usage_error(const std::string& path, const harness::SweepLoadOptions& options) {

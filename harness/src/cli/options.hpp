@@ -51,6 +51,11 @@ enum class OutputKind { results, junit };
 void guard_output(const std::string& option, const std::string& path, OutputKind kind, bool force,
                   const std::vector<std::pair<std::string, std::string>>& others);
 
+// --dut's value: one exec:'COMMAND ...' (its commas included) or comma-separated names, each once.
+std::vector<std::string> parse_dut_option(const std::string& text);
+// Throws UsageError, prefixed by `named_by` ("option --dut: "), when no DUT of that name can be made.
+void require_dut_exists(const std::string& dut, const std::string& named_by);
+
 // Loads and validates a sweep file; its errors (file:line:col: key: message) become UsageError.
 harness::SweepFile load_sweep_or_usage_error(const std::string& path, const harness::SweepLoadOptions& options = {});
 

@@ -1,0 +1,262 @@
+// swa-harness submit: a sweep as a Slurm job array, one shard per task, and a merge job after it.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <set>
+
+#include "commands.hpp"
+#include "options.hpp"
+#include "swa/harness/durable_file.hpp"
+#include "swa/harness/slurm.hpp"
+#include "swa/harness/tolerance.hpp"
+
+namespace swa::cli {
+namespace {
+namespace fs = std::filesystem;
+namespace slurm = harness::slurm;
+
+struct Captured {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs argv (no shell) and returns its exit code and output.
+Captured run_captured(const std::vector<std::string>& argv_text) {
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) throw std::runtime_error("cannot create a pipe to run " + argv_text[0]);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("cannot fork to run " + argv_text[0]);
+  if (pid == 0) {
+    ::dup2(pipe_fds[1], STDOUT_FILENO);
+    ::dup2(pipe_fds[1], STDERR_FILENO);
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    std::vector<char*> argv;
+    for (const auto& a : argv_text) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::_Exit(127);
+  }
+  ::close(pipe_fds[1]);
+  Captured c;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    c.output.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(pipe_fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return c;
+}
+
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string d; std::getline(dirs, d, ':');)
+    if (!d.empty() && ::access((fs::path(d) / program).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+// Slurm's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or UNLIMITED.
+void check_time_limit(const std::string& t) {
+  static const std::regex form(R"(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d{1,2}(:\d{1,2}){0,2}|UNLIMITED|INFINITE)");
+  if (!std::regex_match(t, form))
+    throw UsageError("option --time: '" + t +
+                     "' is not a Slurm time limit (MINUTES, MINUTES:SECONDS, HOURS:MINUTES:SECONDS, DAYS-HOURS, "
+                     "DAYS-HOURS:MINUTES, DAYS-HOURS:MINUTES:SECONDS or UNLIMITED)");
+}
+
+// An extra sbatch option becomes an #SBATCH line: one word, not one of those the scripts depend on.
+void check_sbatch_arg(const std::string& a) {
+  static const std::regex form(R"(--[a-z][a-z0-9-]*(=[^\s'"\\]+)?)");
+  if (!std::regex_match(a, form))
+    throw UsageError("option --sbatch-arg: '" + a +
+                     "' is not one sbatch option of the form --name or --name=value (no spaces or quotes)");
+  static const std::set<std::string> owned = {"--array", "--output", "--error", "--open-mode", "--chdir",
+                                              "--job-name", "--ntasks", "--cpus-per-task", "--partition",
+                                              "--time", "--gpus-per-task", "--requeue", "--no-requeue",
+                                              "--dependency", "--wrap"};
+  const std::string name = a.substr(0, a.find('='));
+  if (owned.count(name))
+    throw UsageError("option --sbatch-arg: " + name + " is set by submit itself" +
+                     (name == "--partition" || name == "--time" || name == "--gpus-per-task" || name == "--cpus-per-task"
+                          ? "; use submit's own " + name
+                          : std::string("; the scripts depend on it")));
+}
+
+std::string job_name_for(const std::string& sweep_path) {
+  std::string stem = fs::path(sweep_path).stem().string(), name = "swa-";
+  for (char c : stem) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  return name.substr(0, 64);
+}
+
+}  // namespace
+
+int cmd_submit(const std::vector<std::string>& args) {
+  std::string path, out, sweep, filter, duts_text, partition, time_limit, profile_text;
+  std::vector<std::string> sbatch_args;
+  int shards = 0, max_parallel = 0, cpus_per_task = 1, gpus_per_task = 0;
+  double exec_timeout = 300, dut_timeout = 300;
+  po::options_description desc(
+      "swa-harness submit SWEEP.yaml --slurm --shards N --out DIR: run a sweep as a Slurm job array\n"
+      "Writes DIR/array.sbatch (one shard per array task, each into DIR/shard-K.h5 with --resume, so a requeued\n"
+      "task continues) and DIR/merge.sbatch (afterany: `collect` merges whatever finished, lists the shards that\n"
+      "did not with the command that reruns them, and writes the report), submits both and prints their job ids.\n"
+      "DIR must be new or empty, on a file system the nodes share. Exit status: 0 submitted (or --dry-run printed),\n"
+      "2 invalid input or sbatch refused");
+  desc.add_options()
+      ("sweep-file", po::value(&path)->required(), "the sweep file (positional); DIR/sweep.yaml is a copy the tasks run")
+      ("slurm", "submit to Slurm (the scheduler supported; sbatch must be on PATH unless --dry-run)")
+      ("shards", po::value(&shards)->required(), "array tasks, each running every N-th scenario (1..10000)")
+      ("out", po::value(&out)->required(), "the submission's folder (new or empty)")
+      ("partition", po::value(&partition), "Slurm partition of every job")
+      ("time", po::value(&time_limit), "time limit of each array task (Slurm form, e.g. 30, 1:30:00, 1-0)")
+      ("gpus-per-task", po::value(&gpus_per_task)->default_value(0), "GPUs per array task (0: none requested)")
+      ("cpus-per-task", po::value(&cpus_per_task)->default_value(1), "CPUs per array task (its OMP_NUM_THREADS)")
+      ("max-parallel", po::value(&max_parallel)->default_value(0), "array tasks running at once (0: no limit)")
+      ("sbatch-arg", po::value(&sbatch_args), "another #SBATCH option for both jobs, e.g. --account=lab (repeatable)")
+      ("dut", po::value(&duts_text), "DUTs replacing the sweep's, as for run (plugin:PATH.so, exec:'COMMAND', ...)")
+      ("sweep", po::value(&sweep), "only this named sweep")
+      ("filter", po::value(&filter), "an exact scenario ID, or a regex searched in the IDs")
+      ("tolerance-profile", po::value(&profile_text), "strict|default|loose, as for run")
+      ("exec-timeout", po::value(&exec_timeout)->default_value(300), "as for run")
+      ("dut-timeout", po::value(&dut_timeout)->default_value(300), "as for run")
+      ("dry-run", "print the two scripts and the sbatch commands; write and submit nothing");
+  po::positional_options_description positional;
+  positional.add("sweep-file", 1);
+  po::variables_map vm;
+  if (!parse_options("submit", args, desc, vm, &positional)) return kOk;
+  if (!vm.count("slurm"))
+    throw UsageError("option --slurm is required: Slurm is the scheduler submit supports (for CI matrices see "
+                     "scripts/ci-matrix/ and run --shard K/N)");
+  require_range("--shards", shards, 1, 10000);
+  require_range("--cpus-per-task", cpus_per_task, 1, 4096);
+  require_range("--gpus-per-task", gpus_per_task, 0, 64);
+  require_range("--max-parallel", max_parallel, 0, 10000);
+  if (vm.count("time")) check_time_limit(time_limit);
+  if (vm.count("partition") && !std::regex_match(partition, std::regex(R"([A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*)")))
+    throw UsageError("option --partition: '" + partition + "' is not a partition name (letters, digits, _ . -; "
+                     "several separated by commas)");
+  for (const auto& a : sbatch_args) check_sbatch_arg(a);
+  if (!(exec_timeout > 0)) throw UsageError("option --exec-timeout must be > 0 seconds");
+  if (!(dut_timeout > 0)) throw UsageError("option --dut-timeout must be > 0 seconds");
+  if (vm.count("tolerance-profile") && !harness::parse_profile(profile_text))
+    throw UsageError("option --tolerance-profile: '" + profile_text + "' is not one of " + harness::profile_choices());
+
+  const harness::SweepFile file = load_sweep_or_usage_error(path);
+  const std::optional<std::string> sweep_name = vm.count("sweep") ? std::optional(sweep) : std::nullopt;
+  const std::optional<std::string> filter_opt = vm.count("filter") ? std::optional(filter) : std::nullopt;
+  const auto scenarios = harness::select_scenarios(file, sweep_name, filter_opt, {0, 1});
+  if (scenarios.empty()) throw UsageError("no scenario selected (check --sweep and --filter)");
+
+  slurm::Submission s;
+  s.shards = shards;
+  s.max_parallel = max_parallel;
+  s.cpus_per_task = cpus_per_task;
+  s.gpus_per_task = gpus_per_task;
+  s.partition = partition;
+  s.time_limit = time_limit;
+  s.sbatch_args = sbatch_args;
+  s.sweep_source = fs::absolute(path).lexically_normal().string();
+  s.sweep_name = sweep_name;
+  s.filter = filter_opt;
+  s.job_name = job_name_for(path);
+  s.workdir = fs::current_path();
+  s.dir = fs::absolute(out).lexically_normal();
+  // sbatch reads #SBATCH lines without shell quoting: the folders they name must be plain words.
+  for (const auto& [option, folder] : {std::pair{"--out", s.dir}, std::pair{"the working folder", s.workdir}})
+    if (folder.string().find_first_of(" \t\n'\"\\$`") != std::string::npos)
+      throw UsageError(std::string(option == std::string("--out") ? "option --out: " : "the working folder ") +
+                       folder.string() + " holds a space, a quote, a backslash, $ or `, which #SBATCH lines cannot carry; "
+                       "use a plain path");
+  std::error_code ec;
+  s.harness = fs::canonical("/proc/self/exe", ec);
+  if (ec) throw UsageError("cannot find this swa-harness binary's path (/proc/self/exe): " + ec.message());
+
+  if (vm.count("dut")) {
+    for (const auto& d : parse_dut_option(duts_text)) require_dut_exists(d, "option --dut: ");
+    s.run_args.insert(s.run_args.end(), {"--dut", duts_text});
+  } else {
+    std::set<std::string> checked;
+    for (const auto& sc : scenarios) {
+      if (sc.duts.empty()) throw UsageError("sweep " + sc.sweep + " names no duts: add 'duts:' to it or pass --dut");
+      for (const auto& d : sc.duts)
+        if (checked.insert(d).second) require_dut_exists(d, "sweep " + sc.sweep + " duts: ");
+    }
+  }
+  if (vm.count("tolerance-profile")) s.run_args.insert(s.run_args.end(), {"--tolerance-profile", profile_text});
+  if (!vm["exec-timeout"].defaulted()) s.run_args.insert(s.run_args.end(), {"--exec-timeout", std::to_string(exec_timeout)});
+  if (!vm["dut-timeout"].defaulted()) s.run_args.insert(s.run_args.end(), {"--dut-timeout", std::to_string(dut_timeout)});
+
+  const std::string array_text = slurm::array_script(s), merge_text = slurm::merge_script(s);
+  const std::string array_submit = "sbatch --parsable " + slurm::shell_quote(slurm::array_script_path(s).string());
+  const std::string merge_submit = "sbatch --parsable --dependency=afterany:ARRAY_JOB_ID " +
+                                   slurm::shell_quote(slurm::merge_script_path(s).string());
+  const std::size_t empty_shards = shards > static_cast<int>(scenarios.size()) ? shards - scenarios.size() : 0;
+  const std::string plan = std::to_string(scenarios.size()) + " scenarios in " + std::to_string(shards) + " shards" +
+                           (empty_shards ? " (" + std::to_string(empty_shards) + " of them empty: they succeed with 0 scenarios)" : "");
+  if (vm.count("dry-run")) {
+    std::cout << "# dry run: " << plan << "; nothing written, nothing submitted\n"
+              << "# ---- " << slurm::array_script_path(s).string() << "\n" << array_text
+              << "# ---- " << slurm::merge_script_path(s).string() << "\n" << merge_text
+              << "# ---- would run\n" << array_submit << "\n" << merge_submit << "\n";
+    return kOk;
+  }
+
+  if (fs::exists(s.dir, ec) && !(fs::is_directory(s.dir, ec) && fs::is_empty(s.dir, ec)))
+    throw UsageError("option --out: " + s.dir.string() +
+                     " exists and is not an empty folder; give a new folder (to rerun the unfinished shards of an "
+                     "earlier submission, use the command in its summary.txt)");
+  if (!on_path("sbatch"))
+    throw UsageError("sbatch is not on PATH: run submit on a Slurm login node (Debian: slurm-client), or pass "
+                     "--dry-run to print the scripts");
+  try {
+    fs::create_directories(s.dir / "logs");
+    fs::copy_file(path, slurm::sweep_snapshot(s));
+    harness::write_file_atomically(slurm::array_script_path(s), array_text);
+    harness::write_file_atomically(slurm::merge_script_path(s), merge_text);
+    slurm::write_record(s);
+  } catch (const std::exception& e) {
+    throw UsageError("option --out: cannot write the submission into " + s.dir.string() + ": " + e.what());
+  }
+
+  const Captured array = run_captured({"sbatch", "--parsable", slurm::array_script_path(s).string()});
+  const auto array_id = slurm::parsable_job_id(array.output);
+  if (array.exit_code != 0 || !array_id) {
+    std::cerr << "swa-harness submit: sbatch refused the array job (exit " << array.exit_code << "):\n" << array.output
+              << "the scripts are in " << s.dir.string() << "; once the cause is fixed: " << array_submit << "\n";
+    return kBadInput;
+  }
+  s.array_job_id = *array_id;
+  const Captured merge = run_captured({"sbatch", "--parsable", "--dependency=afterany:" + s.array_job_id,
+                                       slurm::merge_script_path(s).string()});
+  const auto merge_id = slurm::parsable_job_id(merge.output);
+  if (merge.exit_code == 0 && merge_id) s.merge_job_id = *merge_id;
+  slurm::write_record(s);
+  std::cout << "submitted " << plan << " from " << path << "\n"
+            << "  array job " << s.array_job_id << " (tasks 0-" << shards - 1 << "): " << slurm::array_script_path(s).string()
+            << "\n    each task writes " << (s.dir / "shard-K.h5").string() << ", log " << (s.dir / "logs/shard-K.log").string()
+            << "\n";
+  if (s.merge_job_id.empty()) {
+    std::cerr << "swa-harness submit: the array job is submitted but sbatch refused the merge job (exit "
+              << merge.exit_code << "):\n" << merge.output << "submit it once the cause is fixed: sbatch --dependency=afterany:"
+              << s.array_job_id << " " << slurm::shell_quote(slurm::merge_script_path(s).string()) << "\n";
+    return kBadInput;
+  }
+  std::cout << "  merge job " << s.merge_job_id << " (afterany:" << s.array_job_id
+            << "): writes " << slurm::summary_path(s).string() << ", merged.h5, merged.xml and report/\n"
+            << "watch:\n  squeue -j " << s.array_job_id << "," << s.merge_job_id << "\n  sacct -j " << s.array_job_id
+            << "," << s.merge_job_id << " --format=JobID,JobName,State,ExitCode,Elapsed\n"
+            << "afterwards:\n  cat " << slurm::summary_path(s).string() << "\n";
+  return kOk;
+}
+
+}  // namespace swa::cli

@@ -1,0 +1,146 @@
+// Collecting a submission: how each shard's task ended, and one results file from what they stored.
+#include <csignal>
+#include <fstream>
+#include <sstream>
+
+#include "swa/harness/slurm.hpp"
+#include "swa/harness/sweep_file.hpp"
+#include "swa/harness/verdict_enum.hpp"
+
+namespace swa::harness::slurm {
+namespace fs = std::filesystem;
+
+const char* outcome_text(ShardOutcome o) {
+  switch (o) {
+    case ShardOutcome::finished_passing: return "finished, every row passes";
+    case ShardOutcome::finished_failing: return "finished, some rows fail";
+    case ShardOutcome::bad_input: return "stopped: invalid input or an internal error (see its log)";
+    case ShardOutcome::not_stored: return "stopped: its results could not be written (a full disk?)";
+    case ShardOutcome::interrupted: return "interrupted by SIGTERM/SIGINT (time limit, scancel, requeue)";
+    case ShardOutcome::failed: return "failed (see its log)";
+    case ShardOutcome::no_end_record:
+      return "no end record: killed outright (time limit, node failure), still running, or never started";
+  }
+  return "?";
+}
+
+bool finished(ShardOutcome o) { return o == ShardOutcome::finished_passing || o == ShardOutcome::finished_failing; }
+
+std::vector<int> Collection::unfinished() const {
+  std::vector<int> out;
+  for (const auto& s : shards)
+    if (!finished(s.outcome)) out.push_back(s.shard);
+  return out;
+}
+
+bool Collection::any_results() const {
+  for (const auto& s : shards)
+    if (s.stored) return true;
+  return false;
+}
+
+namespace {
+
+ShardOutcome outcome_of(int exit_code) {
+  switch (exit_code) {
+    case 0: return ShardOutcome::finished_passing;
+    case 1: return ShardOutcome::finished_failing;
+    case 2: return ShardOutcome::bad_input;
+    case 3: return ShardOutcome::not_stored;
+    case 128 + SIGTERM:
+    case 128 + SIGINT: return ShardOutcome::interrupted;
+    default: return ShardOutcome::failed;
+  }
+}
+
+// The task script writes "EXIT RESTARTS TIME" once its run has ended.
+void read_end_record(const fs::path& path, ShardState& state, std::vector<std::string>& warnings) {
+  std::ifstream in(path);
+  if (!in) return;
+  int exit_code = -1, restarts = 0;
+  if (!(in >> exit_code >> restarts) || exit_code < 0 || exit_code > 255) {
+    warnings.push_back(path.string() + ": not an end record (\"EXIT RESTARTS TIME\"); the shard counts as unfinished");
+    return;
+  }
+  state.exit_code = exit_code;
+  state.restarts = restarts;
+  state.outcome = outcome_of(exit_code);
+}
+
+}  // namespace
+
+Collection collect(const Submission& s) {
+  SweepLoadOptions load;
+  load.memory_limit_bytes = std::int64_t{1} << 62;  // the tasks judged the sizes; here only IDs are counted
+  load.max_scenarios = std::int64_t{1} << 40;
+  const SweepFile sweep = load_sweep_file(sweep_snapshot(s).string(), load);
+  Collection c;
+  std::vector<fs::path> readable;
+  for (int k = 0; k < s.shards; ++k) {
+    ShardState state;
+    state.shard = k;
+    state.expected = select_scenarios(sweep, s.sweep_name, s.filter, {k, s.shards}).size();
+    read_end_record(shard_end_record(s, k), state, c.warnings);
+    const fs::path file = shard_results(s, k);
+    if (fs::exists(file)) try {
+        state.stored = read_results(file).scenarios.size();
+        readable.push_back(file);
+      } catch (const std::exception& e) {
+        state.unreadable = e.what();
+        if (finished(state.outcome)) state.outcome = ShardOutcome::failed;  // its rows are not in the merge
+      }
+    else if (finished(state.outcome) && state.expected > 0)
+      state.outcome = ShardOutcome::failed;
+    // A finished run with fewer scenarios than its shard holds cannot be taken as whole.
+    if (finished(state.outcome) && state.stored.value_or(0) < state.expected) state.outcome = ShardOutcome::failed;
+    c.shards.push_back(state);
+  }
+  if (!readable.empty()) c.merged = merge_results(readable, c.warnings);
+  return c;
+}
+
+std::string summary_text(const Submission& s, const Collection& c) {
+  std::ostringstream o;
+  std::size_t expected = 0, stored = 0;
+  for (const auto& st : c.shards) {
+    expected += st.expected;
+    stored += st.stored.value_or(0);
+  }
+  o << "sweep " << s.sweep_source << " in " << s.shards << " shards"
+    << (s.array_job_id.empty() ? std::string() : ", array job " + s.array_job_id) << " (" << s.dir.string() << ")\n";
+  o << "shard  scenarios      restarts  end\n";
+  for (const auto& st : c.shards) {
+    std::ostringstream scen;
+    scen << (st.stored ? std::to_string(*st.stored) : std::string("-")) << "/" << st.expected;
+    o << std::left;
+    o.width(7);
+    o << st.shard;
+    o.width(15);
+    o << scen.str();
+    o.width(10);
+    o << (st.exit_code < 0 ? std::string("-") : std::to_string(st.restarts));
+    o << outcome_text(st.outcome);
+    if (st.exit_code >= 0 && !finished(st.outcome)) o << " [exit " << st.exit_code << "]";
+    if (!st.unreadable.empty()) o << " [results file unreadable: " << st.unreadable << "]";
+    o << "\n";
+  }
+  std::size_t failing = 0;
+  for (const auto& r : c.merged.results) failing += is_failure(r.status);
+  const auto unfinished = c.unfinished();
+  o << "merged: " << (c.shards.size() - unfinished.size()) << " of " << c.shards.size() << " shards finished; "
+    << stored << " of " << expected << " scenarios, " << c.merged.results.size() << " result rows, " << failing
+    << " failing";
+  if (c.any_results()) o << " -> " << merged_results(s).string() << ", " << merged_junit(s).string();
+  o << "\n";
+  if (!unfinished.empty()) {
+    o << "unfinished shards:";
+    for (int k : unfinished) o << " " << k;
+    o << " (their logs: " << (s.dir / "logs").string() << "/shard-K.log)\n"
+      << "rerun just them (each resumes from the rows its file holds), then merge again:\n  "
+      << rerun_command(s, unfinished) << "\n";
+  }
+  for (const auto& w : c.warnings) o << "warning: " << w << "\n";
+  return o.str();
+}
+
+}  // namespace swa::harness::slurm
