@@ -74,12 +74,15 @@ Collection collect(const Submission& s) {
   load.memory_limit_bytes = std::int64_t{1} << 62;  // the tasks judged the sizes; here only IDs are counted
   load.max_scenarios = std::int64_t{1} << 40;
   const SweepFile sweep = load_sweep_file(sweep_snapshot(s).string(), load);
+  // --shard K/N keeps the selected scenarios whose index i has i % N == K (select_scenarios).
+  const std::size_t selected = select_scenarios(sweep, s.sweep_name, s.filter, {0, 1}).size();
+  const auto shards = static_cast<std::size_t>(s.shards);
   Collection c;
   std::vector<fs::path> readable;
   for (int k = 0; k < s.shards; ++k) {
     ShardState state;
     state.shard = k;
-    state.expected = select_scenarios(sweep, s.sweep_name, s.filter, {k, s.shards}).size();
+    state.expected = selected / shards + (static_cast<std::size_t>(k) < selected % shards ? 1 : 0);
     read_end_record(shard_end_record(s, k), state, c.warnings);
     const fs::path file = shard_results(s, k);
     if (fs::exists(file)) try {
