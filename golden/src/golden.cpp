@@ -106,7 +106,78 @@ detail::RowStats dense_row(const AttnParams& p, const Fp64Inputs& in, const Tran
                                    p.head_size, p.scale, s.scores, s.score_err);
   detail::soft_cap(s.scores.data(), s.scores.size(), p.softcap);
   for (std::int64_t j = first; j < end; ++j) s.values.push_back(&in.v[ix.kv(row0 + j, kvh)]);
-  return detail::softmax_times_values(s, p.head_size, out, sink_of(p, h));
+  return detail::softmax_times_values(s, p.head_size, out, sink_of(p, h), first);
+}
+
+// Keys per tile of dense_block: a multiple of kValueBlock, so tiles never split a P.V block.
+constexpr std::int64_t kKeyTile = 4 * detail::kValueBlock;
+// Query rows per block: every q head of the GQA group for each, so a block reuses each K and V tile
+// kQueryRows x group times while it sits in cache.
+constexpr std::int64_t kQueryRows = 16;
+
+struct DenseBlockScratch {
+  std::vector<double> scores, score_err;  // [block rows][span], [kKeyTile]
+  std::vector<const double*> values;      // [span]
+  std::vector<detail::RowNorm> norms;
+  std::vector<double> sum, err, block;    // [block rows][head_size], [head_size]
+};
+
+// Query rows [i0, i1) of sequence b, all q heads of kv head kvh, by the dense definition, tile by
+// tile over the union of their key ranges. Each row gets the same bits as dense_row (trace_row):
+// every score is computed by one key's own arithmetic, and P.V blocks end at multiples of
+// kValueBlock in key numbering, which tile boundaries respect.
+void dense_block(const AttnParams& p, const Fp64Inputs& in, const TransposedKeys& keys, int b, int kvh,
+                 std::int64_t i0, std::int64_t i1, DenseBlockScratch& s, Output& o) {
+  const RowIndexing ix{p};
+  const int group = p.heads_q / p.heads_kv;
+  const int d = p.head_size;
+  const std::int64_t row0 = p.seq_offsets[b];
+  const std::int64_t n = (i1 - i0) * group;
+  auto first_of = [&](std::int64_t r) { return band_first_key(p.band, i0 + r / group); };
+  auto end_of = [&](std::int64_t r) { return band_end_key(p.band, i0 + r / group, keys.len); };
+  std::int64_t lo = keys.len, hi = 0;
+  for (std::int64_t r = 0; r < n; r += group)
+    if (end_of(r) > first_of(r)) {
+      lo = std::min(lo, first_of(r));
+      hi = std::max(hi, end_of(r));
+    }
+  const std::int64_t base = lo < hi ? lo - lo % detail::kValueBlock : 0;
+  const std::int64_t span = std::max<std::int64_t>(0, hi - base);
+  s.scores.resize(static_cast<std::size_t>(n * span));
+  s.score_err.resize(kKeyTile);
+  for (std::int64_t t0 = base; t0 < hi; t0 += kKeyTile)
+    for (std::int64_t r = 0; r < n; ++r) {
+      const std::int64_t f = std::max(t0, first_of(r)), e = std::min(t0 + kKeyTile, end_of(r));
+      if (e <= f) continue;
+      const int h = kvh * group + static_cast<int>(r % group);
+      detail::scores_tile(&in.q[ix.q(row0 + i0 + r / group, h)], keys.kT.data(), keys.len, f, e - f, d, p.scale,
+                          &s.scores[r * span + (f - base)], s.score_err.data());
+    }
+  s.norms.resize(n);
+  for (std::int64_t r = 0; r < n; ++r) {
+    const std::int64_t f = first_of(r), count = std::max<std::int64_t>(0, end_of(r) - f);
+    double* row = count > 0 ? &s.scores[r * span + (f - base)] : nullptr;
+    detail::soft_cap(row, count, p.softcap);
+    s.norms[r] = detail::exponentiate(row, count, sink_of(p, kvh * group + static_cast<int>(r % group)));
+  }
+  s.values.resize(span);
+  for (std::int64_t j = 0; j < span; ++j) s.values[j] = &in.v[ix.kv(row0 + base + j, kvh)];
+  s.sum.assign(static_cast<std::size_t>(n) * d, 0.0);
+  s.err.assign(s.sum.size(), 0.0);
+  s.block.resize(d);
+  for (std::int64_t t0 = base; t0 < hi; t0 += kKeyTile)
+    for (std::int64_t r = 0; r < n; ++r) {
+      const std::int64_t f = std::max(t0, first_of(r)), e = std::min(t0 + kKeyTile, end_of(r));
+      if (e <= f) continue;
+      detail::accumulate_values(&s.scores[r * span + (f - base)], &s.values[f - base], f, e - f, d, &s.sum[r * d],
+                                &s.err[r * d], s.block.data());
+    }
+  for (std::int64_t r = 0; r < n; ++r) {
+    const std::int64_t i = i0 + r / group;
+    const int h = kvh * group + static_cast<int>(r % group);
+    o.lse[ix.lse(row0 + i, h)] =
+        detail::finish_row(s.norms[r], &s.sum[r * d], &s.err[r * d], d, &o.out[ix.q(row0 + i, h)]).lse;
+  }
 }
 
 }  // namespace
@@ -115,25 +186,29 @@ Output attention_dense(const AttnParams& p) {
   validate(p);
   const Fp64Inputs in = load_inputs(p);
   Output o = allocate_output(p);
-  const RowIndexing ix{p};
-  const int group = p.heads_q / p.heads_kv;
   const std::int64_t units = static_cast<std::int64_t>(p.batch) * p.heads_kv;
-  // Rows are independent, so the result does not depend on the thread count.
+  std::vector<TransposedKeys> keys(static_cast<std::size_t>(units));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t unit = 0; unit < units; ++unit)
+    keys[unit].load(p, in, static_cast<int>(unit / p.heads_kv), static_cast<int>(unit % p.heads_kv));
+  // Tasks: (sequence, kv head, block of query rows). Blocks write disjoint rows and compute each row
+  // the same way whoever runs it, so the result does not depend on the thread count.
+  struct Task {
+    int b, kvh;
+    std::int64_t i0, i1;
+  };
+  std::vector<Task> tasks;
+  for (int b = 0; b < p.batch; ++b)
+    for (int kvh = 0; kvh < p.heads_kv; ++kvh)
+      for (std::int64_t i0 = 0; i0 < p.seq_lens[b]; i0 += kQueryRows)
+        tasks.push_back({b, kvh, i0, std::min<std::int64_t>(p.seq_lens[b], i0 + kQueryRows)});
 #pragma omp parallel
   {
-    detail::RowScratch s;
-    TransposedKeys keys;
+    DenseBlockScratch s;
 #pragma omp for schedule(dynamic, 1)
-    for (std::int64_t unit = 0; unit < units; ++unit) {
-      const int b = static_cast<int>(unit / p.heads_kv);
-      const int kvh = static_cast<int>(unit % p.heads_kv);
-      keys.load(p, in, b, kvh);
-      const std::int64_t row0 = p.seq_offsets[b];
-      for (int h = kvh * group; h < (kvh + 1) * group; ++h)
-        for (std::int64_t i = 0; i < keys.len; ++i) {
-          const auto stats = dense_row(p, in, keys, b, h, i, s, &o.out[ix.q(row0 + i, h)]);
-          o.lse[ix.lse(row0 + i, h)] = stats.lse;
-        }
+    for (std::size_t t = 0; t < tasks.size(); ++t) {
+      const Task& task = tasks[t];
+      dense_block(p, in, keys[task.b * p.heads_kv + task.kvh], task.b, task.kvh, task.i0, task.i1, s, o);
     }
   }
   return o;

@@ -1,5 +1,7 @@
 #define BOOST_TEST_MODULE golden_schedules
 // Chunked prefill and decode through every cache policy equal the dense definition.
+#include <omp.h>
+
 #include <boost/test/unit_test.hpp>
 #include <random>
 #include <sstream>
@@ -168,4 +170,27 @@ BOOST_AUTO_TEST_CASE(invalid_schedules_are_refused) {
   BOOST_CHECK_THROW(golden::attention_scheduled(pr.params), std::invalid_argument);
   pr.params.heads_kv = 3;
   BOOST_CHECK_THROW(golden::attention_dense(pr.params), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(any_thread_count_gives_the_same_bits) {
+  // Blocks of 16 query rows, tiles of 64 keys and P.V blocks at multiples of 16 in key numbering:
+  // ragged lengths, GQA, a window wider than a tile, and a causal row range that grows past it.
+  const test::Problem dense = test::make_problem({203, 17, 90}, 8, 2, 72, {100, 0}, DType::bf16, 21);
+  const test::Problem causal = test::make_problem({150}, 4, 4, 40, causal_band(), DType::fp32, 22);
+  test::Problem decode = test::make_problem({120, 61}, 4, 2, 64, {30, 0}, DType::fp16, 23);
+  decode.params.mode = RunMode::decode;
+  decode.params.decode_steps = 9;
+  decode.params.chunk = 16;
+  const int max_threads = omp_get_max_threads();
+  for (const test::Problem* pr : std::initializer_list<const test::Problem*>{&dense, &causal, &decode}) {
+    omp_set_num_threads(1);
+    const golden::Output one = golden::run(pr->params);
+    for (int threads : {2, 3, 5}) {
+      omp_set_num_threads(threads);
+      const golden::Output many = golden::run(pr->params);
+      BOOST_TEST((many.out == one.out), threads << " threads changed the output bits");
+      BOOST_TEST((many.lse == one.lse), threads << " threads changed the LSE bits");
+    }
+  }
+  omp_set_num_threads(max_threads);
 }

@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "swa/params.hpp"
@@ -37,5 +38,9 @@ struct RowTrace {
 };
 
 RowTrace trace_row(const AttnParams& p, int sequence, int q_head, std::int64_t token);
+
+// SHA-256 (hex) of this build's golden and baseline sources, compiler and flags: two builds with the
+// same ID compute the same numbers from the same inputs. The golden cache keys entries on it.
+std::string_view build_id();
 
 }  // namespace swa::golden
