@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "convert.hpp"
 #include "dispatch.hpp"
 #include "flash_tile.hpp"
 
@@ -213,8 +214,65 @@ class CpuDut final : public Dut {
     return Status::success();
   }
 
-  // Decode: one query per sequence. When batch x kv heads leaves threads idle, the cache's slots are
-  // split across threads (flash-decoding) and the partial (max, sum, output) merged by log-sum-exp.
+  // Keys of one kv head in cache slots [t0, t1) of sequence b, for the query at position i: when every
+  // slot holds a visible position (`all_visible`: a filled ring, a linear cache's window), the slots
+  // are read in place (fp32) or converted as one strided block, with no per-slot work; otherwise
+  // slot by slot, skipping empty and invisible ones. Returns the rows of `keys`/`values` filled.
+  static bool slots_all_visible(const AttnParams& p, const KvCache& cache, int b, std::int64_t i, std::int64_t t0,
+                                std::int64_t t1) {
+    for (std::int64_t slot = t0; slot < t1; ++slot) {
+      const std::int64_t pos = cache.position_in(b, slot);
+      if (pos < 0 || !band_visible(p.band, i, pos)) return false;
+    }
+    return true;
+  }
+
+  template <class T>
+  static std::int64_t decode_tile(const AttnParams& p, const KvCache& cache, int b, int g, std::int64_t i,
+                                  std::int64_t t0, std::int64_t t1, bool all_visible, std::vector<float>& k_buf,
+                                  std::vector<float>& v_buf, const float*& keys, const float*& values,
+                                  std::int64_t& stride) {
+    const int d = p.head_size;
+    const T* k_cache = reinterpret_cast<const T*>(cache.k.data());
+    const T* v_cache = reinterpret_cast<const T*>(cache.v.data());
+    if (all_visible) {
+      const std::size_t off = cache.offset(b, t0, g) / sizeof(T);
+      const std::int64_t slot_stride = static_cast<std::int64_t>(cache.heads_kv) * d;
+      if constexpr (std::is_same_v<T, float>) {
+        keys = k_cache + off;
+        values = v_cache + off;
+        stride = slot_stride;
+      } else {
+        k_buf.resize(static_cast<std::size_t>(t1 - t0) * d);
+        v_buf.resize(k_buf.size());
+        cpu::rows_to_fp32(k_cache + off, slot_stride, t1 - t0, d, 1.f, k_buf.data());
+        cpu::rows_to_fp32(v_cache + off, slot_stride, t1 - t0, d, 1.f, v_buf.data());
+        keys = k_buf.data();
+        values = v_buf.data();
+        stride = d;
+      }
+      return t1 - t0;
+    }
+    k_buf.clear();
+    v_buf.clear();
+    for (std::int64_t slot = t0; slot < t1; ++slot) {
+      const std::int64_t pos = cache.position_in(b, slot);
+      if (pos < 0 || !band_visible(p.band, i, pos)) continue;
+      const std::size_t off = cache.offset(b, slot, g) / sizeof(T);
+      k_buf.resize(k_buf.size() + d);
+      v_buf.resize(v_buf.size() + d);
+      cpu::rows_to_fp32(k_cache + off, d, 1, d, 1.f, &*(k_buf.end() - d));
+      cpu::rows_to_fp32(v_cache + off, d, 1, d, 1.f, &*(v_buf.end() - d));
+    }
+    keys = k_buf.data();
+    values = v_buf.data();
+    stride = d;
+    return static_cast<std::int64_t>(k_buf.size()) / d;
+  }
+
+  // Decode: one query per sequence. The candidate slots of each sequence are split across threads
+  // (flash-decoding); a task reads its slot range for every kv head, so the threads stream disjoint,
+  // contiguous parts of the cache. Partial (max, sum, output) states are merged by log-sum-exp.
   template <class T>
   Status decode_typed(const AttnParams& p, KvCache& cache, int step) const {
     for (int b = 0; b < p.batch; ++b) {
@@ -223,69 +281,76 @@ class CpuDut final : public Dut {
     }
     const int group = p.heads_q / p.heads_kv;
     const int d = p.head_size;
-    const int units = p.batch * p.heads_kv;
     const int threads = omp_get_max_threads();
-    const int splits = units >= threads ? 1 : std::max(1, std::min<int>((threads + units - 1) / units,
-                                                                        static_cast<int>(cache.slots / 64) + 1));
+    const std::int64_t tile = decode_key_tile;
+    // Enough splits that every thread has work, none smaller than one key tile.
+    const int splits = static_cast<int>(std::max<std::int64_t>(
+        1, std::min<std::int64_t>((2 * threads + p.batch - 1) / p.batch, (cache.slots + tile - 1) / tile)));
     struct Partial {
       Eigen::VectorXf max, sum;
       RowMatrix out;
     };
-    std::vector<Partial> partials(static_cast<std::size_t>(units) * splits);
+    std::vector<Partial> partials(static_cast<std::size_t>(p.batch) * splits * p.heads_kv);
+    auto partial = [&](int b, int split, int g) -> Partial& {
+      return partials[(static_cast<std::size_t>(b) * splits + split) * p.heads_kv + g];
+    };
 #pragma omp parallel
     {
-      std::vector<float> q(static_cast<std::size_t>(group) * d), k_buf, v_buf;
+      std::vector<float> q(static_cast<std::size_t>(group) * d * p.heads_kv), k_buf, v_buf;
       RowMatrix scores;
-      cpu::SoftmaxState state;
+      std::vector<cpu::SoftmaxState> states(p.heads_kv);
 #pragma omp for schedule(dynamic, 1)
-      for (std::int64_t t = 0; t < static_cast<std::int64_t>(partials.size()); ++t) {
-        const int u = static_cast<int>(t / splits), split = static_cast<int>(t % splits);
-        const int b = u / p.heads_kv, g = u % p.heads_kv;
+      for (std::int64_t task = 0; task < static_cast<std::int64_t>(p.batch) * splits; ++task) {
+        const int b = static_cast<int>(task / splits), split = static_cast<int>(task % splits);
         const std::int64_t i = prompt_len(p, b) + step;
-        load_queries<T>(p, b, g, i, 1, q.data());
-        // Candidate slots: the whole ring, or the window of a linear cache; this split's share.
+        // Candidate slots: the whole ring, or the window of a linear cache; this split's share in whole tiles.
         const std::int64_t lo = cache.policy == CachePolicy::linear ? band_first_key(p.band, i) : 0;
         const std::int64_t hi = cache.policy == CachePolicy::linear ? i + 1 : cache.slots;
-        const std::int64_t per = (hi - lo + splits - 1) / splits;
-        const std::int64_t s0 = lo + split * per, s1 = std::min(hi, s0 + per);
-        state.reset(group, d);
-        const Eigen::Map<const RowMatrix> queries(q.data(), group, d);
-        for (std::int64_t t0 = s0; t0 < s1; t0 += tuning_.key_tile) {
-          k_buf.clear();
-          v_buf.clear();
-          for (std::int64_t slot = t0; slot < std::min(s1, t0 + tuning_.key_tile); ++slot) {
-            const std::int64_t pos = cache.position_in(b, slot);
-            if (pos < 0 || !band_visible(p.band, i, pos)) continue;
-            const std::size_t off = cache.offset(b, slot, g) / sizeof(T);
-            k_buf.resize(k_buf.size() + d);
-            v_buf.resize(v_buf.size() + d);
-            cpu::rows_to_fp32(reinterpret_cast<const T*>(cache.k.data()) + off, d, 1, d, 1.f, &*(k_buf.end() - d));
-            cpu::rows_to_fp32(reinterpret_cast<const T*>(cache.v.data()) + off, d, 1, d, 1.f, &*(v_buf.end() - d));
-          }
-          const std::int64_t n = static_cast<std::int64_t>(k_buf.size()) / d;
-          if (n == 0) continue;
-          const cpu::ConstRowsView k(k_buf.data(), n, d, Eigen::OuterStride<>(d));
-          const cpu::ConstRowsView v(v_buf.data(), n, d, Eigen::OuterStride<>(d));
-          scores.noalias() = queries * k.transpose();
-          score_rule(p, g).cap(scores);
-          state.update(scores, v);
+        const std::int64_t per = ((hi - lo + splits - 1) / splits + tile - 1) / tile * tile;
+        const std::int64_t s0 = std::min(hi, lo + split * per), s1 = std::min(hi, s0 + per);
+        for (int g = 0; g < p.heads_kv; ++g) {
+          load_queries<T>(p, b, g, i, 1, &q[static_cast<std::size_t>(g) * group * d]);
+          states[g].reset(group, d);
         }
-        partials[t] = {state.max, state.sum, state.out};
+        // Tile-outer, kv-head-inner: a tile's slots hold every kv head contiguously, so the task
+        // streams its part of the cache once, front to back.
+        for (std::int64_t t0 = s0; t0 < s1; t0 += tile) {
+          const std::int64_t t1 = std::min(s1, t0 + tile);
+          const bool all_visible = slots_all_visible(p, cache, b, i, t0, t1);
+          for (int g = 0; g < p.heads_kv; ++g) {
+            const float *keys = nullptr, *values = nullptr;
+            std::int64_t stride = d;
+            const std::int64_t n =
+                decode_tile<T>(p, cache, b, g, i, t0, t1, all_visible, k_buf, v_buf, keys, values, stride);
+            if (n == 0) continue;
+            const Eigen::Map<const RowMatrix> queries(&q[static_cast<std::size_t>(g) * group * d], group, d);
+            const cpu::ConstRowsView k(keys, n, d, Eigen::OuterStride<>(stride));
+            const cpu::ConstRowsView v(values, n, d, Eigen::OuterStride<>(stride));
+            scores.noalias() = queries * k.transpose();
+            score_rule(p, g).cap(scores);
+            states[g].update(scores, v);
+          }
+        }
+        for (int g = 0; g < p.heads_kv; ++g) partial(b, split, g) = {states[g].max, states[g].sum, states[g].out};
       }
     }
     // Merge the splits of each (sequence, kv head) by log-sum-exp, in split order.
-    for (int u = 0; u < units; ++u) {
-      const int b = u / p.heads_kv, g = u % p.heads_kv;
-      cpu::SoftmaxState merged;
-      merged.reset(group, d);
-      for (int split = 0; split < splits; ++split) merged.merge(partials[u * splits + split].max, partials[u * splits + split].sum,
-                                                                partials[u * splits + split].out);
-      std::vector<float> o(static_cast<std::size_t>(group) * d);
-      merged.finish(o.data(), score_rule(p, g), 1);
-      store_outputs<T>(p, b, g, prompt_len(p, b) + step, 1, o.data());
-    }
+    for (int b = 0; b < p.batch; ++b)
+      for (int g = 0; g < p.heads_kv; ++g) {
+        cpu::SoftmaxState merged;
+        merged.reset(group, d);
+        for (int split = 0; split < splits; ++split)
+          merged.merge(partial(b, split, g).max, partial(b, split, g).sum, partial(b, split, g).out);
+        std::vector<float> o(static_cast<std::size_t>(group) * d);
+        merged.finish(o.data(), score_rule(p, g), 1);
+        store_outputs<T>(p, b, g, prompt_len(p, b) + step, 1, o.data());
+      }
     return Status::success();
   }
+
+  // Keys per decode tile: larger than prefill's, since one query row per head leaves the tile's
+  // fixed costs (a small GEMM call, the softmax update) to be spread over more keys.
+  static constexpr std::int64_t decode_key_tile = 128;
 
   CpuTuning tuning_;
 };
@@ -293,5 +358,22 @@ class CpuDut final : public Dut {
 }  // namespace
 
 std::unique_ptr<Dut> make_cpu_dut(CpuTuning tuning) { return std::make_unique<CpuDut>(tuning); }
+
+std::string cpu_kernel_path() {
+  // Eigen's own SimdInstructionSetsInUse() says "AVX" for AVX2 + FMA builds too; its macros do not.
+  std::string gemm =
+#if defined(EIGEN_VECTORIZE_AVX512)
+      "avx512f";
+#elif defined(EIGEN_VECTORIZE_AVX2) && defined(EIGEN_VECTORIZE_FMA)
+      "avx2+fma";
+#elif defined(EIGEN_VECTORIZE_AVX)
+      "avx";
+#elif defined(EIGEN_VECTORIZE_SSE2)
+      "sse2";
+#else
+      "scalar";
+#endif
+  return "GEMM (Eigen, build time): " + gemm + "; fp16/bf16 conversion (run time): " + std::string(cpu::conversion_path());
+}
 
 }  // namespace swa::dut

@@ -2,6 +2,7 @@
 // The optimised OpenMP CPU DUT: tiled FlashAttention-style prefill, chunked prefill through the
 // ring and linear caches, and split-K (flash-decoding) decode, fp32/fp16/bf16 storage.
 #include <memory>
+#include <string>
 
 #include "swa/dut/dut.hpp"
 
@@ -13,5 +14,10 @@ struct CpuTuning {
 };
 
 std::unique_ptr<Dut> make_cpu_dut(CpuTuning tuning = {});
+
+// The instruction paths the CPU DUT uses in this process: Eigen's SIMD sets (fixed at build time,
+// -march=native by default) and the fp16/bf16 conversion chosen at run time ("avx2+f16c" or
+// "portable"). /meta's cpu_kernels attribute records it.
+std::string cpu_kernel_path();
 
 }  // namespace swa::dut

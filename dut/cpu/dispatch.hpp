@@ -2,7 +2,11 @@
 // Compile-time dispatch of the CPU kernels on the storage dtype: the one place a runtime DType
 // becomes a C++ type. Head sizes stay runtime values on the CPU (Eigen handles any D).
 #include <Eigen/Core>
+#include <cstdint>
+#include <type_traits>
 #include <utility>
+
+#include "convert.hpp"
 
 #include "swa/dtype.hpp"
 
@@ -21,9 +25,18 @@ decltype(auto) with_storage_type(DType dtype, F&& f) {
 // `rows` rows of `d` elements of storage type T (row stride in elements) to contiguous fp32, times `scale`.
 template <class T>
 void rows_to_fp32(const T* src, std::int64_t row_stride, std::int64_t rows, int d, float scale, float* dst) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    Eigen::Map<Eigen::VectorXf> out(dst + r * d, d);
-    out = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(src + r * row_stride, d).template cast<float>() * scale;
+  if constexpr (std::is_same_v<T, float>) {
+    for (std::int64_t r = 0; r < rows; ++r)
+      Eigen::Map<Eigen::VectorXf>(dst + r * d, d) = Eigen::Map<const Eigen::VectorXf>(src + r * row_stride, d) * scale;
+  } else {
+    // fp16/bf16 through convert.hpp's run-time chosen instructions.
+    static_assert(sizeof(T) == sizeof(std::uint16_t));
+    const auto* bits = reinterpret_cast<const std::uint16_t*>(src);
+    for (std::int64_t r = 0; r < rows; ++r)
+      if constexpr (std::is_same_v<T, Eigen::half>)
+        fp16_to_fp32(bits + r * row_stride, dst + r * d, d, scale);
+      else
+        bf16_to_fp32(bits + r * row_stride, dst + r * d, d, scale);
   }
 }
 

@@ -3,6 +3,10 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <Eigen/Core>
+#include <cmath>
+
+#include "convert.hpp"
 #include "cpu_dut.hpp"
 #include "dut_case.hpp"
 #include "swa/atb_masks.hpp"
@@ -48,6 +52,42 @@ BOOST_AUTO_TEST_CASE(chunked_prefill_and_decode_through_every_cache) {
       Case dec = make_case({60, 30, 27}, 8, 2, 128, 16, RunMode::decode, cache, 9, 25, dt);  // prompts 35, 5, 2
       BOOST_TEST(cpu_verdict(dec) == "pass", cache_name(cache) << " decode " << dtype_name(dt));
     }
+}
+
+BOOST_AUTO_TEST_CASE(decode_over_many_key_tiles_and_splits) {
+  // Caches of several decode tiles (256 keys) split across threads, rings partly and wholly filled,
+  // a linear window that starts mid-tile, and sequences of different lengths in one step.
+  for (CachePolicy cache : kAllCachePolicies)
+    for (DType dt : kAllDTypes)
+      for (std::int64_t w : {300, 700}) {
+        Case c = make_case({760, 40, 530}, 8, 2, 64, w, RunMode::decode, cache, 97, 6, dt);
+        BOOST_TEST(cpu_verdict(c) == "pass", cache_name(cache) << " " << dtype_name(dt) << " W=" << w);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(fp16_and_bf16_conversion_is_exact_for_every_bit_pattern) {
+  // Whichever path this process chose (the test runs again under SWA_CPU_ISA=portable), against
+  // Eigen's scalar conversions; odd lengths reach the vector loops' tails.
+  BOOST_TEST_MESSAGE("conversion path: " << cpu::conversion_path());
+  std::vector<std::uint16_t> bits(65536 + 5);
+  for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<std::uint16_t>(i);
+  std::vector<float> got(bits.size());
+  for (float scale : {1.f, 0.125f}) {
+    cpu::fp16_to_fp32(bits.data(), got.data(), static_cast<std::int64_t>(bits.size()), scale);
+    int wrong = 0;
+    for (std::size_t i = 0; i < bits.size(); ++i) {
+      const float want = static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(bits[i])) * scale;
+      wrong += !(want == got[i] || (std::isnan(want) && std::isnan(got[i])));
+    }
+    BOOST_TEST(wrong == 0, "fp16, scale " << scale);
+    cpu::bf16_to_fp32(bits.data(), got.data(), static_cast<std::int64_t>(bits.size()), scale);
+    wrong = 0;
+    for (std::size_t i = 0; i < bits.size(); ++i) {
+      const float want = static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(bits[i])) * scale;
+      wrong += !(want == got[i] || (std::isnan(want) && std::isnan(got[i])));
+    }
+    BOOST_TEST(wrong == 0, "bf16, scale " << scale);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(sinks_soft_cap_and_two_sided_windows) {

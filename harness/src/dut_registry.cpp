@@ -43,6 +43,8 @@ class CudaNotBuilt final : public dut::Dut {
 #endif
 }  // namespace
 
+std::string cpu_kernel_path() { return dut::cpu_kernel_path(); }
+
 bool cuda_dut_built() { return SWA_HAVE_CUDA_DUT != 0; }
 
 std::string cuda_device() {

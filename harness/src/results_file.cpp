@@ -321,6 +321,7 @@ Meta collect_meta(const std::string& sweep_file, const std::string& sweep_text, 
   ::gethostname(host, sizeof host - 1);
   m.host = host;
   m.cpu = cpu_model();
+  m.cpu_kernels = cpu_kernel_path();
   m.gpu = cuda_dut_built() ? cuda_device() : "none (CUDA DUT not built)";
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   char stamp[64];
@@ -381,6 +382,7 @@ ResultsContents read_results_unchecked(const fs::path& path) {
   ResultsContents c;
   h5::Handle meta(H5Gopen2(f.id(), "meta", H5P_DEFAULT), H5Gclose, "open /meta of " + path.string());
   for (const auto& [name, member] : meta_fields()) c.meta.*member = h5::read_string_attr(meta.id(), name);
+  if (H5Aexists(meta.id(), "cpu_kernels") > 0) c.meta.cpu_kernels = h5::read_string_attr(meta.id(), "cpu_kernels");
   c.scenarios = read_table(f.id(), "scenarios", scenario_columns());
   c.results = read_table(f.id(), "results", result_columns());
   if (H5Lexists(f.id(), "perf", H5P_DEFAULT) > 0) c.perf = read_table(f.id(), "perf", perf_columns());
@@ -523,6 +525,7 @@ void write_results(const fs::path& path, const ResultsContents& c) {
       h5::write_attr(meta.id(), kDigests[i], digests[i]);
     }
     h5::write_attr(meta.id(), "digest_meta", meta_digest(c.meta));
+    h5::write_attr(meta.id(), "cpu_kernels", c.meta.cpu_kernels);
   }
   write_table(f.id(), "scenarios", scenario_columns(), c.scenarios);
   write_table(f.id(), "results", result_columns(), c.results);

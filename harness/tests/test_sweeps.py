@@ -326,6 +326,9 @@ class Outputs(unittest.TestCase):
             with h5py.File(out) as f:
                 for key in ("tool_version", "git_commit", "compiler", "host", "cpu", "gpu", "start_time", "sweep_text"):
                     self.assertIn(key, f["meta"].attrs)
+                kernels = f["meta"].attrs["cpu_kernels"]
+                kernels = kernels.decode() if isinstance(kernels, bytes) else kernels
+                self.assertRegex(kernels, r"GEMM \(Eigen, build time\): \S+; fp16/bf16 conversion \(run time\): (avx2\+f16c|portable)")
                 res, sc = f["results"], f["scenarios"]
                 self.assertEqual(res.maxshape, (None,))
                 self.assertIsNotNone(res.chunks)

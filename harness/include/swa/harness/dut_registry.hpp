@@ -15,6 +15,8 @@ std::string dut_choices();
 // Whether this build has the CUDA DUT, and its device ("NVIDIA H100 ... (sm_90, 132 SMs)") or why none.
 bool cuda_dut_built();
 std::string cuda_device();
+// The CPU DUT's instruction paths in this process (dut::cpu_kernel_path).
+std::string cpu_kernel_path();
 // The device's measured copy bandwidth in GB/s (read + write bytes); throws without a device or CUDA DUT.
 double cuda_copy_bandwidth_gbps();
 // Time limit of each exec: DUT run (default 300 s).

@@ -21,6 +21,9 @@ namespace swa::harness {
 
 struct Meta {
   std::string tool_version, git_commit, compiler, host, cpu, gpu, start_time, sweep_file, sweep_text, command;
+  // The CPU DUT's instruction paths in this process (Eigen's SIMD sets, the fp16/bf16 conversion
+  // chosen at run time). Outside digest_meta, so files written before it still verify; empty in them.
+  std::string cpu_kernels;
 };
 Meta collect_meta(const std::string& sweep_file, const std::string& sweep_text, const std::string& command);
 
