@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Installs the packages of scripts/debian-packages.txt that are not installed yet.
+# Installs the packages of scripts/debian-packages.txt (or of the list given, e.g.
+# scripts/bench-packages.txt for swa-bench's PyTorch column) that are not installed yet.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-mapfile -t wanted < <(grep -v -E '^\s*(#|$)' "$here/debian-packages.txt")
+list=${1:-$here/debian-packages.txt}
+[ -f "$list" ] || { echo "install-deps: no package list $list" >&2; exit 2; }
+mapfile -t wanted < <(grep -v -E '^\s*(#|$)' "$list")
 missing=()
 for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

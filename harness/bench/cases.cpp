@@ -11,6 +11,13 @@
 #include "swa/kv_cache_model.hpp"
 
 namespace swa::bench {
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 namespace {
 
 harness::ProblemSpec spec_for(DType dtype, const Shape& shape, std::int64_t tokens) {

@@ -28,6 +28,9 @@ struct Shape {
   int d, hq, hkv, batch;
 };
 
+// s in single quotes for /bin/sh.
+std::string shell_quote(const std::string& s);
+
 // A row with the case's name and shape filled in; the caller times it.
 PerfRow row_for(const std::string& case_name, const std::string& dut, DType dtype, const Shape& shape,
                 std::string_view mode, std::string_view cache);

@@ -22,12 +22,6 @@ CudaPlan full_plan() {
 }
 CudaPlan quick_plan() { return {{1024, 256, 64, 8, 2, 1}, {1024, 0, 64, 8, 2, 1}, {0, 256, 64, 8, 2, 2}, {512, 2048}}; }
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 // Bytes a decode step must move: each sequence's visible K and V rows, its query and its output.
 std::int64_t decode_bytes(const PerfRow& r) {
   const std::int64_t keys = std::min<std::int64_t>(r.tokens + 1, r.window);

@@ -12,7 +12,7 @@ namespace swa::bench {
 
 struct CudaBenchOptions {
   bool quick = false;
-  std::string torch_python = "python3";  // "" skips the PyTorch comparison
+  std::string torch_python = "/usr/bin/python3";  // Debian's, which python3-torch installs into; "" skips PyTorch
   std::string torch_script = SWA_TORCH_SCRIPT;
 };
 

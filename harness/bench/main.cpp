@@ -8,6 +8,7 @@
 
 #include "cases.hpp"
 #include "cuda_bench.hpp"
+#include "torch_cpu.hpp"
 
 namespace po = boost::program_options;
 using namespace swa;
@@ -20,43 +21,57 @@ struct Plan {
   std::vector<std::int64_t> contexts;
   Shape decode;
   int sgemm_n;
+  // Decode over the whole context (no window) through a linear cache: bandwidth-bound, quoted
+  // against the same run's STREAM triad over `triad_elements` doubles per array.
+  std::vector<std::int64_t> bandwidth_contexts;
+  std::int64_t triad_elements;
 };
 
 Plan full_plan() {
   return {{8192, 1024, 128, 32, 8, 1}, {16384, 4096, 128, 8, 2, 1}, {16384, 0, 128, 8, 2, 1},
-          {4096, 8192, 16384, 32768, 65536}, {0, 4096, 128, 32, 8, 1}, 2048};
+          {4096, 8192, 16384, 32768, 65536}, {0, 4096, 128, 32, 8, 1}, 2048, {16384, 32768, 65536}, 1 << 25};
 }
 
 Plan quick_plan() {
   return {{1024, 256, 128, 8, 2, 1}, {2048, 512, 64, 4, 2, 1}, {2048, 0, 64, 4, 2, 1}, {512, 2048}, {0, 512, 64, 8, 2, 1},
-          512};
+          512, {2048}, 1 << 20};
 }
+
+// K and V bytes one decode step reads: every visible key of every kv head, per sequence.
+double decode_bytes_read(const PerfRow& r) {
+  const std::int64_t keys = r.window > 0 ? std::min(r.tokens + 1, r.window) : r.tokens + 1;
+  return 2.0 * static_cast<double>(r.batch * keys * r.kv_heads * r.head_size) *
+         static_cast<double>(dtype_bytes(*parse_dtype(r.dtype)));
+}
+double decode_gbs(const PerfRow& r) { return r.mode == "decode" ? decode_bytes_read(r) / (r.time_ms * 1e6) : 0; }
 
 void print_csv(const std::vector<PerfRow>& rows) {
   std::cout << "case,dut,dtype,mode,cache,S,W,D,Hq,Hkv,batch,time_ms,min_ms,max_ms,repeats,gflops,sgemm_gflops,"
-               "ratio_to_sgemm,kv_bytes,timer\n";
+               "ratio_to_sgemm,kv_bytes,read_gbs,timer\n";
   for (const auto& r : rows)
     std::cout << r.scenario_id << "," << r.dut << "," << r.dtype << "," << r.mode << "," << r.cache << "," << r.tokens << ","
               << r.window << "," << r.head_size << "," << r.heads << "," << r.kv_heads << "," << r.batch << "," << r.time_ms << ","
               << r.min_ms << "," << r.max_ms << "," << r.repeats << "," << r.gflops << ","
-              << r.ceiling_gflops << "," << r.ceiling_fraction << "," << r.kv_bytes << "," << r.timer << "\n";
+              << r.ceiling_gflops << "," << r.ceiling_fraction << "," << r.kv_bytes << "," << decode_gbs(r) << "," << r.timer << "\n";
 }
 
 void print_table(const std::vector<PerfRow>& rows) {
-  std::cout << std::left << std::setw(22) << "case" << std::setw(14) << "dut" << std::setw(6) << "dtype"
+  std::cout << std::left << std::setw(26) << "case" << std::setw(20) << "dut" << std::setw(6) << "dtype"
             << std::setw(13) << "cache" << std::right << std::setw(7) << "S" << std::setw(6) << "W" << std::setw(5)
             << "D" << std::setw(4) << "Hq" << std::setw(4) << "Hkv" << std::setw(11) << "median ms" << std::setw(10)
-            << "GFLOP/s" << std::setw(8) << "/SGEMM" << std::setw(14) << "KV bytes" << "\n";
+            << "GFLOP/s" << std::setw(8) << "/SGEMM" << std::setw(14) << "KV bytes" << std::setw(8) << "GB/s" << "\n";
   for (const auto& r : rows)
-    std::cout << std::left << std::setw(22) << r.scenario_id << std::setw(14) << r.dut << std::setw(6) << r.dtype
+    std::cout << std::left << std::setw(26) << r.scenario_id << std::setw(20) << r.dut << std::setw(6) << r.dtype
               << std::setw(13) << r.cache << std::right << std::setw(7) << r.tokens << std::setw(6) << r.window << std::setw(5)
               << r.head_size << std::setw(4) << r.heads << std::setw(4) << r.kv_heads << std::setw(11) << std::fixed
               << std::setprecision(3) << r.time_ms << std::setw(10) << std::setprecision(1) << r.gflops
-              << std::setw(8) << std::setprecision(3) << r.ceiling_fraction << std::setw(14) << r.kv_bytes << "\n";
+              << std::setw(8) << std::setprecision(3) << r.ceiling_fraction << std::setw(14) << r.kv_bytes << std::setw(8)
+              << std::setprecision(2) << decode_gbs(r) << "\n";
 }
 
 // The targets, computed from this run's rows.
-void print_targets(const std::map<std::string, PerfRow>& by_case, const std::string& dut, const Plan& plan) {
+void print_targets(const std::map<std::string, PerfRow>& by_case, const std::string& dut, const Plan& plan,
+                   double triad_gbs) {
   auto t = [&](const std::string& name) { return by_case.at(name).time_ms; };
   std::cout << std::fixed << std::setprecision(3) << "\ntargets (" << dut << ", this run):\n";
   std::cout << "  fp32 prefill / SGEMM rate:            " << by_case.at("prefill_fp32").ceiling_fraction
@@ -81,6 +96,11 @@ void print_targets(const std::map<std::string, PerfRow>& by_case, const std::str
             << by_case.at("decode_linear_" + std::to_string(plan.contexts.back())).kv_bytes << "\n";
   std::cout << "  fp16 / fp32 prefill time: " << t("prefill_fp16") / t("prefill_fp32")
             << ", bf16 / fp32: " << t("prefill_bf16") / t("prefill_fp32") << "   (target <= 1.5)\n";
+  for (auto c : plan.bandwidth_contexts) {
+    const PerfRow& r = by_case.at("decode_full_linear_" + std::to_string(c));
+    std::cout << "  fp16 decode, linear cache, whole context " << c << ": " << decode_gbs(r) << " GB/s read = "
+              << decode_gbs(r) / triad_gbs << " of the STREAM triad   (target >= 0.5)\n";
+  }
 }
 
 }  // namespace
@@ -96,10 +116,11 @@ int main(int argc, char** argv) {
       ("dut", po::value(&dut)->default_value(dut),
        "the DUT to time (cpu, baseline, mutant:none; cuda: its kernels by device events, beside PyTorch)")
       ("torch-python", po::value(&cuda_options.torch_python)->default_value(cuda_options.torch_python),
-       "--dut cuda: the Python with PyTorch that times FlexAttention and SDPA in the same run")
+       "the Python with PyTorch that times the same shapes in the same run (CPU: SDPA or eager attention with a "
+       "window mask, harness/bench/torch_cpu_swa.py; cuda: FlexAttention and SDPA)")
       ("torch-script", po::value(&cuda_options.torch_script)->default_value(cuda_options.torch_script),
        "--dut cuda: harness/bench/torch_swa.py, where this checkout has it")
-      ("no-torch", "--dut cuda: skip the PyTorch comparison")
+      ("no-torch", "skip the PyTorch comparison")
       ("format", po::value(&format)->default_value(format), "table|csv")
       ("quick", "small shapes, for a smoke test")
       ("only", po::value(&only), "regex: run only the matching cases (SGEMM always runs)")
@@ -146,9 +167,12 @@ int main(int argc, char** argv) {
   }
   const Plan plan = vm.count("quick") ? quick_plan() : full_plan();
   const BenchSettings once{settings.warmups, std::max(1, std::min(settings.repeats, 2))};  // the slow dense baseline
-  std::vector<PerfRow> rows;
+  std::vector<PerfRow> rows, torch_rows;
+  std::vector<std::string> torch_notes;
+  double triad = 0;
   try {
     const double sgemm = harness::sgemm_ceiling_gflops(plan.sgemm_n, settings.warmups, settings.repeats);
+    triad = harness::triad_bandwidth_gbs(plan.triad_elements, settings.warmups, settings.repeats);
     auto add = [&](const std::string& name, auto&& make) {
       if (!filter->found_in(name)) return;
       rows.push_back(make());
@@ -167,10 +191,42 @@ int main(int argc, char** argv) {
         shape.s = c;
         add(name, [&] { return bench_decode(name, dut, DType::fp16, shape, cache, settings); });
       }
+    for (auto c : plan.bandwidth_contexts) {
+      const std::string name = "decode_full_linear_" + std::to_string(c);
+      Shape shape = plan.decode;
+      shape.s = c;
+      shape.w = 0;
+      add(name, [&] { return bench_decode(name, dut, DType::fp16, shape, CachePolicy::linear, settings); });
+    }
+    if (!vm.count("no-torch") && !cuda_options.torch_python.empty()) {
+      const TorchCpuOptions torch{cuda_options.torch_python, SWA_TORCH_CPU_SCRIPT};
+      const std::string decode_case = "decode_linear_" + std::to_string(plan.contexts.front());
+      Shape decode_shape = plan.decode;
+      decode_shape.s = plan.contexts.front();
+      const struct {
+        std::string name;
+        DType dtype;
+        Shape shape;
+        bool decode;
+      } peers[] = {{"prefill_fp32", DType::fp32, plan.prefill, false},
+                   {"prefill_bf16", DType::bf16, plan.prefill, false},
+                   {decode_case, DType::fp16, decode_shape, true}};
+      for (const auto& peer : peers) {
+        if (!filter->found_in("torch_" + peer.name)) continue;
+        const std::size_t before = torch_rows.size();
+        // PyTorch's CPU bf16 matmul has no fast path in Debian's 1.13 (minutes per prefill): one timed run.
+        const BenchSettings torch_settings = peer.dtype == DType::bf16 && !peer.decode ? BenchSettings{0, 1} : settings;
+        torch_cpu_row(torch, torch_settings, peer.name, peer.dtype, peer.shape, peer.decode, torch_rows, torch_notes);
+        if (torch_rows.size() > before) torch_rows.back().set_ceiling(rows.empty() ? 0 : rows.front().ceiling_gflops, "same run");
+        if (format == "table") std::cerr << "  done torch " << peer.name << "\n";
+      }
+      rows.insert(rows.end(), torch_rows.begin(), torch_rows.end());
+    }
   } catch (const std::exception& e) {
     std::cerr << "swa-bench: error: " << e.what() << "\n";
     return 2;
   }
+  for (const auto& note : torch_notes) std::cerr << "note: " << note << "\n";
   if (format == "csv") {
     print_csv(rows);
     return 0;
@@ -178,8 +234,15 @@ int main(int argc, char** argv) {
   print_table(rows);
   std::map<std::string, PerfRow> by_case;
   for (const auto& r : rows) by_case[r.scenario_id] = r;
-  if (only.empty()) print_targets(by_case, dut, plan);
-  std::cout << "SGEMM " << plan.sgemm_n << "^3 (Eigen, same run): " << std::setprecision(1) << rows.front().ceiling_gflops
-            << " GFLOP/s\n";
+  if (only.empty()) print_targets(by_case, dut, plan, triad);
+  for (const auto& t : torch_rows) {
+    const std::string ours = t.scenario_id.substr(std::string("torch_").size());
+    if (by_case.count(ours))
+      std::cout << "  PyTorch (" << t.dut << ") / " << dut << " time, " << ours << ": " << std::setprecision(2)
+                << t.time_ms / by_case.at(ours).time_ms << "   (> 1: " << dut << " is faster)\n";
+  }
+  std::cout << "SGEMM " << plan.sgemm_n << "^3 (Eigen, same run): " << std::setprecision(1) << (rows.empty() ? 0.0 : rows.front().ceiling_gflops)
+            << " GFLOP/s; STREAM triad (" << (plan.triad_elements >> 20) << " Mi doubles per array, same run): "
+            << std::setprecision(2) << triad << " GB/s\n";
   return 0;
 }

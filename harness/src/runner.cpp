@@ -26,7 +26,7 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
     if (!store.done(s.id(), d)) todo.push_back(d);
   if (todo.empty()) return {};
 
-  const Reference ref(s);
+  const Reference ref(s, options.golden_cache);
   const Problem& pr = ref.problem;
   const Tolerance tolerance = options.profile ? tolerance_for(*options.profile, s.dtype) : s.tolerance;
   std::vector<ResultRow> rows;

@@ -1,5 +1,8 @@
 #include "swa/harness/timing.hpp"
 
+#include <stdexcept>
+#include <vector>
+
 #include <Eigen/Core>
 
 namespace swa::harness {
@@ -9,6 +12,26 @@ double sgemm_ceiling_gflops(int n, int warmups, int repeats) {
   Eigen::MatrixXf c(n, n);
   const Timing t = time_median([&] { c.noalias() = a * b; }, warmups, repeats);
   return 2.0 * n * n * static_cast<double>(n) / (t.median_ms * 1e6);
+}
+
+double triad_bandwidth_gbs(std::int64_t elements, int warmups, int repeats) {
+  std::vector<double> a(static_cast<std::size_t>(elements)), b(a.size()), c(a.size());
+  const double s = 3.0;
+  // First touch in the same parallel layout as the timed loop, so pages sit near the threads that use them.
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < elements; ++i) {
+    a[i] = 0.0;
+    b[i] = 1.0;
+    c[i] = 2.0;
+  }
+  const Timing t = time_median(
+      [&] {
+#pragma omp parallel for schedule(static)
+        for (std::int64_t i = 0; i < elements; ++i) a[i] = b[i] + s * c[i];
+      },
+      warmups, repeats);
+  if (a[elements / 2] != 7.0) throw std::logic_error("STREAM triad computed a wrong value");
+  return 3.0 * sizeof(double) * static_cast<double>(elements) / (t.median_ms * 1e6);
 }
 
 }  // namespace swa::harness

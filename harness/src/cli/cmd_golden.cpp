@@ -25,6 +25,7 @@ std::string option_name(std::string_view key) {
 int cmd_golden(const std::vector<std::string>& args) {
   std::string out, api_text = "generic";
   std::vector<std::string> values(harness::case_params().size());
+  GoldenCacheArgs golden_cache_args;
   po::options_description desc(
       "swa-harness golden: generate one case's Q/K/V from its seed, run the fp64 golden and the same-precision "
       "baseline, and write a problem file (harness/README.md): /q /k /v, /reference/{out,lse,baseline}, /case");
@@ -41,6 +42,7 @@ int cmd_golden(const std::vector<std::string>& args) {
   add("seq-lens", po::value(&values[1]), "the same as --batch (its earlier name)");
   add("api", po::value(&api_text)->default_value(api_text), "generic|atb: whose mask rules the case follows");
   add("out", po::value(&out)->required(), "output FILE.h5 (written to a temporary, then renamed)");
+  add_golden_cache_options(desc, golden_cache_args);
   po::variables_map vm;
   if (!parse_options("golden", args, desc, vm)) return kOk;
   if (!vm.count("batch") && !vm.count("seq-lens")) throw UsageError("option --batch (or --seq-lens) is required");
@@ -66,13 +68,20 @@ int cmd_golden(const std::vector<std::string>& args) {
     throw UsageError("option --batch: this problem needs about " + human_bytes(need) + ", over the limit of " +
                      human_bytes(limit) + " (half the machine's memory); shorten it or use fewer --heads");
 
+  const std::unique_ptr<harness::GoldenCache> golden_cache = open_golden_cache(vm, golden_cache_args);
   const auto t0 = std::chrono::steady_clock::now();
-  const harness::Reference ref(s);
+  const harness::Reference ref(s, golden_cache.get());
   const auto t1 = std::chrono::steady_clock::now();
   const harness::ProblemFile f = harness::problem_file(s, ref, harness::ProblemFileKind::golden);
   harness::write_problem_file(out, f);
-  std::cout << "wrote " << out << ": " << s.id() << ", " << f.tokens << " tokens, golden and baseline "
-            << std::chrono::duration<double>(t1 - t0).count() << " s\n";
+  const auto t2 = std::chrono::steady_clock::now();
+  const auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+  const harness::ReferenceTimes& t = ref.times;
+  std::cout << "wrote " << out << ": " << s.id() << ", " << f.tokens << " tokens, " << seconds(t0, t2) << " s: inputs "
+            << t.inputs << " s, " << (t.from_cache ? "golden and baseline read from the golden cache " : "golden ")
+            << t.golden << " s" << (t.from_cache ? std::string() : ", baseline " + std::to_string(t.baseline) + " s")
+            << ", cache and file " << (seconds(t0, t1) - t.inputs - t.golden - t.baseline) + seconds(t1, t2) << " s\n";
+  if (golden_cache) std::cerr << golden_cache_summary(*golden_cache) << "\n";
   return kOk;
 }
 

@@ -25,6 +25,7 @@ int cmd_run(const std::vector<std::string>& args) {
   double exec_timeout = 300, dut_timeout = 300;
   std::int64_t memory_limit_mb = 0;
   std::int64_t max_scenarios = harness::SweepLoadOptions{}.max_scenarios;
+  GoldenCacheArgs golden_cache_args;
   po::options_description desc(
       "swa-harness run SWEEP.yaml: run the sweep's scenarios against DUTs\nexit status: 0 all pass, 1 some fail, 2 "
       "invalid input or internal error, 3 the results could not be stored (a full disk; --resume finishes)");
@@ -51,6 +52,7 @@ int cmd_run(const std::vector<std::string>& args) {
       ("perf-repeats", po::value(&perf_repeats)->default_value(5), "timed repeats in perf mode")
       ("memory-limit-mb", po::value(&memory_limit_mb)->default_value(0), "refuse larger scenarios (0: half the RAM)")
       ("max-scenarios", po::value(&max_scenarios)->default_value(max_scenarios), "refuse sweep files that expand to more scenarios");
+  add_golden_cache_options(desc, golden_cache_args);
   po::positional_options_description positional;
   positional.add("sweep-file", 1);
   po::variables_map vm;
@@ -88,6 +90,8 @@ int cmd_run(const std::vector<std::string>& args) {
     std::cerr << "perf ceiling: Eigen SGEMM 2048^3 = " << options.ceiling_gflops << " GFLOP/s\n";
   }
   options.cache_check = vm.count("no-cache-check") == 0;
+  const std::unique_ptr<harness::GoldenCache> golden_cache = open_golden_cache(vm, golden_cache_args);
+  options.golden_cache = golden_cache.get();
   if (vm.count("tolerance-profile")) {
     options.profile = harness::parse_profile(profile_text);
     if (!options.profile)
@@ -128,6 +132,7 @@ int cmd_run(const std::vector<std::string>& args) {
               << " scenarios already stored are kept; running what is missing\n";
   const harness::RunOutcome outcome = harness::run_scenarios(scenarios, store, options, std::cerr);
 
+  if (golden_cache) std::cerr << golden_cache_summary(*golden_cache) << "\n";
   const auto rows = store.results();
   std::string junit_error;
   if (vm.count("junit")) try {

@@ -105,6 +105,7 @@ int cmd_submit(const std::vector<std::string>& args) {
   std::vector<std::string> sbatch_args;
   int shards = 0, max_parallel = 0, cpus_per_task = 1, gpus_per_task = 0;
   double exec_timeout = 300, dut_timeout = 300;
+  GoldenCacheArgs golden_cache_args;
   po::options_description desc(
       "swa-harness submit SWEEP.yaml --slurm --shards N --out DIR: run a sweep as a Slurm job array\n"
       "Writes DIR/array.sbatch (one shard per array task, each into DIR/shard-K.h5 with --resume, so a requeued\n"
@@ -130,6 +131,7 @@ int cmd_submit(const std::vector<std::string>& args) {
       ("exec-timeout", po::value(&exec_timeout)->default_value(300), "as for run")
       ("dut-timeout", po::value(&dut_timeout)->default_value(300), "as for run")
       ("dry-run", "print the two scripts and the sbatch commands; write and submit nothing");
+  add_golden_cache_options(desc, golden_cache_args);  // for every task; a shared folder serves them all
   po::positional_options_description positional;
   positional.add("sweep-file", 1);
   po::variables_map vm;
@@ -195,6 +197,16 @@ int cmd_submit(const std::vector<std::string>& args) {
   if (vm.count("tolerance-profile")) s.run_args.insert(s.run_args.end(), {"--tolerance-profile", profile_text});
   if (!vm["exec-timeout"].defaulted()) s.run_args.insert(s.run_args.end(), {"--exec-timeout", std::to_string(exec_timeout)});
   if (!vm["dut-timeout"].defaulted()) s.run_args.insert(s.run_args.end(), {"--dut-timeout", std::to_string(dut_timeout)});
+  require_range("--golden-cache-max-mb", golden_cache_args.max_mb, 1, std::int64_t{1} << 30);
+  if (vm.count("no-golden-cache") && vm.count("golden-cache"))
+    throw UsageError("options --golden-cache and --no-golden-cache: give one of them");
+  if (vm.count("golden-cache") && fs::exists(golden_cache_args.dir) && !fs::is_directory(golden_cache_args.dir))
+    throw UsageError("option --golden-cache: " + golden_cache_args.dir + " is not a folder");
+  if (vm.count("no-golden-cache")) s.run_args.push_back("--no-golden-cache");
+  if (vm.count("golden-cache"))
+    s.run_args.insert(s.run_args.end(), {"--golden-cache", fs::absolute(golden_cache_args.dir).lexically_normal().string()});
+  if (!vm["golden-cache-max-mb"].defaulted())
+    s.run_args.insert(s.run_args.end(), {"--golden-cache-max-mb", std::to_string(golden_cache_args.max_mb)});
 
   const std::string array_text = slurm::array_script(s), merge_text = slurm::merge_script(s);
   const std::string array_submit = "sbatch --parsable " + slurm::shell_quote(slurm::array_script_path(s).string());

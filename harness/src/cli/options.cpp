@@ -148,4 +148,49 @@ void guard_output(const std::string& option, const std::string& path, OutputKind
                      "; refusing to replace it (pass --force to replace it anyway)");
 }
 
+void add_golden_cache_options(po::options_description& desc, GoldenCacheArgs& args) {
+  const auto where = harness::GoldenCache::default_dir();
+  desc.add_options()
+      ("golden-cache", po::value(&args.dir),
+       ("folder of golden results keyed by content, read instead of recomputing (default: " +
+        (where ? where->string() : std::string("none: neither XDG_CACHE_HOME nor HOME is set")) + ")").c_str())
+      ("no-golden-cache", "compute every golden and baseline; read and write no golden cache")
+      ("golden-cache-max-mb", po::value(&args.max_mb)->default_value(args.max_mb),
+       "size cap of the golden cache folder; the least recently used entries go first");
+}
+
+std::unique_ptr<harness::GoldenCache> open_golden_cache(const po::variables_map& vm, const GoldenCacheArgs& args) {
+  require_range("--golden-cache-max-mb", args.max_mb, 1, std::int64_t{1} << 30);
+  if (vm.count("no-golden-cache")) {
+    if (vm.count("golden-cache")) throw UsageError("options --golden-cache and --no-golden-cache: give one of them");
+    return nullptr;
+  }
+  const std::int64_t cap = args.max_mb << 20;
+  if (vm.count("golden-cache")) {
+    if (args.dir.empty()) throw UsageError("option --golden-cache: empty folder name");
+    try {
+      return std::make_unique<harness::GoldenCache>(args.dir, cap);
+    } catch (const std::runtime_error& e) {
+      throw UsageError("option --golden-cache: " + std::string(e.what()));
+    }
+  }
+  const auto where = harness::GoldenCache::default_dir();
+  if (!where) return nullptr;
+  try {
+    return std::make_unique<harness::GoldenCache>(*where, cap);
+  } catch (const std::runtime_error& e) {
+    std::cerr << "swa-harness: warning: running without a golden cache: " << e.what() << "\n";
+    return nullptr;
+  }
+}
+
+std::string golden_cache_summary(const harness::GoldenCache& cache) {
+  const harness::GoldenCacheCounts c = cache.counts();
+  std::string s = "golden cache " + cache.dir().string() + ": " + std::to_string(c.hits) + " read, " +
+                  std::to_string(c.stored) + " computed and stored";
+  if (c.corrupt) s += ", " + std::to_string(c.corrupt) + " corrupt entries deleted and recomputed";
+  if (c.evicted) s += ", " + std::to_string(c.evicted) + " evicted (cap " + human_bytes(cache.max_bytes()) + ")";
+  return s;
+}
+
 }  // namespace swa::cli

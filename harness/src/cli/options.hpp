@@ -2,8 +2,10 @@
 // Shared plumbing of the subcommands: option parsing, range checks, exit codes.
 #include <boost/program_options.hpp>
 
+#include "swa/harness/golden_cache.hpp"
 #include "swa/harness/sweep_file.hpp"
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -55,6 +57,18 @@ void guard_output(const std::string& option, const std::string& path, OutputKind
 std::vector<std::string> parse_dut_option(const std::string& text);
 // Throws UsageError, prefixed by `named_by` ("option --dut: "), when no DUT of that name can be made.
 void require_dut_exists(const std::string& dut, const std::string& named_by);
+
+// --golden-cache DIR, --no-golden-cache, --golden-cache-max-mb N: harness/README.md, "Golden cache".
+struct GoldenCacheArgs {
+  std::string dir;
+  std::int64_t max_mb = harness::GoldenCache::kDefaultMaxBytes >> 20;
+};
+void add_golden_cache_options(po::options_description& desc, GoldenCacheArgs& args);
+// The cache the options ask for: none with --no-golden-cache; the default folder when it can be made
+// (a warning on stderr when not). A --golden-cache that cannot be a folder is a UsageError.
+std::unique_ptr<harness::GoldenCache> open_golden_cache(const po::variables_map& vm, const GoldenCacheArgs& args);
+// "golden cache DIR: H read, S stored, ..." for stderr at the end of a command.
+std::string golden_cache_summary(const harness::GoldenCache& cache);
 
 // Loads and validates a sweep file; its errors (file:line:col: key: message) become UsageError.
 harness::SweepFile load_sweep_or_usage_error(const std::string& path, const harness::SweepLoadOptions& options = {});

@@ -8,6 +8,7 @@
 
 #include "swa/dut/dut.hpp"
 #include "swa/golden.hpp"
+#include "swa/harness/golden_cache.hpp"
 #include "swa/harness/problem.hpp"
 #include "swa/harness/problem_file.hpp"
 #include "swa/harness/results.hpp"
@@ -25,16 +26,24 @@ struct DutOutput {
 };
 DutOutput run_dut(dut::Dut& dut, const Problem& problem, dut::ScheduleObserver* observer = nullptr);
 
+// Where a Reference's time went, in seconds.
+struct ReferenceTimes {
+  double inputs = 0, golden = 0, baseline = 0;  // golden: the golden, or the cache read on a hit
+  bool from_cache = false;                      // golden and baseline read from the golden cache
+};
+
 // A scenario's problem with its fp64 golden and same-precision baseline, computed once for every
-// DUT. Not copyable: the problem's params point into it.
+// DUT, or read from `cache` when it holds them (and stored there when it does not). Not copyable:
+// the problem's params point into it.
 struct Reference {
-  explicit Reference(const Scenario& s);
+  explicit Reference(const Scenario& s, GoldenCache* cache = nullptr);
   Reference(const Reference&) = delete;
   Reference& operator=(const Reference&) = delete;
 
   Problem problem;
   golden::Output golden;
   std::vector<float> baseline;
+  ReferenceTimes times;
 };
 
 struct Evaluation {

@@ -9,6 +9,8 @@
 
 namespace swa::harness {
 
+class GoldenCache;
+
 enum class DumpPolicy { failures, all };
 
 struct RunOptions {
@@ -20,6 +22,7 @@ struct RunOptions {
   double ceiling_gflops = 0;          // measured once per run when anything is timed
   std::optional<ToleranceProfile> profile;  // --tolerance-profile: replaces every scenario's tolerances
   bool cache_check = true;            // --no-cache-check turns the cache comparison off for every scenario
+  GoldenCache* golden_cache = nullptr;  // read goldens from here and store them (golden_cache.hpp)
 };
 
 // Runs one scenario against its DUTs: inputs from the seed, golden, baseline, then each DUT on a

@@ -45,4 +45,9 @@ inline double attention_gflops(std::int64_t head_size, std::int64_t pairs, std::
 // ceiling, measured in the same run as the kernels it is quoted against.
 double sgemm_ceiling_gflops(int n, int warmups, int repeats);
 
+// STREAM's triad a = b + s c over `elements` doubles per array, all threads, median after warm-ups,
+// in GB/s counted as STREAM does (24 bytes per element: two reads, one write): the memory bandwidth
+// a bandwidth-bound kernel (decode) is quoted against in the same run.
+double triad_bandwidth_gbs(std::int64_t elements, int warmups, int repeats);
+
 }  // namespace swa::harness

@@ -1,0 +1,222 @@
+#include "swa/harness/golden_cache.hpp"
+
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
+namespace swa::harness {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr char kMagic[8] = {'S', 'W', 'A', 'G', 'O', 'L', 'D', '1'};
+constexpr std::size_t kKeyChars = 64;
+constexpr std::size_t kDigestBytes = 32;
+constexpr std::string_view kExtension = ".golden";
+
+class Sha256 {
+ public:
+  Sha256() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
+    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1)
+      throw std::runtime_error("golden cache: OpenSSL cannot start a SHA-256");
+  }
+  Sha256& add(const void* data, std::size_t bytes) {
+    EVP_DigestUpdate(ctx_.get(), data, bytes);
+    return *this;
+  }
+  Sha256& add(std::string_view text) {
+    const std::uint64_t n = text.size();  // length-prefixed, so field boundaries are part of the hash
+    return add(&n, sizeof n).add(text.data(), text.size());
+  }
+  template <class T>
+  Sha256& add_vector(const std::vector<T>& v) {
+    const std::uint64_t n = v.size();
+    return add(&n, sizeof n).add(v.data(), v.size() * sizeof(T));
+  }
+  std::array<unsigned char, kDigestBytes> digest() {
+    std::array<unsigned char, kDigestBytes> d{};
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx_.get(), d.data(), &len);
+    return d;
+  }
+  std::string hex() {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string s;
+    for (unsigned char c : digest()) {
+      s += digits[c >> 4];
+      s += digits[c & 15];
+    }
+    return s;
+  }
+
+ private:
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
+};
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line;
+  return "unknown cpu";
+}
+
+struct Header {
+  char magic[8];
+  char key[kKeyChars];
+  std::uint64_t out, lse, baseline;
+};
+
+template <class T>
+bool read_array(std::ifstream& in, std::vector<T>& v, std::uint64_t n, Sha256& check) {
+  v.resize(n);
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(T)));
+  if (!in) return false;
+  check.add(v.data(), n * sizeof(T));
+  return true;
+}
+
+}  // namespace
+
+GoldenCache::GoldenCache(fs::path dir, std::int64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec || !fs::is_directory(dir_))
+    throw std::runtime_error("golden cache folder " + dir_.string() + " cannot be created: " +
+                             (ec ? ec.message() : "it is not a folder"));
+}
+
+std::optional<fs::path> GoldenCache::default_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "swa-harness" / "golden";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "swa-harness" / "golden";
+  return std::nullopt;
+}
+
+std::string GoldenCache::key(const std::string& scenario_id, const Problem& problem) {
+  static const std::string model = cpu_model();
+  Sha256 inputs;
+  inputs.add_vector(problem.q_storage).add_vector(problem.k_storage).add_vector(problem.v_storage);
+  inputs.add_vector(problem.mask).add_vector(problem.sinks);
+  const auto input_digest = inputs.digest();
+  Sha256 k;
+  k.add("swa-golden-cache 1").add(scenario_id).add(golden::build_id()).add(model);
+  k.add(input_digest.data(), input_digest.size());
+  return k.hex();
+}
+
+fs::path GoldenCache::path_for(const std::string& key) const { return dir_ / (key + std::string(kExtension)); }
+
+std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
+  const fs::path path = path_for(key);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  GoldenCacheEntry e;
+  Header h{};
+  Sha256 check;
+  std::array<unsigned char, kDigestBytes> stored{};
+  // Sizes are bounded by the file's own size before anything is allocated.
+  std::error_code ec;
+  const auto file_bytes = fs::file_size(path, ec);
+  const bool ok = [&] {
+    if (ec || !in.read(reinterpret_cast<char*>(&h), sizeof h)) return false;
+    if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || std::string_view(h.key, kKeyChars) != key) return false;
+    const std::uint64_t body = (h.out + h.lse) * sizeof(double) + h.baseline * sizeof(float);
+    if (h.out > file_bytes || h.lse > file_bytes || h.baseline > file_bytes ||
+        sizeof h + body + kDigestBytes != file_bytes)
+      return false;
+    check.add(&h, sizeof h);
+    if (!read_array(in, e.golden.out, h.out, check) || !read_array(in, e.golden.lse, h.lse, check) ||
+        !read_array(in, e.baseline, h.baseline, check))
+      return false;
+    if (!in.read(reinterpret_cast<char*>(stored.data()), kDigestBytes)) return false;
+    return check.digest() == stored;
+  }();
+  if (!ok) {
+    ++corrupt_;
+    fs::remove(path, ec);
+    return std::nullopt;
+  }
+  fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // the LRU clock
+  ++hits_;
+  return e;
+}
+
+void GoldenCache::store(const std::string& key, const golden::Output& golden, const std::vector<float>& baseline) {
+  const std::int64_t bytes = static_cast<std::int64_t>(sizeof(Header) + (golden.out.size() + golden.lse.size()) * sizeof(double) +
+                                                       baseline.size() * sizeof(float) + kDigestBytes);
+  if (bytes > max_bytes_) return;
+  const fs::path path = path_for(key);
+  const std::string tid = std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "." + tid;
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  std::memcpy(h.key, key.data(), std::min(key.size(), kKeyChars));
+  h.out = golden.out.size();
+  h.lse = golden.lse.size();
+  h.baseline = baseline.size();
+  Sha256 check;
+  std::error_code ec;
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    auto put = [&](const void* data, std::size_t n) {
+      out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+      check.add(data, n);
+    };
+    put(&h, sizeof h);
+    put(golden.out.data(), golden.out.size() * sizeof(double));
+    put(golden.lse.data(), golden.lse.size() * sizeof(double));
+    put(baseline.data(), baseline.size() * sizeof(float));
+    const auto digest = check.digest();
+    out.write(reinterpret_cast<const char*>(digest.data()), kDigestBytes);
+    out.close();
+    if (!out) {
+      fs::remove(tmp, ec);
+      return;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return;
+  }
+  ++stored_;
+  evict();
+}
+
+void GoldenCache::evict() {
+  struct Item {
+    fs::path path;
+    fs::file_time_type used;
+    std::int64_t bytes;
+  };
+  std::vector<Item> items;
+  std::int64_t total = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() != kExtension) continue;
+    std::error_code e1, e2;
+    const auto bytes = it->file_size(e1);
+    const auto used = it->last_write_time(e2);
+    if (e1 || e2) continue;  // removed by another process meanwhile
+    items.push_back({it->path(), used, static_cast<std::int64_t>(bytes)});
+    total += static_cast<std::int64_t>(bytes);
+  }
+  if (total <= max_bytes_) return;
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.used < b.used; });
+  for (const Item& item : items) {
+    if (total <= max_bytes_) break;
+    if (fs::remove(item.path, ec)) ++evicted_;
+    total -= item.bytes;
+  }
+}
+
+GoldenCacheCounts GoldenCache::counts() const { return {hits_.load(), stored_.load(), corrupt_.load(), evicted_.load()}; }
+
+}  // namespace swa::harness

@@ -1,0 +1,162 @@
+#!/usr/bin/python3
+"""The golden cache: a warm rerun reads every golden, results are the same with and without it, a
+corrupt or truncated entry is recomputed, the size cap evicts the least recently used entries, and
+bad options are refused with exit 2.
+
+usage: test_golden_cache.py PATH/TO/swa-harness CI_YAML COMPARE_RESULTS_SCRIPT
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import h5py
+import numpy as np
+
+HARNESS = CI = COMPARE = None
+SWEEP = ("--sweep", "caches", "--filter", "w=33/chunk=[0-9]+/(steps=12/)?cache=ring-modulo/mask=none/fp32/", "--dut", "cpu,baseline")  # 6 scenarios
+
+
+def harness(*args, env=None):
+    return subprocess.run([HARNESS, *map(str, args)], capture_output=True, text=True, env=env, timeout=600)
+
+
+def counts(stderr):
+    m = re.search(r"golden cache (.*): (\d+) read, (\d+) computed and stored", stderr)
+    assert m, stderr
+    return int(m.group(2)), int(m.group(3))
+
+
+def same_results(a, b):
+    r = subprocess.run(["/usr/bin/python3", COMPARE, a, b], capture_output=True, text=True)
+    return r.returncode == 0, r.stdout + r.stderr
+
+
+class GoldenCacheTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+        self.cache = os.path.join(self.dir, "cache")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def run_sweep(self, name, *extra):
+        out = os.path.join(self.dir, name + ".h5")
+        r = harness("run", CI, *SWEEP, "--out", out, *extra)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return out, r
+
+    def entries(self):
+        return sorted(glob.glob(os.path.join(self.cache, "*.golden")))
+
+    def test_warm_rerun_reads_every_golden_and_changes_nothing(self):
+        cold, r = self.run_sweep("cold", "--golden-cache", self.cache)
+        self.assertEqual(counts(r.stderr), (0, 6))
+        self.assertEqual(len(self.entries()), 6)
+        warm, r = self.run_sweep("warm", "--golden-cache", self.cache)
+        self.assertEqual(counts(r.stderr), (6, 0))
+        uncached, r = self.run_sweep("uncached", "--no-golden-cache")
+        self.assertNotIn("golden cache", r.stderr)
+        for other in (warm, uncached):
+            ok, why = same_results(cold, other)
+            self.assertTrue(ok, why)
+
+    def test_golden_file_is_bitwise_the_same_from_the_cache(self):
+        args = ("golden", "--batch", "40,9", "--heads", "4", "--kv-heads", "2", "--head-size", "64", "--window", "7",
+                "--dtype", "bf16", "--seed", "5", "--golden-cache", self.cache)
+        outs = []
+        for name in ("a", "b"):
+            out = os.path.join(self.dir, name + ".h5")
+            r = harness(*args, "--out", out)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            outs.append(out)
+        self.assertIn("read from the golden cache", r.stdout)
+        with h5py.File(outs[0]) as a, h5py.File(outs[1]) as b:
+            for name in ("out", "lse", "baseline"):
+                x, y = a["reference"][name][()], b["reference"][name][()]
+                self.assertEqual(x.tobytes(), y.tobytes(), name)
+            self.assertTrue(np.isfinite(a["reference"]["out"][()]).all())
+
+    def test_corrupt_and_truncated_entries_are_recomputed(self):
+        cold, _ = self.run_sweep("cold", "--golden-cache", self.cache)
+        flipped, truncated = self.entries()[:2]
+        with open(flipped, "r+b") as f:  # one bit in the middle of the golden output
+            f.seek(os.path.getsize(flipped) // 2)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0x10]))
+        with open(truncated, "r+b") as f:
+            f.truncate(os.path.getsize(truncated) - 9)
+        again, r = self.run_sweep("again", "--golden-cache", self.cache)
+        self.assertEqual(counts(r.stderr), (4, 2))
+        self.assertIn("2 corrupt entries deleted and recomputed", r.stderr)
+        ok, why = same_results(cold, again)
+        self.assertTrue(ok, why)
+        _, r = self.run_sweep("third", "--golden-cache", self.cache)  # the recomputed entries are good
+        self.assertEqual(counts(r.stderr), (6, 0))
+
+    def test_size_cap_evicts_least_recently_used_first(self):
+        self.run_sweep("measure", "--golden-cache", self.cache)
+        entries = sum(os.path.getsize(p) for p in self.entries())
+        for p in self.entries():
+            os.remove(p)
+        # A cap that holds this run's entries and `recent` but not `old` as well.
+        mib = 1 << 20
+        cap_mb = (entries + mib) // mib + 1
+        old, recent = (os.path.join(self.cache, n + ".golden") for n in ("old", "recent"))
+        for path, size in ((old, 2 * mib), (recent, mib // 2)):
+            with open(path, "wb") as f:
+                f.write(b"\0" * size)
+        os.utime(old, (time.time() - 86400, time.time() - 86400))
+        os.utime(recent, (time.time() + 86400, time.time() + 86400))  # used after this run's entries
+        _, r = self.run_sweep("capped", "--golden-cache", self.cache, "--golden-cache-max-mb", str(cap_mb))
+        self.assertFalse(os.path.exists(old), "the least recently used entry stays over the cap")
+        self.assertTrue(os.path.exists(recent), "a recently used entry was evicted")
+        self.assertEqual(len(self.entries()), 7, "an entry of this run was evicted though the cap held it")
+        self.assertIn("1 evicted", r.stderr)
+        total = sum(os.path.getsize(p) for p in glob.glob(os.path.join(self.cache, "*.golden")))
+        self.assertLessEqual(total, cap_mb * mib)
+        # A cap below the run's entries keeps the folder under it whatever is stored.
+        tiny = os.path.join(self.dir, "tiny")
+        self.run_sweep("tiny", "--golden-cache", tiny, "--golden-cache-max-mb", "1")
+        self.assertLessEqual(sum(os.path.getsize(p) for p in glob.glob(os.path.join(tiny, "*"))), mib)
+
+    def test_default_folder_follows_xdg_cache_home(self):
+        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(self.dir, "xdg"))
+        out = os.path.join(self.dir, "default.h5")
+        r = harness("run", CI, *SWEEP, "--out", out, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(glob.glob(os.path.join(self.dir, "xdg", "swa-harness", "golden", "*.golden"))), 6)
+
+    def test_bad_options_exit_2_naming_the_option(self):
+        afile = os.path.join(self.dir, "a-file")
+        open(afile, "w").close()
+        out = os.path.join(self.dir, "x.h5")
+        for extra, needle in [(("--golden-cache", afile), "--golden-cache"),
+                              (("--golden-cache", self.cache, "--no-golden-cache"), "--no-golden-cache"),
+                              (("--golden-cache-max-mb", "0"), "--golden-cache-max-mb")]:
+            r = harness("run", CI, *SWEEP, "--out", out, *extra)
+            self.assertEqual(r.returncode, 2, (extra, r.stderr))
+            self.assertIn(needle, r.stderr)
+            self.assertFalse(os.path.exists(out))
+
+    def test_submit_forwards_the_folder_to_every_task(self):
+        r = harness("submit", CI, "--slurm", "--shards", "2", "--out", os.path.join(self.dir, "sub"), "--dry-run",
+                    "--golden-cache", "rel/cache", "--golden-cache-max-mb", "64")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("--golden-cache " + os.path.join(os.getcwd(), "rel/cache") + " --golden-cache-max-mb 64", r.stdout)
+        r = harness("submit", CI, "--slurm", "--shards", "2", "--out", os.path.join(self.dir, "sub"), "--dry-run",
+                    "--golden-cache", "x", "--no-golden-cache")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--no-golden-cache", r.stderr)
+
+
+if __name__ == "__main__":
+    HARNESS, CI, COMPARE = sys.argv[1:4]
+    del sys.argv[1:4]
+    unittest.main(verbosity=2)
