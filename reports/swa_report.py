@@ -91,8 +91,9 @@ def verdict_counts(results):
 
 
 def score_features(s):
-    """The score semantics a scenario uses (golden/README.md): sinks, soft-cap, two-sided window; 'plain'
-    when none. Files written before these columns existed have none of them."""
+    """The score semantics and KV storage a scenario uses (golden/README.md): sinks, soft-cap, two-sided
+    window, FP8 KV (e4m3/e5m2); 'plain' when none. Files written before these columns existed have none
+    of them."""
     features = []
     if _str(s.get("sinks", "none")) not in ("none", ""):
         features.append("sinks")
@@ -100,6 +101,9 @@ def score_features(s):
         features.append("soft-cap")
     if int(s.get("window_right", 0) or 0) > 0:
         features.append("two-sided window")
+    kv = _str(s.get("kv_dtype", "dtype"))
+    if kv.startswith("fp8"):
+        features.append("KV " + kv)
     return features or ["plain"]
 
 

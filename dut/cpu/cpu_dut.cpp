@@ -10,6 +10,7 @@
 #include "convert.hpp"
 #include "dispatch.hpp"
 #include "flash_tile.hpp"
+#include "swa/dut/fp8.hpp"
 
 namespace swa::dut {
 namespace {
@@ -93,6 +94,31 @@ class CpuDut final : public Dut {
     }
   }
 
+  // Input K and V rows to fp32 as attention reads them: with an FP8 KV format, through the FP8
+  // rounding a cache write would apply.
+  template <class T>
+  static void input_kv_to_fp32(const AttnParams& p, std::int64_t row, int kv_head, std::int64_t rows, float* k,
+                               float* v) {
+    cpu::rows_to_fp32(typed<T>(p.k) + row * p.k_row_stride + kv_head * p.k_head_stride, p.k_row_stride, rows,
+                      p.head_size, 1.f, k);
+    cpu::rows_to_fp32(typed<T>(p.v) + row * p.v_row_stride + kv_head * p.v_head_stride, p.v_row_stride, rows,
+                      p.head_size, 1.f, v);
+    if (!is_fp8(p.kv_format)) return;
+    cpu::fp8_round_trip(k, rows * p.head_size, is_e4m3(p.kv_format), p.k_descale);
+    cpu::fp8_round_trip(v, rows * p.head_size, is_e4m3(p.kv_format), p.v_descale);
+  }
+
+  // Cache rows (slot_stride elements apart, from byte `offset`) of K or V to fp32: dtype storage or
+  // FP8 codes times the descale.
+  template <class T>
+  static void cache_rows_to_fp32(const KvCache& cache, const std::vector<unsigned char>& bytes, std::size_t offset,
+                                 std::int64_t slot_stride, std::int64_t rows, int d, float descale, float* dst) {
+    if (!is_fp8(cache.format))
+      return cpu::rows_to_fp32(reinterpret_cast<const T*>(bytes.data() + offset), slot_stride, rows, d, 1.f, dst);
+    for (std::int64_t r = 0; r < rows; ++r)
+      cpu::fp8_to_fp32(&bytes[offset + r * slot_stride], dst + r * d, d, is_e4m3(cache.format), descale);
+  }
+
   // fp32 K and V of sequence rows [row0, row0 + rows) of one kv head: a view for fp32 storage, a
   // converted copy (per kv head, never per q head) otherwise.
   template <class T>
@@ -100,17 +126,14 @@ class CpuDut final : public Dut {
                                 std::vector<float>& k_buf, std::vector<float>& v_buf) {
     const std::int64_t first = p.seq_offsets[b] + row0;
     if constexpr (std::is_same_v<T, float>) {
-      return {typed<float>(p.k) + first * p.k_row_stride + kv_head * p.k_head_stride,
-              typed<float>(p.v) + first * p.v_row_stride + kv_head * p.v_head_stride, p.k_row_stride, row0, rows};
-    } else {
-      k_buf.resize(static_cast<std::size_t>(rows) * p.head_size);
-      v_buf.resize(k_buf.size());
-      cpu::rows_to_fp32(typed<T>(p.k) + first * p.k_row_stride + kv_head * p.k_head_stride, p.k_row_stride, rows,
-                        p.head_size, 1.f, k_buf.data());
-      cpu::rows_to_fp32(typed<T>(p.v) + first * p.v_row_stride + kv_head * p.v_head_stride, p.v_row_stride, rows,
-                        p.head_size, 1.f, v_buf.data());
-      return {k_buf.data(), v_buf.data(), p.head_size, row0, rows};
+      if (!is_fp8(p.kv_format))
+        return {typed<float>(p.k) + first * p.k_row_stride + kv_head * p.k_head_stride,
+                typed<float>(p.v) + first * p.v_row_stride + kv_head * p.v_head_stride, p.k_row_stride, row0, rows};
     }
+    k_buf.resize(static_cast<std::size_t>(rows) * p.head_size);
+    v_buf.resize(k_buf.size());
+    input_kv_to_fp32<T>(p, first, kv_head, rows, k_buf.data(), v_buf.data());
+    return {k_buf.data(), v_buf.data(), p.head_size, row0, rows};
   }
 
   // Runs tasks in parallel; `keys_for` gives the key block of (b, kv_head).
@@ -178,15 +201,11 @@ class CpuDut final : public Dut {
       if (cache.position_in(b, slot) != pos)
         return Status::failure("cpu: the cache does not hold position " + std::to_string(pos) + " of sequence " +
                                std::to_string(b));
-      const std::size_t off = cache.offset(b, slot, g) / sizeof(T);
-      cpu::rows_to_fp32(reinterpret_cast<const T*>(cache.k.data()) + off, d, 1, d, 1.f, &k_buf[(pos - first) * d]);
-      cpu::rows_to_fp32(reinterpret_cast<const T*>(cache.v.data()) + off, d, 1, d, 1.f, &v_buf[(pos - first) * d]);
+      const std::size_t off = cache.offset(b, slot, g);
+      cache_rows_to_fp32<T>(cache, cache.k, off, d, 1, d, p.k_descale, &k_buf[(pos - first) * d]);
+      cache_rows_to_fp32<T>(cache, cache.v, off, d, 1, d, p.v_descale, &v_buf[(pos - first) * d]);
     }
-    const std::int64_t row = p.seq_offsets[b] + s;
-    cpu::rows_to_fp32(typed<T>(p.k) + row * p.k_row_stride + g * p.k_head_stride, p.k_row_stride, e - s, d, 1.f,
-                      &k_buf[(s - first) * d]);
-    cpu::rows_to_fp32(typed<T>(p.v) + row * p.v_row_stride + g * p.v_head_stride, p.v_row_stride, e - s, d, 1.f,
-                      &v_buf[(s - first) * d]);
+    input_kv_to_fp32<T>(p, p.seq_offsets[b] + s, g, e - s, &k_buf[(s - first) * d], &v_buf[(s - first) * d]);
     block = {k_buf.data(), v_buf.data(), d, first, e - first};
     return Status::success();
   }
@@ -233,24 +252,24 @@ class CpuDut final : public Dut {
                                   std::vector<float>& v_buf, const float*& keys, const float*& values,
                                   std::int64_t& stride) {
     const int d = p.head_size;
-    const T* k_cache = reinterpret_cast<const T*>(cache.k.data());
-    const T* v_cache = reinterpret_cast<const T*>(cache.v.data());
     if (all_visible) {
-      const std::size_t off = cache.offset(b, t0, g) / sizeof(T);
+      const std::size_t off = cache.offset(b, t0, g);
       const std::int64_t slot_stride = static_cast<std::int64_t>(cache.heads_kv) * d;
       if constexpr (std::is_same_v<T, float>) {
-        keys = k_cache + off;
-        values = v_cache + off;
-        stride = slot_stride;
-      } else {
-        k_buf.resize(static_cast<std::size_t>(t1 - t0) * d);
-        v_buf.resize(k_buf.size());
-        cpu::rows_to_fp32(k_cache + off, slot_stride, t1 - t0, d, 1.f, k_buf.data());
-        cpu::rows_to_fp32(v_cache + off, slot_stride, t1 - t0, d, 1.f, v_buf.data());
-        keys = k_buf.data();
-        values = v_buf.data();
-        stride = d;
+        if (!is_fp8(cache.format)) {
+          keys = reinterpret_cast<const float*>(cache.k.data() + off);
+          values = reinterpret_cast<const float*>(cache.v.data() + off);
+          stride = slot_stride;
+          return t1 - t0;
+        }
       }
+      k_buf.resize(static_cast<std::size_t>(t1 - t0) * d);
+      v_buf.resize(k_buf.size());
+      cache_rows_to_fp32<T>(cache, cache.k, off, slot_stride, t1 - t0, d, p.k_descale, k_buf.data());
+      cache_rows_to_fp32<T>(cache, cache.v, off, slot_stride, t1 - t0, d, p.v_descale, v_buf.data());
+      keys = k_buf.data();
+      values = v_buf.data();
+      stride = d;
       return t1 - t0;
     }
     k_buf.clear();
@@ -258,11 +277,11 @@ class CpuDut final : public Dut {
     for (std::int64_t slot = t0; slot < t1; ++slot) {
       const std::int64_t pos = cache.position_in(b, slot);
       if (pos < 0 || !band_visible(p.band, i, pos)) continue;
-      const std::size_t off = cache.offset(b, slot, g) / sizeof(T);
+      const std::size_t off = cache.offset(b, slot, g);
       k_buf.resize(k_buf.size() + d);
       v_buf.resize(v_buf.size() + d);
-      cpu::rows_to_fp32(k_cache + off, d, 1, d, 1.f, &*(k_buf.end() - d));
-      cpu::rows_to_fp32(v_cache + off, d, 1, d, 1.f, &*(v_buf.end() - d));
+      cache_rows_to_fp32<T>(cache, cache.k, off, d, 1, d, p.k_descale, &*(k_buf.end() - d));
+      cache_rows_to_fp32<T>(cache, cache.v, off, d, 1, d, p.v_descale, &*(v_buf.end() - d));
     }
     keys = k_buf.data();
     values = v_buf.data();

@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     float dot = 0.f;
     if (seen)
 #pragma unroll
-      for (int d = 0; d < kDims; ++d) dot = fmaf(qr[d], to_float(cache_k[element + d]), dot);
+      for (int d = 0; d < kDims; ++d) dot = fmaf(qr[d], cached_kv<T>(p, cache_k, element + d, p.k_descale), dot);
     dot += __shfl_xor_sync(0xffffffffu, dot, 1);
     dot += __shfl_xor_sync(0xffffffffu, dot, 2);
     dot += __shfl_xor_sync(0xffffffffu, dot, 4);
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
       const float pj = exp2f(dot - new_max);
       l = l * correction + pj;
 #pragma unroll
-      for (int d = 0; d < kDims; ++d) o[d] = fmaf(pj, to_float(cache_v[element + d]), o[d] * correction);
+      for (int d = 0; d < kDims; ++d) o[d] = fmaf(pj, cached_kv<T>(p, cache_v, element + d, p.v_descale), o[d] * correction);
       m = new_max;
     }
   }

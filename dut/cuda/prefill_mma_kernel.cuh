@@ -14,6 +14,7 @@
 #include "launch.hpp"
 #include "mma_fragment.hpp"
 #include "shared_memory.cuh"
+#include "storage.cuh"
 
 namespace swa::dut::cuda {
 
@@ -131,8 +132,16 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
       uint4 k_chunk = make_uint4(0, 0, 0, 0), v_chunk = make_uint4(0, 0, 0, 0);  // zero V: 0 * garbage may be NaN
       if (c0 + j < c1) {
         const KeyLocation at = locate_key(p, cache, fresh_begin, b, c0 + j, kv_head);
-        k_chunk = *reinterpret_cast<const uint4*>((at.in_cache ? cache_k : k) + at.k_element + col);
-        v_chunk = *reinterpret_cast<const uint4*>((at.in_cache ? cache_v : v) + at.v_element + col);
+        if (!is_fp8(p.kv_format)) {
+          k_chunk = *reinterpret_cast<const uint4*>((at.in_cache ? cache_k : k) + at.k_element + col);
+          v_chunk = *reinterpret_cast<const uint4*>((at.in_cache ? cache_v : v) + at.v_element + col);
+        } else {
+          T k_elems[8], v_elems[8];
+          load_fp8_kv(p, at.in_cache, k, cache.k, at.k_element + col, p.k_descale, k_elems);
+          load_fp8_kv(p, at.in_cache, v, cache.v, at.v_element + col, p.v_descale, v_elems);
+          memcpy(&k_chunk, static_cast<const void*>(k_elems), sizeof k_chunk);
+          memcpy(&v_chunk, static_cast<const void*>(v_elems), sizeof v_chunk);
+        }
       }
       *reinterpret_cast<uint4*>(ks + j * kRS + col) = k_chunk;
       T v_elems[8];

@@ -8,6 +8,7 @@
 #include "kernel_args.hpp"
 #include "launch.hpp"
 #include "shared_memory.cuh"
+#include "storage.cuh"
 
 namespace swa::dut::cuda {
 
@@ -64,8 +65,16 @@ __global__ void __launch_bounds__(SimtTile<D>::kThreads) prefill_simt_kernel(Att
       float4 k_vec = make_float4(0.f, 0.f, 0.f, 0.f), v_vec = k_vec;
       if (c0 + j < c1) {
         const KeyLocation at = locate_key(p, cache, fresh_begin, b, c0 + j, kv_head);
-        k_vec = *reinterpret_cast<const float4*>((at.in_cache ? cache_k : k) + at.k_element + col);
-        v_vec = *reinterpret_cast<const float4*>((at.in_cache ? cache_v : v) + at.v_element + col);
+        if (!is_fp8(p.kv_format)) {
+          k_vec = *reinterpret_cast<const float4*>((at.in_cache ? cache_k : k) + at.k_element + col);
+          v_vec = *reinterpret_cast<const float4*>((at.in_cache ? cache_v : v) + at.v_element + col);
+        } else {
+          float k_elems[4], v_elems[4];
+          load_fp8_kv(p, at.in_cache, k, cache.k, at.k_element + col, p.k_descale, k_elems);
+          load_fp8_kv(p, at.in_cache, v, cache.v, at.v_element + col, p.v_descale, v_elems);
+          k_vec = make_float4(k_elems[0], k_elems[1], k_elems[2], k_elems[3]);
+          v_vec = make_float4(v_elems[0], v_elems[1], v_elems[2], v_elems[3]);
+        }
       }
       *reinterpret_cast<float4*>(ks + j * D + col) = k_vec;
       *reinterpret_cast<float4*>(vs + j * D + col) = v_vec;

@@ -3,6 +3,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
+#include <cstring>
+
+#include "swa/dut/fp8.hpp"
+#include "swa/params.hpp"
+
 namespace swa::dut::cuda {
 
 __device__ inline float to_float(float x) { return x; }
@@ -17,5 +23,30 @@ template <>
 __device__ inline __half from_float<__half>(float x) { return __float2half_rn(x); }
 template <>
 __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// N consecutive K or V elements at `element`, as attention reads them with an FP8 KV format: from
+// the cache, FP8 codes (one byte each) times the descale; from this call's inputs, the FP8 round
+// trip a cache write applies. An FP8 value times a power-of-two descale is exact in T, so T holds it.
+template <class T, int N>
+__device__ inline void load_fp8_kv(const AttnParams& p, bool in_cache, const T* input, const void* cache,
+                                   std::int64_t element, float descale, T (&out)[N]) {
+  const bool e4m3 = is_e4m3(p.kv_format);
+  if (in_cache) {
+    const auto* codes = static_cast<const std::uint8_t*>(cache) + element;
+#pragma unroll
+    for (int x = 0; x < N; ++x) out[x] = from_float<T>(fp8_to_float(codes[x], e4m3) * descale);
+  } else {
+#pragma unroll
+    for (int x = 0; x < N; ++x) out[x] = from_float<T>(fp8_round_trip(to_float(input[element + x]), e4m3, descale));
+  }
+}
+
+// One K or V element of the cache as fp32: storage dtype T, or an FP8 code times the descale.
+template <class T>
+__device__ inline float cached_kv(const AttnParams& p, const void* cache, std::int64_t element, float descale) {
+  if (is_fp8(p.kv_format))
+    return fp8_to_float(static_cast<const std::uint8_t*>(cache)[element], is_e4m3(p.kv_format)) * descale;
+  return to_float(static_cast<const T*>(cache)[element]);
+}
 
 }  // namespace swa::dut::cuda

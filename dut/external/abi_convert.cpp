@@ -41,6 +41,9 @@ swa_dut_v2_params to_c(const AttnParams& p) {
   c.mask_effective_window = p.mask_effective_window;
   c.softcap = p.softcap;
   c.sinks = p.sinks;
+  c.kv_format = static_cast<int32_t>(p.kv_format);
+  c.k_descale = p.k_descale;
+  c.v_descale = p.v_descale;
   return c;
 }
 
@@ -80,6 +83,11 @@ AttnParams from_c(const swa_dut_v2_params& c) {
     p.softcap = c.softcap;
     p.sinks = c.sinks;
   }
+  if (SWA_DUT_V2_HAS(&c, swa_dut_v2_params, v_descale)) {
+    p.kv_format = static_cast<KvFormat>(c.kv_format);
+    p.k_descale = c.k_descale;
+    p.v_descale = c.v_descale;
+  }
   return p;
 }
 
@@ -97,6 +105,7 @@ CacheView::CacheView(KvCache& cache) {
   c.tokens_written = tokens_written.data();
   c.k = cache.k.data();
   c.v = cache.v.data();
+  c.kv_format = static_cast<int32_t>(cache.format);
 }
 
 void CacheView::sync_back(KvCache& cache) const {
@@ -111,9 +120,10 @@ KvCache copy_from_c(const swa_dut_v2_cache& c) {
   k.slots = c.slots;
   k.heads_kv = c.heads_kv;
   k.head_size = c.head_size;
+  if (SWA_DUT_V2_HAS(&c, swa_dut_v2_cache, kv_format)) k.format = static_cast<KvFormat>(c.kv_format);
   for (int b = 0; b < c.batch; ++b) k.geometry.push_back({c.slots, c.base[b]});
   k.tokens_written.assign(c.tokens_written, c.tokens_written + c.batch);
-  const std::size_t bytes = static_cast<std::size_t>(c.batch) * c.slots * c.heads_kv * c.head_size * dtype_bytes(k.dtype);
+  const std::size_t bytes = static_cast<std::size_t>(c.batch) * c.slots * c.heads_kv * c.head_size * k.element_bytes();
   k.k.assign(static_cast<const unsigned char*>(c.k), static_cast<const unsigned char*>(c.k) + bytes);
   k.v.assign(static_cast<const unsigned char*>(c.v), static_cast<const unsigned char*>(c.v) + bytes);
   return k;
@@ -178,9 +188,15 @@ std::string outside_traits(const swa_dut_v2_traits& t, const AttnParams& p) {
   const std::string older = "the plugin was built against an ABI without the ";
   const std::string which = " field (params_size " + std::to_string(t.params_size) +
                             ": swa/dut_v1.h or swa/dut_v2.h 2.0; 2.1's is " +
-                            std::to_string(sizeof(swa_dut_v2_params)) + ")";
+                            std::to_string(offsetof(swa_dut_v2_params, reserved_2_1) + sizeof(std::int32_t)) + ")";
   if (p.softcap != 0.f && !knows(softcap_end)) return older + "softcap" + which + ", and this case soft-caps its scores";
   if (p.sinks && !knows(sinks_end)) return older + "sinks" + which + ", and this case has attention sinks";
+  static_assert(offsetof(swa_dut_v2_params, kv_format) >= 224, "2.2 fields start past 2.1's padded size");
+  constexpr std::size_t fp8_end = offsetof(swa_dut_v2_params, v_descale) + sizeof(float);
+  if (is_fp8(p.kv_format) && !knows(fp8_end))
+    return "the plugin was built against an ABI without the kv_format field (params_size " +
+           std::to_string(t.params_size) + ": before swa/dut_v2.h 2.2, whose is " +
+           std::to_string(sizeof(swa_dut_v2_params)) + "), and this case has an FP8 KV cache";
   return {};
 }
 

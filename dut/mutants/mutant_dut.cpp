@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "swa/dut/fp8.hpp"
 #include "swa/dut/visibility.hpp"
 #include "swa/enum_names.hpp"
 
@@ -32,6 +33,8 @@ std::string_view fault_name(Fault f) {
     case Fault::sink_in_numerator: return "sink_in_numerator";
     case Fault::softcap_after_mask: return "softcap_after_mask";
     case Fault::window_right_off_by_one: return "window_right_off_by_one";
+    case Fault::fp8_no_saturation: return "fp8_no_saturation";
+    case Fault::fp8_descale_twice: return "fp8_descale_twice";
   }
   return "?";
 }
@@ -101,7 +104,27 @@ class MutantDut final : public Dut {
     const unsigned char* k;
     const unsigned char* v;
     bool hidden = false;  // computed, then "masked" to -inf before a cap turned it into -cap
+    bool cached = false;  // k and v point into the KV cache (FP8 codes with an FP8 KV format)
   };
+
+  bool fp8(const AttnParams& p) const { return is_fp8(p.kv_format); }
+
+  std::uint8_t encode(const AttnParams& p, float x, float descale) const {
+    return fp8_from_float(x / descale, is_e4m3(p.kv_format), fault_ != Fault::fp8_no_saturation);
+  }
+  float decode(const AttnParams& p, std::uint8_t code, float descale) const {
+    const float once = fp8_to_float(code, is_e4m3(p.kv_format)) * descale;
+    return fault_ == Fault::fp8_descale_twice ? once * descale : once;
+  }
+
+  // Element d of a key's K (value = false) or V row, as the kernel reads it.
+  float kv_element(const AttnParams& p, const Key& key, bool value, int d) const {
+    const unsigned char* row = value ? key.v : key.k;
+    const float descale = value ? p.v_descale : p.k_descale;
+    if (key.cached && fp8(p)) return decode(p, row[d], descale);
+    const float x = load_from(p.dtype, row + d * dtype_bytes(p.dtype));
+    return fp8(p) ? decode(p, encode(p, x, descale), descale) : x;
+  }
 
   bool caps_hidden_keys(const AttnParams& p) const { return fault_ == Fault::softcap_after_mask && p.softcap > 0.f; }
 
@@ -160,7 +183,7 @@ class MutantDut final : public Dut {
       const std::int64_t pos = cache.position_in(b, shifted_back(cache, slot));
       if (pos < 0 || (!visible(p, i, pos) && !caps_hidden_keys(p))) continue;
       const std::size_t off = cache.offset(b, slot, kv_head(p, h));
-      keys_.push_back({&cache.k[off], &cache.v[off], !visible(p, i, pos)});
+      keys_.push_back({&cache.k[off], &cache.v[off], !visible(p, i, pos), true});
     }
   }
 
@@ -168,6 +191,11 @@ class MutantDut final : public Dut {
     if (cache.tokens_written[b] == 0 && cache.policy == CachePolicy::ring_compact)
       cache.geometry[b].base = compact_ring_base(e - s, cache.slots);
     const std::size_t bytes = static_cast<std::size_t>(p.head_size) * dtype_bytes(p.dtype);
+    auto put = [&](const unsigned char* src, float descale, unsigned char* dst) {
+      if (!fp8(p)) return static_cast<void>(std::copy_n(src, bytes, dst));
+      for (int d = 0; d < p.head_size; ++d)
+        dst[d] = encode(p, load_from(p.dtype, src + d * dtype_bytes(p.dtype)), descale);
+    };
     for (std::int64_t pos = s; pos < e; ++pos) {
       if (pos < cache.geometry[b].base) continue;
       const bool ring = cache.policy != CachePolicy::linear;
@@ -178,8 +206,8 @@ class MutantDut final : public Dut {
       if (wraps && fault_ == Fault::stale_slot_after_wrap) continue;
       for (int g = 0; g < p.heads_kv; ++g) {
         const std::size_t off = cache.offset(b, slot, g);
-        std::copy_n(at(p, p.k, p.k_row_stride, p.k_head_stride, p.seq_offsets[b] + pos, g), bytes, &cache.k[off]);
-        std::copy_n(at(p, p.v, p.v_row_stride, p.v_head_stride, p.seq_offsets[b] + pos, g), bytes, &cache.v[off]);
+        put(at(p, p.k, p.k_row_stride, p.k_head_stride, p.seq_offsets[b] + pos, g), p.k_descale, &cache.k[off]);
+        put(at(p, p.v, p.v_row_stride, p.v_head_stride, p.seq_offsets[b] + pos, g), p.v_descale, &cache.v[off]);
       }
     }
     cache.tokens_written[b] = e;
@@ -213,7 +241,7 @@ class MutantDut final : public Dut {
     scores_.resize(keys_.size());
     for (std::size_t n = 0; n < keys_.size(); ++n) {
       float s = 0.f;
-      for (int d = 0; d < D; ++d) s += load_from(dt, q + d * dtype_bytes(dt)) * load_from(dt, keys_[n].k + d * dtype_bytes(dt));
+      for (int d = 0; d < D; ++d) s += load_from(dt, q + d * dtype_bytes(dt)) * kv_element(p, keys_[n], false, d);
       scores_[n] = s * p.scale + (adds_mask(p) ? bias_[n] : 0.f);
       if (p.softcap > 0.f) scores_[n] = keys_[n].hidden ? -p.softcap : p.softcap * std::tanh(scores_[n] / p.softcap);
       if (fault_ == Fault::scores_low_precision) scores_[n] = round_mantissa(scores_[n], mantissa_bits(dt) - 3);
@@ -233,7 +261,7 @@ class MutantDut final : public Dut {
     for (std::size_t k = 0; k < keys_.size(); ++k) {
       const std::size_t n = fault_ == Fault::none_reversed ? keys_.size() - 1 - k : k;
       for (int d = 0; d < D; ++d) {
-        const float x = scores_[n] * load_from(dt, keys_[n].v + d * dtype_bytes(dt));
+        const float x = scores_[n] * kv_element(p, keys_[n], true, d);
         const bool half = fault_ == Fault::fp16_pv_accumulation || (fault_ == Fault::fp16_pv_decode_only && decoding_);
         acc_[d] = half ? static_cast<float>(Eigen::half(acc_[d] + x)) : acc_[d] + x;
       }

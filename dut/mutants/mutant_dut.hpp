@@ -30,6 +30,8 @@ enum class Fault {
   sink_in_numerator,       // the sink's weight exp(sink - m) also lands in the numerator (as a key with value 1)
   softcap_after_mask,      // caps after masking: a hidden key's -inf becomes -cap, a small but nonzero weight
   window_right_off_by_one, // a two-sided window sees R+1 keys after the query
+  fp8_no_saturation,       // FP8 KV quantised without saturation: beyond the largest value e4m3 gives NaN, e5m2 inf
+  fp8_descale_twice,       // FP8 KV read back as code * descale * descale
 };
 
 inline constexpr Fault kAllFaults[] = {Fault::none,
@@ -49,7 +51,9 @@ inline constexpr Fault kAllFaults[] = {Fault::none,
                                        Fault::none_reversed,
                                        Fault::sink_in_numerator,
                                        Fault::softcap_after_mask,
-                                       Fault::window_right_off_by_one};
+                                       Fault::window_right_off_by_one,
+                                       Fault::fp8_no_saturation,
+                                       Fault::fp8_descale_twice};
 
 // The controls: correct kernels that must pass everything.
 inline bool is_control(Fault f) { return f == Fault::none || f == Fault::none_reversed; }

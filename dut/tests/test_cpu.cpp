@@ -10,6 +10,7 @@
 #include "cpu_dut.hpp"
 #include "dut_case.hpp"
 #include "swa/atb_masks.hpp"
+#include "swa/dut/fp8.hpp"
 
 using namespace swa;
 using namespace swa::dut;
@@ -87,6 +88,81 @@ BOOST_AUTO_TEST_CASE(fp16_and_bf16_conversion_is_exact_for_every_bit_pattern) {
       wrong += !(want == got[i] || (std::isnan(want) && std::isnan(got[i])));
     }
     BOOST_TEST(wrong == 0, "bf16, scale " << scale);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(fp8_kv_in_every_mode_and_cache) {
+  for (KvFormat f : {KvFormat::fp8_e4m3, KvFormat::fp8_e5m2})
+    for (DType dt : kAllDTypes) {
+      Case pre = make_case({130, 1, 67}, 4, 2, 64, 17, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, dt);
+      BOOST_TEST(cpu_verdict(test::with_fp8(pre, f)) == "pass", kv_format_name(f) << " prefill " << dtype_name(dt));
+      for (CachePolicy cache : kAllCachePolicies) {
+        Case chunked = make_case({150, 9}, 8, 2, 64, 20, RunMode::chunked_prefill, cache, 7, 0, dt);
+        BOOST_TEST(cpu_verdict(test::with_fp8(chunked, f)) == "pass",
+                   kv_format_name(f) << " chunked " << cache_name(cache) << " " << dtype_name(dt));
+        // Several decode tiles and splits, partly visible tiles, and the in-place path's FP8 reads.
+        Case dec = make_case({760, 40, 530}, 8, 2, 64, 300, RunMode::decode, cache, 97, 6, dt);
+        BOOST_TEST(cpu_verdict(test::with_fp8(dec, f)) == "pass",
+                   kv_format_name(f) << " decode " << cache_name(cache) << " " << dtype_name(dt));
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(fp8_codec_agrees_with_the_golden) {
+  // The DUTs' float codec (swa/dut/fp8.hpp) against the golden's exact one, on every code, every
+  // fp16 and bf16 bit pattern as input (each times several powers of two), and the midpoints
+  // between neighbouring FP8 values with the floats either side of them.
+  for (KvFormat f : {KvFormat::fp8_e4m3, KvFormat::fp8_e5m2}) {
+    const bool e4m3 = f == KvFormat::fp8_e4m3;
+    int wrong = 0;
+    for (int c = 0; c < 256; ++c) {
+      const double want = fp8_decode(f, static_cast<std::uint8_t>(c));
+      const float got = fp8_to_float(static_cast<std::uint8_t>(c), e4m3);
+      wrong += !(want == got || (std::isnan(want) && std::isnan(got)));
+    }
+    BOOST_TEST(wrong == 0, kv_format_name(f) << ": decodes that differ");
+    // The CPU kernels' block decode (through fp16 and the run-time chosen conversion), every code
+    // in a block longer than one conversion block, times descales inside and at the edge of range.
+    std::vector<std::uint8_t> codes(600);
+    for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint8_t>(i * 7 % 256);
+    std::vector<float> got(codes.size());
+    for (float descale : {1.f, 0.0078125f, 0.3f, 1.f / 16384, 4096.f}) {
+      cpu::fp8_to_fp32(codes.data(), got.data(), static_cast<std::int64_t>(codes.size()), e4m3, descale);
+      wrong = 0;
+      for (std::size_t i = 0; i < codes.size(); ++i) {
+        const float want = fp8_to_float(codes[i], e4m3) * descale;
+        wrong += !(want == got[i] || (std::isnan(want) && std::isnan(got[i])));
+      }
+      BOOST_TEST(wrong == 0, kv_format_name(f) << ": block decode, descale " << descale);
+    }
+    std::vector<float> xs;
+    for (std::uint32_t bits = 0; bits < 65536; ++bits) {
+      const auto b16 = static_cast<std::uint16_t>(bits);
+      for (float s : {1.f, 0.0078125f, 256.f, 1.f / 65536}) {
+        xs.push_back(static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(b16)) * s);
+        xs.push_back(static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(b16)) * s);
+      }
+    }
+    for (int c = 0; c < 0x7f; ++c) {
+      const float mid = static_cast<float>((fp8_decode(f, static_cast<std::uint8_t>(c)) +
+                                            fp8_decode(f, static_cast<std::uint8_t>(c + 1))) / 2);
+      for (float x : {mid, std::nextafter(mid, 0.f), std::nextafter(mid, INFINITY)}) xs.push_back(x), xs.push_back(-x);
+    }
+    wrong = 0;
+    int shown = 0;
+    for (float x : xs) {
+      const std::uint8_t want = fp8_encode(f, x), got = fp8_from_float(x, e4m3);
+      if (want != got && !(std::isnan(x) && (got & 0x7f) == 0x7f)) {
+        if (shown++ < 5) BOOST_TEST_MESSAGE(kv_format_name(f) << " x=" << x << " golden " << int(want) << " dut " << int(got));
+        ++wrong;
+      }
+    }
+    BOOST_TEST(wrong == 0, kv_format_name(f) << ": encodings that differ, of " << xs.size());
+    // Without saturation (the mutants' fault): beyond the largest value e4m3 gives NaN, e5m2 inf.
+    const float beyond = static_cast<float>(fp8_max(f)) * 1.25f;
+    BOOST_TEST(std::isnan(fp8_to_float(fp8_from_float(beyond, e4m3, false), e4m3)) == e4m3);
+    BOOST_TEST(std::isinf(fp8_to_float(fp8_from_float(beyond, e4m3, false), e4m3)) == !e4m3);
+    BOOST_TEST(fp8_from_float(static_cast<float>(fp8_max(f)), e4m3, false) == fp8_encode(f, fp8_max(f)));
   }
 }
 

@@ -49,6 +49,28 @@ BOOST_AUTO_TEST_CASE(fault_free_kernels_match_the_golden_through_every_schedule)
   BOOST_TEST(!is_control(Fault::cache_slot_shifted));
 }
 
+BOOST_AUTO_TEST_CASE(fp8_kv_controls_pass_and_fp8_faults_are_seen) {
+  for (KvFormat f : {KvFormat::fp8_e4m3, KvFormat::fp8_e5m2})
+    for (CachePolicy cache : kAllCachePolicies) {
+      auto chunked = [&] { return make_case({37, 1, 20}, 4, 2, 16, 6, RunMode::chunked_prefill, cache, 7, 0); };
+      auto decode = [&] { return make_case({30, 12}, 4, 2, 16, 6, RunMode::decode, cache, 5, 9); };
+      for (Fault control : {Fault::none, Fault::none_reversed}) {
+        Case a = chunked(), b = decode();
+        BOOST_TEST(max_error(test::with_fp8(a, f), control) < 1e-5, fault_name(control) << " " << kv_format_name(f));
+        BOOST_TEST(max_error(test::with_fp8(b, f), control) < 1e-5, fault_name(control) << " " << kv_format_name(f));
+      }
+      // The default descales saturate some keys: without saturation they become NaN (e4m3) or inf.
+      Case c = chunked(), d = decode();
+      BOOST_TEST(max_error(test::with_fp8(c, f), Fault::fp8_no_saturation) == INFINITY, kv_format_name(f));
+      BOOST_TEST(max_error(test::with_fp8(d, f), Fault::fp8_descale_twice) > 1e-2, kv_format_name(f));
+    }
+  // Harmless without FP8.
+  Case plain = make_case({30, 12}, 4, 2, 16, 6, RunMode::decode, CachePolicy::ring_modulo, 5, 9);
+  BOOST_TEST(max_error(plain, Fault::fp8_no_saturation) < 1e-5);
+  Case plain2 = make_case({30, 12}, 4, 2, 16, 6, RunMode::decode, CachePolicy::ring_modulo, 5, 9);
+  BOOST_TEST(max_error(plain2, Fault::fp8_descale_twice) < 1e-5);
+}
+
 BOOST_AUTO_TEST_CASE(precision_faults_move_the_output_by_about_their_lost_bits) {
   // fp32 loses 3 of 23 bits: the error grows past fp32 rounding, far below a real bug's.
   for (Fault f : {Fault::p_low_precision, Fault::scores_low_precision}) {

@@ -51,6 +51,10 @@ std::vector<float> attention(const AttnParams& p) {
       load_rows(p, p.q, p.q_row_stride, p.q_head_stride, b, h, q);
       load_rows(p, p.k, p.k_row_stride, p.k_head_stride, b, kvh, k);
       load_rows(p, p.v, p.v_row_stride, p.v_head_stride, b, kvh, v);
+      if (is_fp8(p.kv_format)) {  // the same quantisation as the golden's: exact in fp32 too
+        for (float& x : k) x = static_cast<float>(kv_read_value(p.kv_format, p.k_descale, x));
+        for (float& x : v) x = static_cast<float>(kv_read_value(p.kv_format, p.v_descale, x));
+      }
       for (float& x : q) x = round_to(dt, x * p.scale);
       for (std::int64_t i = 0; i < len; ++i) {
         const std::int64_t first = band_first_key(p.band, i), end = band_end_key(p.band, i, len);

@@ -27,11 +27,17 @@ std::vector<double> load_tensor(const void* base, DType dtype, std::int64_t rows
   return t;
 }
 
+// K and V as attention reads them: through the FP8 KV format when there is one (exact in fp64).
 Fp64Inputs load_inputs(const AttnParams& p) {
   const std::int64_t n = total_tokens(p);
-  return {load_tensor(p.q, p.dtype, n, p.heads_q, p.head_size, p.q_row_stride, p.q_head_stride),
-          load_tensor(p.k, p.dtype, n, p.heads_kv, p.head_size, p.k_row_stride, p.k_head_stride),
-          load_tensor(p.v, p.dtype, n, p.heads_kv, p.head_size, p.v_row_stride, p.v_head_stride)};
+  Fp64Inputs in{load_tensor(p.q, p.dtype, n, p.heads_q, p.head_size, p.q_row_stride, p.q_head_stride),
+                load_tensor(p.k, p.dtype, n, p.heads_kv, p.head_size, p.k_row_stride, p.k_head_stride),
+                load_tensor(p.v, p.dtype, n, p.heads_kv, p.head_size, p.v_row_stride, p.v_head_stride)};
+  if (is_fp8(p.kv_format)) {
+    for (double& x : in.k) x = kv_read_value(p.kv_format, p.k_descale, x);
+    for (double& x : in.v) x = kv_read_value(p.kv_format, p.v_descale, x);
+  }
+  return in;
 }
 
 struct RowIndexing {

@@ -51,9 +51,9 @@ std::int64_t KvCacheModel::end_slot_for(WindowBand band, std::int64_t q_pos) con
 }
 
 std::int64_t kv_cache_bytes(CachePolicy policy, std::int64_t window, std::int64_t context, int heads_kv,
-                            int head_size, DType dtype) {
+                            int head_size, DType dtype, KvFormat kv_format) {
   const std::int64_t slots = policy == CachePolicy::linear ? context : window;
-  return 2 * slots * heads_kv * head_size * static_cast<std::int64_t>(dtype_bytes(dtype));
+  return 2 * slots * heads_kv * head_size * static_cast<std::int64_t>(kv_element_bytes(kv_format, dtype));
 }
 
 }  // namespace swa

@@ -83,6 +83,9 @@ void validate(const AttnParams& p) {
   if (p.sinks)
     for (int h = 0; h < p.heads_q; ++h)
       require(std::isfinite(p.sinks[h]), "params.sinks[" + std::to_string(h) + "] must be finite");
+  if (is_fp8(p.kv_format))
+    require(std::isfinite(p.k_descale) && p.k_descale > 0.f && std::isfinite(p.v_descale) && p.v_descale > 0.f,
+            "params.k_descale and v_descale must be finite and > 0 with an FP8 KV format");
   if (p.mode == RunMode::prefill) return;
   require(p.band.right == 0, "params.band.right must be 0 (causal) when tokens go through a KV cache");
   const bool ring = p.cache != CachePolicy::linear;

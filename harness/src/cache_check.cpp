@@ -21,10 +21,27 @@ CacheChecker::CacheChecker(const Problem& problem, dut::CacheReport when)
       calls_left_(dut::chunk_count(problem.params) +
                   (problem.params.mode == RunMode::decode ? problem.params.decode_steps : 0)),
       k_(problem.k.begin(), problem.k.end()),
-      v_(problem.v.begin(), problem.v.end()) {
+      v_(problem.v.begin(), problem.v.end()),
+      element_bytes_(kv_element_bytes(problem.params.kv_format, problem.params.dtype)) {
   const AttnParams& p = problem.params;
+  for (double& x : k_) x = kv_read_value(p.kv_format, p.k_descale, x);
+  for (double& x : v_) x = kv_read_value(p.kv_format, p.v_descale, x);
+  stored_k_.resize(k_.size() * element_bytes_);
+  stored_v_.resize(v_.size() * element_bytes_);
+  for (std::size_t i = 0; i < k_.size(); ++i) {
+    store(k_[i], p.k_descale, &stored_k_[i * element_bytes_]);
+    store(v_[i], p.v_descale, &stored_v_[i * element_bytes_]);
+  }
   const std::int64_t slots = cache_slots(p);
   for (int b = 0; b < p.batch; ++b) models_.emplace_back(p.cache, slots, slots, p.heads_kv, p.head_size);
+}
+
+void CacheChecker::store(double value, float descale, unsigned char* dst) const {
+  const AttnParams& p = pr_.params;
+  if (is_fp8(p.kv_format))
+    *dst = fp8_encode(p.kv_format, value / descale);
+  else
+    store_as(p.dtype, static_cast<float>(value), dst);
 }
 
 std::string CacheChecker::when() const { return each_call_ ? "" : "at the end of the schedule, "; }
@@ -53,7 +70,7 @@ void CacheChecker::after_decode_step(const AttnParams& p, const dut::KvCache& ca
 // The position whose K and V (every kv head) the slot holds, found by value, for the message.
 std::string CacheChecker::held_position(int b, const dut::KvCache& cache, std::int64_t slot) const {
   const AttnParams& p = pr_.params;
-  const std::size_t row_bytes = static_cast<std::size_t>(p.heads_kv) * p.head_size * dtype_bytes(p.dtype);
+  const std::size_t row_bytes = static_cast<std::size_t>(p.heads_kv) * p.head_size * element_bytes_;
   const unsigned char* k = &cache.k[cache.offset(b, slot, 0)];
   const unsigned char* v = &cache.v[cache.offset(b, slot, 0)];
   if (std::all_of(k, k + row_bytes, [](unsigned char c) { return c == 0; }) &&
@@ -62,7 +79,7 @@ std::string CacheChecker::held_position(int b, const dut::KvCache& cache, std::i
   const std::int64_t first = p.seq_offsets[0], end = p.seq_offsets[p.batch];
   for (std::int64_t r = first; r < end; ++r) {
     const std::size_t off = static_cast<std::size_t>(r) * row_bytes;
-    if (std::memcmp(k, &pr_.k_storage[off], row_bytes) == 0 && std::memcmp(v, &pr_.v_storage[off], row_bytes) == 0) {
+    if (std::memcmp(k, &stored_k_[off], row_bytes) == 0 && std::memcmp(v, &stored_v_[off], row_bytes) == 0) {
       const auto seq = std::upper_bound(p.seq_offsets, p.seq_offsets + p.batch + 1, r) - p.seq_offsets - 1;
       const std::int64_t pos = r - p.seq_offsets[seq];
       return seq == b ? "position " + std::to_string(pos)
@@ -74,7 +91,7 @@ std::string CacheChecker::held_position(int b, const dut::KvCache& cache, std::i
 
 void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
   const AttnParams& p = pr_.params;
-  const std::size_t elem = dtype_bytes(p.dtype);
+  const std::size_t elem = element_bytes_;
   const std::size_t row_bytes = static_cast<std::size_t>(p.heads_kv) * p.head_size * elem;
   std::vector<unsigned char> want_k(row_bytes), want_v(row_bytes);
   auto note = [&](auto&& describe) {  // words only for the first difference: finding a held position scans the inputs
@@ -112,8 +129,8 @@ void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
         for (int g = 0; g < p.heads_kv; ++g)
           for (int d = 0; d < p.head_size; ++d) {
             const std::size_t i = static_cast<std::size_t>(g) * p.head_size + d;
-            store_as(p.dtype, static_cast<float>(m.key(slot, g)[d]), &want_k[i * elem]);
-            store_as(p.dtype, static_cast<float>(m.value(slot, g)[d]), &want_v[i * elem]);
+            store(m.key(slot, g)[d], p.k_descale, &want_k[i * elem]);
+            store(m.value(slot, g)[d], p.v_descale, &want_v[i * elem]);
           }
       const std::size_t off = cache.offset(b, slot, 0);
       if (std::memcmp(&cache.k[off], want_k.data(), row_bytes) == 0 &&

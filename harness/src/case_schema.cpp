@@ -140,6 +140,8 @@ std::vector<CaseParam> build() {
   t.push_back(choice("sinks", "sinks", &Scenario::sinks, kAllSinks, sinks_name));
   t.back().omitted_at_default = true;
   t.push_back(choice("dtype", "", &Scenario::dtype, kAllDTypes, dtype_name));
+  t.push_back(choice("kv_dtype", "kv", &Scenario::kv_dtype, kAllKvFormats, kv_format_name));
+  t.back().omitted_at_default = true;
   t.push_back(choice("inputs", "in", &Scenario::inputs, kAllInputDistributions, distribution_name));
   t.push_back(integer("seed", "seed", &Scenario::seed, 0, INT64_MAX));
   return t;

@@ -27,7 +27,8 @@ std::atomic<int> request_counter{0};
 std::uintmax_t response_size_limit(const AttnParams& p) {
   const std::uintmax_t out = static_cast<std::uintmax_t>(total_tokens(p)) * p.heads_q * p.head_size * 4;
   const std::uintmax_t cache =
-      p.mode == RunMode::prefill ? 0 : 2 * static_cast<std::uintmax_t>(dut::make_kv_cache(p).k.size()) / dtype_bytes(p.dtype) * 4;
+      p.mode == RunMode::prefill ? 0 : 2 * static_cast<std::uintmax_t>(dut::make_kv_cache(p).k.size()) /
+                                           kv_element_bytes(p.kv_format, p.dtype) * 4;
   return 2 * (out + cache) + (std::uintmax_t{16} << 20);
 }
 
@@ -179,10 +180,23 @@ class ExecDut final : public dut::Dut {
     const std::vector<float> k = h5::read_floats(file, "cache/k"), v = h5::read_floats(file, "cache/v");
     const std::vector<std::int64_t> base = h5::read_int64s(file, "cache/base");
     const std::vector<std::int64_t> written = h5::read_int64s(file, "cache/tokens_written");
-    const std::size_t elem = dtype_bytes(cache.dtype);
-    for (std::size_t i = 0; i < k.size(); ++i) {
-      store_as(cache.dtype, k[i], &cache.k[i * elem]);
-      store_as(cache.dtype, v[i], &cache.v[i * elem]);
+    if (is_fp8(cache.format)) {
+      // FP8 codes, as integers 0..255 of any HDF5 integer or float type.
+      auto code = [](float x) { return x >= 0.f && x <= 255.f && x == static_cast<float>(static_cast<int>(x)); };
+      for (std::size_t i = 0; i < k.size(); ++i) {
+        if (!code(k[i]) || !code(v[i]))
+          return dut::Status::failure("exec: response /cache/k or /cache/v element " + std::to_string(i) + " is " +
+                                      std::to_string(code(k[i]) ? v[i] : k[i]) +
+                                      ": with an FP8 kv_format they hold FP8 codes, integers 0..255");
+        cache.k[i] = static_cast<unsigned char>(k[i]);
+        cache.v[i] = static_cast<unsigned char>(v[i]);
+      }
+    } else {
+      const std::size_t elem = dtype_bytes(cache.dtype);
+      for (std::size_t i = 0; i < k.size(); ++i) {
+        store_as(cache.dtype, k[i], &cache.k[i * elem]);
+        store_as(cache.dtype, v[i], &cache.v[i * elem]);
+      }
     }
     for (std::size_t b = 0; b < batch; ++b) {
       cache.geometry[b].base = base[b];

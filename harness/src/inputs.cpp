@@ -1,5 +1,6 @@
 #include "swa/harness/inputs.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -82,6 +83,14 @@ std::vector<float> generate_sinks(std::uint64_t seed, int heads_q, DType dtype) 
     sinks[h] = round_to(dtype, static_cast<float>(2.0 * box_muller(r[0], r[1])));
   }
   return sinks;
+}
+
+float draw_kv_descale(std::uint64_t seed, KvFormat format, int tensor_index, double amax) {
+  if (!(amax > 0.0) || !std::isfinite(amax)) return 1.f;
+  const PhiloxBlock r = draw(seed, TensorRole::descales, static_cast<std::uint64_t>(tensor_index));
+  const int headroom = static_cast<int>(r[0] & 1u);
+  const int exponent = static_cast<int>(std::ceil(std::log2(amax / fp8_max(format)))) - headroom;
+  return std::ldexp(1.f, std::clamp(exponent, -126, 127));
 }
 
 }  // namespace swa::harness

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "swa/atb_masks.hpp"
 
@@ -75,6 +76,16 @@ void build_problem(const ProblemSpec& spec, Problem& pr) {
   p.chunk = spec.chunk;
   p.decode_steps = spec.decode_steps;
   p.softcap = spec.softcap;
+  p.kv_format = spec.kv_format;
+  if (is_fp8(spec.kv_format)) {
+    auto amax = [](const std::vector<float>& t) {
+      double m = 0;
+      for (float x : t) m = std::max(m, static_cast<double>(std::fabs(x)));
+      return m;
+    };
+    p.k_descale = draw_kv_descale(spec.seed, spec.kv_format, 0, amax(pr.k));
+    p.v_descale = draw_kv_descale(spec.seed, spec.kv_format, 1, amax(pr.v));
+  }
   pr.sinks = spec.sinks ? generate_sinks(spec.seed, spec.heads_q, spec.dtype) : std::vector<float>{};
   p.sinks = spec.sinks ? pr.sinks.data() : nullptr;
   set_contiguous_strides(p);

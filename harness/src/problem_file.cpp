@@ -98,6 +98,11 @@ ProblemFile problem_inputs(const AttnParams& p) {
   a["window_right"] = p.band.right;
   a["scale"] = static_cast<double>(p.scale);
   a["softcap"] = static_cast<double>(p.softcap);
+  if (is_fp8(p.kv_format)) {  // only then: a protocol-3 DUT keeps reading every other request
+    a["kv_format"] = std::string(kv_format_name(p.kv_format));
+    a["k_descale"] = static_cast<double>(p.k_descale);
+    a["v_descale"] = static_cast<double>(p.v_descale);
+  }
   a["cache"] = std::string(cache_name(p.cache));
   if (p.mode != RunMode::prefill) a["cache_slots"] = dut::make_kv_cache(p).slots;
   a["chunk"] = std::int64_t{p.chunk};
@@ -114,7 +119,8 @@ int protocol_version(const ProblemFile& f) {
   const auto cap = f.kernel.find("softcap");
   const bool caps = cap != f.kernel.end() && std::holds_alternative<double>(cap->second) &&
                     std::get<double>(cap->second) != 0.0;
-  return caps || !f.sinks.empty() ? kExecProtocolVersion : kExecProtocolVersionWithoutScoreSemantics;
+  if (f.kernel.count("kv_format")) return kExecProtocolVersion;
+  return caps || !f.sinks.empty() ? kExecProtocolVersionWithScoreSemantics : kExecProtocolVersionWithoutScoreSemantics;
 }
 
 void describe_case(ProblemFile& f, const Scenario& s) {

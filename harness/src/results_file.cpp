@@ -35,8 +35,12 @@ namespace fs = std::filesystem;
 
 namespace swa::harness {
 
-ScenarioRow scenario_row(const Scenario& s) {
+ScenarioRow scenario_row(const Scenario& s, const AttnParams* params) {
   ScenarioRow r;
+  if (params) {
+    r.k_descale = params->k_descale;
+    r.v_descale = params->v_descale;
+  }
   r.id = s.id();
   r.sweep = s.sweep;
   r.params = case_columns(s);
@@ -75,6 +79,8 @@ const std::vector<Column<ScenarioRow>>& scenario_columns() {
       });
     cols.emplace_back("batch", &R::batch);
     cols.emplace_back("tokens", &R::tokens);
+    cols.emplace_back("k_descale", &R::k_descale);
+    cols.emplace_back("v_descale", &R::v_descale);
     return cols;
   }();
   return c;

@@ -44,7 +44,7 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
   if (std::all_of(ref.golden.out.begin(), ref.golden.out.end(), [](double x) { return x == 0.0; })) {
     for (const auto& d : todo)
       rows.push_back(unjudged_row(s, d, Verdict::error, "the golden output is all zeros: refusing to compare"));
-    return store.add(scenario_row(s), rows, {}, std::nullopt);
+    return store.add(scenario_row(s, &pr.params), rows, {}, std::nullopt);
   }
 
   for (const auto& name : todo) {
@@ -66,7 +66,7 @@ std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::st
         rows.back().reason += (rows.back().reason.empty() ? "" : "; ") + std::string("perf run failed: ") + e.what();
       }
   }
-  return store.add(scenario_row(s), rows, perf_rows, dump);
+  return store.add(scenario_row(s, &pr.params), rows, perf_rows, dump);
 }
 
 RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, const RunOptions& options,

@@ -20,6 +20,7 @@ ProblemSpec Scenario::problem_spec() const {
   p.softcap = softcap;
   p.sinks = sinks == Sinks::learned;
   p.dtype = dtype;
+  p.kv_format = kv_dtype;
   p.mode = mode;
   p.cache = cache;
   p.chunk = chunk;
@@ -46,6 +47,8 @@ std::optional<ScenarioFault> scenario_fault(const Scenario& s, Api api) {
     if (s.softcap != 0.f) return ScenarioFault{"softcap", "api: atb has no logit soft-capping: use softcap 0"};
     if (s.window_right != 0)
       return ScenarioFault{"window_right", "api: atb has no two-sided window: use window_right 0"};
+    if (s.kv_dtype != KvFormat::dtype)
+      return ScenarioFault{"kv_dtype", "api: atb has no FP8 KV cache: use kv_dtype dtype"};
   }
   if (s.window_right > 0 && s.mode != RunMode::prefill)
     return ScenarioFault{"window_right", "a two-sided window (window_right > 0) is defined for prefill only: in " +

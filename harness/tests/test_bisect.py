@@ -92,6 +92,23 @@ class Bisect(unittest.TestCase):
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             self.assertIn("Diagnosis: sinks_ignored.", r.stdout)
 
+    def test_fp8_kv_mutants_are_named(self):
+        """The FP8 KV faults on ci.yaml's fp8_kv sweep: named, reduced, and the repro keeps kv_dtype."""
+        with tempfile.TemporaryDirectory() as tmp:
+            for m in ("fp8_no_saturation", "fp8_descale_twice"):
+                with self.subTest(m):
+                    results = os.path.join(tmp, m + ".h5")
+                    run("run", CI, "--sweep", "fp8_kv", "--dut", "mutant:" + m, "--jobs", "2", "--out", results)
+                    out = os.path.join(tmp, "bisect-" + m)
+                    r = run("bisect", "--from", results, "--id", first_failure(results), "--dut", "mutant:" + m, "--out", out)
+                    self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                    self.assertIn(f"Diagnosis: {m}.", r.stdout)
+                    self.assertIn("1 sequence(s), 1 query head(s) / 1 kv head(s)", r.stdout)
+                    with open(os.path.join(out, "repro.yaml")) as f:
+                        self.assertIn("kv_dtype: fp8-", f.read())
+                    rerun = run("run", os.path.join(out, "repro.yaml"), "--out", os.path.join(out, "r.h5"))
+                    self.assertEqual(rerun.returncode, 1, rerun.stdout)
+
     def test_decode_failures_are_localised_per_sequence(self):
         """Sequence 0 (prompt 20 > W) fails from decode step 0, sequence 1 (prompt 5) only from step 3,
         when its ring first wraps, at token 8: the lowest failing token, which is not the first step."""

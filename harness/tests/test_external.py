@@ -200,10 +200,12 @@ class ProcessProtocol(unittest.TestCase):
     def test_python_example_passes_through_the_harness(self):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "r.h5")
-            r = run("run", CI, "--sweep", "caches", "--jobs", "2", "--dut", f"exec:/usr/bin/python3 {EXAMPLE}", "--out", out)
-            self.assertEqual(r.returncode, 0, r.stdout[-3000:])
+            for sweep in ("caches", "fp8_kv"):  # fp8_kv: protocol 4, /cache holding FP8 codes
+                r = run("run", CI, "--sweep", sweep, "--jobs", "2", "--dut", f"exec:/usr/bin/python3 {EXAMPLE}",
+                        "--out", out, "--resume")
+                self.assertEqual(r.returncode, 0, r.stdout[-3000:])
             self.assertEqual({v[0] for v in rows(out).values()}, {"pass"})
-            self.assertGreater(len(rows(out)), 50)
+            self.assertGreater(len(rows(out)), 100)
 
     def test_bad_processes_are_dut_errors_and_results_are_kept(self):
         cases = {
@@ -413,7 +415,7 @@ class AbiVersions(unittest.TestCase):
                 for (scenario, _), (status, _, reason) in got.items():
                     mode, dtype, d = id_fields(scenario)
                     inside = dtype == "fp32" and mode != "decode" and d in (64, 128)
-                    newer = "/cap=" in scenario or "/sinks=" in scenario
+                    newer = "/cap=" in scenario or "/sinks=" in scenario or "/kv=fp8" in scenario
                     if inside and not newer:
                         ran += 1
                         self.assertEqual(status, "pass", (scenario, reason))

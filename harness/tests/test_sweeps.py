@@ -93,6 +93,10 @@ class Validation(unittest.TestCase):
          r"bad\.yaml:4:\d+: sweeps\.s\.matrix\.softcap: must be in \[0, 1000000\], got -5"),
         ("sinks unknown", "sweeps:\n  s:\n    matrix:\n      sinks: [4]\n",
          r"bad\.yaml:4:\d+: sweeps\.s\.matrix\.sinks: '4' is not one of none\|learned"),
+        ("kv_dtype unknown", "sweeps:\n  s:\n    matrix:\n      kv_dtype: [fp8]\n",
+         r"bad\.yaml:4:\d+: sweeps\.s\.matrix\.kv_dtype: 'fp8' is not one of dtype\|fp8-e4m3\|fp8-e5m2"),
+        ("atb with an FP8 KV cache", "sweeps:\n  s:\n    api: atb\n    matrix:\n      window: [8]\n      mask: [swa-norm]\n"
+         "      kv_dtype: [fp8-e4m3]\n", r"bad\.yaml:7:\d+: sweeps\.s\.matrix\.kv_dtype: api: atb has no FP8 KV cache"),
     ]
     ATB_FEATURES = ["dynamic_batch", "high_precision", "clamp", "logn", "qkv_quant", "bnsd", "kv_tensorlist", "mla"]
 
@@ -203,6 +207,47 @@ class Mutants(unittest.TestCase):
             out = os.path.join(tmp, "exec-no-sinks.h5")
             r = run("run", CI_YAML, "--sweep", "sinks", "--out", out, "--dut", f"exec:/usr/bin/python3 {numpy_dut} --fault no-sinks")
             self.assertEqual({v[0] for v in rows(out).values()}, {"fail"}, r.stdout[-1500:])
+
+    def test_fp8_kv_mutants_are_caught_and_the_descales_recorded(self):
+        """The FP8 faults fail the fp8_kv sweep and pass a sweep without FP8 (there they are correct
+        kernels); the controls, the numpy exec DUT (protocol 4) and the C example plugin pass it; the
+        exec DUT's planted FP8 faults fail; /scenarios records kv_dtype and power-of-two descales."""
+        numpy_dut = os.path.join(os.path.dirname(CI_YAML), "..", "dut", "external", "examples", "numpy_dut.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            for m in ("fp8_no_saturation", "fp8_descale_twice"):
+                with self.subTest(m):
+                    out = os.path.join(tmp, m + ".h5")
+                    r = run("run", CI_YAML, "--sweep", "fp8_kv", "--dut", "mutant:" + m, "--jobs", "2", "--out", out)
+                    self.assertEqual(r.returncode, 1, r.stdout[-1500:])
+                    statuses = [v[0] for v in rows(out).values()]
+                    self.assertGreater(statuses.count("fail"), len(statuses) // 3 if m == "fp8_no_saturation" else len(statuses) - 1)
+                    plain = os.path.join(tmp, m + "-caches.h5")
+                    r = run("run", CI_YAML, "--sweep", "sinks", "--dut", "mutant:" + m, "--jobs", "2", "--out", plain)
+                    self.assertEqual(r.returncode, 0, r.stdout[-1500:])
+            out = os.path.join(tmp, "controls.h5")
+            r = run("run", CI_YAML, "--sweep", "fp8_kv", "--jobs", "2", "--out", out,
+                    "--dut", f"baseline,cpu,mutant:none,mutant:none_reversed,exec:/usr/bin/python3 {numpy_dut}")
+            self.assertEqual(r.returncode, 0, r.stdout[-1500:])
+            self.assertRegex(r.stdout, r"\d+ passed, 0 failed, 0 skipped\n")
+            with h5py.File(out) as f:
+                s = f["scenarios"][:]
+            kinds = {x.decode() if isinstance(x, bytes) else x for x in s["kv_dtype"]}
+            self.assertEqual(kinds, {"fp8-e4m3", "fp8-e5m2"})
+            descales = np.concatenate([s["k_descale"], s["v_descale"]])
+            self.assertTrue(np.all(descales > 0))
+            self.assertTrue(np.all(np.exp2(np.round(np.log2(descales))) == descales), descales)
+            self.assertGreater(len(set(s["k_descale"].tolist())), 2)  # seeds draw different descales
+            for fault, every in (("fp8-descale-twice", True), ("fp8-no-saturation", False)):
+                with self.subTest(fault):
+                    out = os.path.join(tmp, fault + ".h5")
+                    r = run("run", CI_YAML, "--sweep", "fp8_kv", "--jobs", "2", "--out", out,
+                            "--dut", f"exec:/usr/bin/python3 {numpy_dut} --fault {fault}")
+                    statuses = [v[0] for v in rows(out).values()]
+                    self.assertEqual(r.returncode, 1, r.stdout[-1500:])
+                    if every:
+                        self.assertEqual(set(statuses), {"fail"})
+                    else:
+                        self.assertGreater(statuses.count("fail"), len(statuses) // 3)
 
     def test_precision_loss_of_three_bits_fails_in_fp16_and_bf16(self):
         """P or the scores rounded to 3 fewer mantissa bits than the dtype fail in fp16 and bf16. In fp32

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "swa/dut/fp8.hpp"
+
 namespace swa::dut {
 
 std::int64_t KvCache::position_in(int b, std::int64_t slot) const {
@@ -23,12 +25,17 @@ void write_rows_to_cache(const AttnParams& p, KvCache& cache, int b, std::int64_
   const std::size_t bytes = static_cast<std::size_t>(p.head_size) * elem;
   const auto* k = static_cast<const unsigned char*>(p.k);
   const auto* v = static_cast<const unsigned char*>(p.v);
+  const bool fp8 = is_fp8(cache.format), e4m3 = is_e4m3(cache.format);
+  auto put = [&](const unsigned char* src, float descale, unsigned char* dst) {
+    if (!fp8) return static_cast<void>(std::copy_n(src, bytes, dst));
+    for (int d = 0; d < p.head_size; ++d) dst[d] = fp8_from_float(load_from(p.dtype, src + d * elem) / descale, e4m3);
+  };
   for (std::int64_t pos = std::max(s, cache.geometry[b].base); pos < e; ++pos) {
     const std::int64_t slot = cache.slot_of(b, pos);
     const std::int64_t row = p.seq_offsets[b] + pos;
     for (int g = 0; g < p.heads_kv; ++g) {
-      std::copy_n(k + (row * p.k_row_stride + g * p.k_head_stride) * elem, bytes, &cache.k[cache.offset(b, slot, g)]);
-      std::copy_n(v + (row * p.v_row_stride + g * p.v_head_stride) * elem, bytes, &cache.v[cache.offset(b, slot, g)]);
+      put(k + (row * p.k_row_stride + g * p.k_head_stride) * elem, p.k_descale, &cache.k[cache.offset(b, slot, g)]);
+      put(v + (row * p.v_row_stride + g * p.v_head_stride) * elem, p.v_descale, &cache.v[cache.offset(b, slot, g)]);
     }
   }
 }
@@ -37,6 +44,7 @@ KvCache make_kv_cache(const AttnParams& p) {
   KvCache c;
   c.policy = p.cache;
   c.dtype = p.dtype;
+  c.format = p.kv_format;
   c.heads_kv = p.heads_kv;
   c.head_size = p.head_size;
   std::int64_t longest = 0;
@@ -44,7 +52,7 @@ KvCache make_kv_cache(const AttnParams& p) {
   c.slots = p.cache == CachePolicy::linear ? longest : p.band.left + 1;
   c.geometry.assign(p.batch, RingGeometry{c.slots, 0});
   c.tokens_written.assign(p.batch, 0);
-  c.k.assign(static_cast<std::size_t>(p.batch) * c.slots * p.heads_kv * p.head_size * dtype_bytes(p.dtype), 0);
+  c.k.assign(static_cast<std::size_t>(p.batch) * c.slots * p.heads_kv * p.head_size * c.element_bytes(), 0);
   c.v.assign(c.k.size(), 0);
   return c;
 }

@@ -107,6 +107,24 @@ BOOST_AUTO_TEST_CASE(cpu_and_cuda_agree_on_the_same_inputs) {
 }
 
 // FlashAttention's race test: the same inputs give the same bits, run after run.
+BOOST_AUTO_TEST_CASE(fp8_kv_through_every_kernel_and_cache) {
+  // The FP8 paths of the prefill kernels (quantising their inputs), the cache write (quantising),
+  // chunked prefill and split decode (decoding codes); the harness's cache check compares the codes.
+  for (KvFormat f : {KvFormat::fp8_e4m3, KvFormat::fp8_e5m2})
+    for (DType dt : kAllDTypes) {
+      Case pre = make_case({130, 1, 67}, 4, 2, 128, 17, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, dt);
+      BOOST_TEST(cuda_verdict(test::with_fp8(pre, f)) == "pass", kv_format_name(f) << " prefill " << dtype_name(dt));
+      for (CachePolicy cache : kAllCachePolicies) {
+        Case chunked = make_case({150, 9}, 8, 2, 64, 20, RunMode::chunked_prefill, cache, 7, 0, dt);
+        BOOST_TEST(cuda_verdict(test::with_fp8(chunked, f)) == "pass",
+                   kv_format_name(f) << " chunked " << cache_name(cache) << " " << dtype_name(dt));
+        Case dec = make_case({760, 40, 530}, 8, 2, 128, 300, RunMode::decode, cache, 97, 6, dt);
+        BOOST_TEST(cuda_verdict(test::with_fp8(dec, f)) == "pass",
+                   kv_format_name(f) << " decode " << cache_name(cache) << " " << dtype_name(dt));
+      }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(fifty_reruns_are_bit_identical) {
   for (RunMode mode : kAllRunModes) {
     std::vector<float> first;

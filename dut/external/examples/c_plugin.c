@@ -6,7 +6,8 @@
  * to the storage dtype. Prefill reads K/V from the inputs; chunked prefill and decode read earlier
  * positions from the harness's cache and write each chunk (or decode token) into it in order.
  * Visibility is the window band; an SWA_NORM mask is read as a pattern (nonzero hides the key), an
- * SWA_COMPRESS mask encodes the same band and is not read.
+ * SWA_COMPRESS mask encodes the same band and is not read. With an FP8 KV format (2.2) the cache
+ * holds FP8 codes and every K/V value goes through fp8(x / descale) * descale.
  *
  * SWA_C_PLUGIN_FAULT=window_plus_one|cache_slot_shift makes it a wrong kernel on purpose, for the
  * harness's own tests: W+1 keys, or every ring write one slot late (read back consistently, so
@@ -51,6 +52,51 @@ static void store(int32_t dtype, void* base, int64_t i, float x) {
 
 static size_t dtype_bytes(int32_t dtype) { return dtype == SWA_DUT_FP32 ? 4 : 2; }
 
+/* ---- FP8 KV (2.2) ---------------------------------------------------------------------------- */
+static int32_t kv_format(const swa_dut_v2_params* p) {
+  return SWA_DUT_V2_HAS(p, swa_dut_v2_params, v_descale) ? p->kv_format : SWA_DUT_KV_DTYPE;
+}
+
+static float fp8_decode(uint8_t c, int32_t format) {
+  const int e4m3 = format == SWA_DUT_KV_FP8_E4M3, m_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const int e = (c & 0x7f) >> m_bits, m = c & ((1 << m_bits) - 1);
+  const float sign = (c & 0x80) ? -1.0f : 1.0f;
+  if (e4m3 && e == 15 && m == 7) return NAN;
+  if (!e4m3 && e == 31) return m ? NAN : sign * INFINITY;
+  if (e == 0) return sign * ldexpf((float)m, 1 - bias - m_bits);
+  return sign * ldexpf((float)((1 << m_bits) + m), e - bias - m_bits);
+}
+
+/* Round to a multiple of the spacing at x's exponent (nearest even: rintf in the default rounding
+ * mode), clamp to the largest finite value, then read the fields off the result. */
+static uint8_t fp8_encode(float x, int32_t format) {
+  const int e4m3 = format == SWA_DUT_KV_FP8_E4M3, m_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const float largest = e4m3 ? 448.0f : 57344.0f;
+  if (isnan(x)) return 0x7f;
+  const uint8_t sign = signbit(x) ? 0x80 : 0;
+  float a = fabsf(x);
+  int e;
+  if (isinf(a) || a >= 2 * largest) {
+    a = largest;
+  } else {
+    frexpf(a, &e);
+    if (e - 1 < 1 - bias) e = 2 - bias; /* below the smallest normal: the subnormal spacing */
+    a = ldexpf(rintf(ldexpf(a, m_bits - (e - 1))), (e - 1) - m_bits);
+    if (a > largest) a = largest;
+  }
+  if (a < ldexpf(1.0f, 1 - bias)) return (uint8_t)(sign | (int)ldexpf(a, bias - 1 + m_bits));
+  frexpf(a, &e);
+  return (uint8_t)(sign | ((e - 1 + bias) << m_bits) | ((int)ldexpf(a, m_bits - (e - 1)) - (1 << m_bits)));
+}
+
+/* K or V element d as attention reads it: a cache row holds FP8 codes, an input row is quantised. */
+static float kv_load(const swa_dut_v2_params* p, const void* row, int cached, int d, float descale) {
+  const int32_t f = kv_format(p);
+  if (f == SWA_DUT_KV_DTYPE) return load(p->dtype, row, d);
+  if (cached) return fp8_decode(((const uint8_t*)row)[d], f) * descale;
+  return fp8_decode(fp8_encode(load(p->dtype, row, d) / descale, f), f) * descale;
+}
+
 /* ---- visibility ------------------------------------------------------------------------------ */
 static int64_t window_left(const swa_dut_v2_params* p) {
   return p->window_left >= 0 && fault("window_plus_one") ? p->window_left + 1 : p->window_left;
@@ -81,6 +127,8 @@ static size_t cache_offset(const swa_dut_v2_cache* c, int b, int64_t slot, int h
   return (((size_t)b * c->slots + slot) * c->heads_kv + head) * c->head_size;
 }
 
+static size_t cache_elem(const swa_dut_v2_params* p) { return kv_format(p) == SWA_DUT_KV_DTYPE ? dtype_bytes(p->dtype) : 1; }
+
 /* Writes positions [s, e) of sequence b in order; the first write fixes a compact ring's base. */
 static void write_cache(const swa_dut_v2_params* p, swa_dut_v2_cache* c, int b, int64_t s, int64_t e) {
   if (s >= e) return;
@@ -91,8 +139,16 @@ static void write_cache(const swa_dut_v2_params* p, swa_dut_v2_cache* c, int b, 
     for (int g = 0; g < p->heads_kv; ++g) {
       const char* k = (const char*)p->k + (row * p->k_row_stride + g * p->k_head_stride) * elem;
       const char* v = (const char*)p->v + (row * p->v_row_stride + g * p->v_head_stride) * elem;
-      memcpy((char*)c->k + cache_offset(c, b, slot, g) * elem, k, p->head_size * elem);
-      memcpy((char*)c->v + cache_offset(c, b, slot, g) * elem, v, p->head_size * elem);
+      const size_t off = cache_offset(c, b, slot, g) * cache_elem(p);
+      if (kv_format(p) == SWA_DUT_KV_DTYPE) {
+        memcpy((char*)c->k + off, k, p->head_size * elem);
+        memcpy((char*)c->v + off, v, p->head_size * elem);
+      } else {
+        for (int d = 0; d < p->head_size; ++d) {
+          ((uint8_t*)c->k)[off + d] = fp8_encode(load(p->dtype, k, d) / p->k_descale, p->kv_format);
+          ((uint8_t*)c->v)[off + d] = fp8_encode(load(p->dtype, v, d) / p->v_descale, p->kv_format);
+        }
+      }
     }
   }
   c->tokens_written[b] = e;
@@ -114,10 +170,13 @@ typedef struct {
   float* scores;
   const void** keys;
   const void** values;
+  unsigned char* cached; /* 1: the key's rows are in the cache */
   int64_t count, capacity;
 } Keys;
 
-static int add_key(Keys* ks, const void* k, const void* v) {
+static void free_keys(Keys* ks) { free(ks->scores), free(ks->keys), free(ks->values), free(ks->cached); }
+
+static int add_key(Keys* ks, const void* k, const void* v, int cached) {
   if (ks->count == ks->capacity) {
     const int64_t cap = ks->capacity ? 2 * ks->capacity : 256;
     void* a = realloc(ks->keys, cap * sizeof *ks->keys);
@@ -129,8 +188,12 @@ static int add_key(Keys* ks, const void* k, const void* v) {
     void* s = realloc(ks->scores, cap * sizeof *ks->scores);
     if (!s) return -1;
     ks->scores = s;
+    void* c = realloc(ks->cached, cap);
+    if (!c) return -1;
+    ks->cached = c;
     ks->capacity = cap;
   }
+  ks->cached[ks->count] = (unsigned char)cached;
   ks->keys[ks->count] = k;
   ks->values[ks->count] = v;
   ++ks->count;
@@ -149,7 +212,7 @@ static void attend(const swa_dut_v2_params* p, Keys* ks, int b, int64_t i, int h
   float m = sinks ? sinks[h] : -INFINITY, sum = 0.0f;
   for (int64_t n = 0; n < ks->count; ++n) {
     float s = 0.0f;
-    for (int d = 0; d < p->head_size; ++d) s += load(dt, q, d) * load(dt, ks->keys[n], d);
+    for (int d = 0; d < p->head_size; ++d) s += load(dt, q, d) * kv_load(p, ks->keys[n], ks->cached[n], d, p->k_descale);
     ks->scores[n] = s * p->scale;
     if (cap > 0.0f) ks->scores[n] = cap * tanhf(ks->scores[n] / cap);
     if (ks->scores[n] > m) m = ks->scores[n];
@@ -159,7 +222,7 @@ static void attend(const swa_dut_v2_params* p, Keys* ks, int b, int64_t i, int h
   char* out = (char*)p->out + (row * p->out_row_stride + h * p->out_head_stride) * elem;
   for (int d = 0; d < p->head_size; ++d) {
     float acc = 0.0f;
-    for (int64_t n = 0; n < ks->count; ++n) acc += ks->scores[n] * load(dt, ks->values[n], d);
+    for (int64_t n = 0; n < ks->count; ++n) acc += ks->scores[n] * kv_load(p, ks->values[n], ks->cached[n], d, p->v_descale);
     store(dt, out, d, ks->count ? acc / sum : 0.0f);
   }
 }
@@ -175,25 +238,25 @@ static const void* input_row(const swa_dut_v2_params* p, const void* base, int64
 static int row_from_cache(const swa_dut_v2_params* p, const swa_dut_v2_cache* c, Keys* ks, int b, int64_t i, int h,
                           int64_t s) {
   const int g = kv_head(p, h);
-  const size_t elem = dtype_bytes(p->dtype);
+  const size_t elem = cache_elem(p);
   ks->count = 0;
   for (int64_t slot = 0; slot < c->slots; ++slot) {
     const int64_t pos = held_position(c, b, slot);
     if (pos < 0 || pos >= s || !visible(p, i, pos)) continue;
     const size_t off = cache_offset(c, b, slot, g) * elem;
-    if (add_key(ks, (const char*)c->k + off, (const char*)c->v + off)) return -1;
+    if (add_key(ks, (const char*)c->k + off, (const char*)c->v + off, 1)) return -1;
   }
   for (int64_t j = s; j <= i; ++j)
     if (visible(p, i, j) &&
         add_key(ks, input_row(p, p->k, p->k_row_stride, p->k_head_stride, b, j, g),
-                input_row(p, p->v, p->v_row_stride, p->v_head_stride, b, j, g)))
+                input_row(p, p->v, p->v_row_stride, p->v_head_stride, b, j, g), 0))
       return -1;
   attend(p, ks, b, i, h);
   return 0;
 }
 
 static int out_of_memory(swa_dut_v2_status* e, Keys* ks) {
-  free(ks->scores), free(ks->keys), free(ks->values);
+  free_keys(ks);
   e->code = 12;
   snprintf(e->message, sizeof e->message, "c_plugin: out of memory");
   return 1;
@@ -238,11 +301,11 @@ int swa_dut_v2_prefill(const swa_dut_v2_params* p, swa_dut_v2_status* status) {
         ks.count = 0;
         for (int64_t j = 0; j < p->seq_lens[b]; ++j)
           if (visible(p, i, j) && add_key(&ks, input_row(p, p->k, p->k_row_stride, p->k_head_stride, b, j, g),
-                                          input_row(p, p->v, p->v_row_stride, p->v_head_stride, b, j, g)))
+                                          input_row(p, p->v, p->v_row_stride, p->v_head_stride, b, j, g), 0))
             return out_of_memory(status, &ks);
         attend(p, &ks, b, i, h);
       }
-  free(ks.scores), free(ks.keys), free(ks.values);
+  free_keys(&ks);
   return 0;
 }
 
@@ -259,7 +322,7 @@ int swa_dut_v2_chunked_prefill(const swa_dut_v2_params* p, swa_dut_v2_cache* cac
         if (row_from_cache(p, cache, &ks, b, i, h, s)) return out_of_memory(status, &ks);
     write_cache(p, cache, b, s, e);
   }
-  free(ks.scores), free(ks.keys), free(ks.values);
+  free_keys(&ks);
   return 0;
 }
 
@@ -271,6 +334,6 @@ int swa_dut_v2_decode_step(const swa_dut_v2_params* p, swa_dut_v2_cache* cache, 
     for (int h = 0; h < p->heads_q; ++h)
       if (row_from_cache(p, cache, &ks, b, i, h, i + 1)) return out_of_memory(status, &ks);
   }
-  free(ks.scores), free(ks.keys), free(ks.values);
+  free_keys(&ks);
   return 0;
 }

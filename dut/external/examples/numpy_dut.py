@@ -6,7 +6,8 @@
 The harness runs `COMMAND REQUEST.h5 RESPONSE.h5`. This DUT reads the request, computes sliding-
 window attention with numpy in float32 (any schedule gives the dense result, so it computes the
 dense result), writes /out and, in chunked_prefill and decode, the KV cache the schedule ends with
-(/cache, protocol 2), with soft-capping and attention sinks (protocol 3).
+(/cache, protocol 2), with soft-capping and attention sinks (protocol 3), and the FP8 KV cache
+(protocol 4: K/V read as fp8(x / descale) * descale, /cache holding the FP8 codes).
 
 --fail MODE misbehaves on purpose, for the harness's tests. --fault FAULT is a wrong kernel that
 still runs, one of the bugs real SWA kernels have had (the comment where `attention` applies it says
@@ -23,7 +24,8 @@ import numpy as np
 
 FAULTS = ["window-plus-one", "cache-slot-shift", "no-sinks", "nan-last-row", "scale-one-over-d", "packed-rows",
           "drop-own-key", "one-future-key", "kv-fp16", "v-from-k", "p-bf16", "last-key-tile", "chunk-forgets-cache",
-          "decode-window-plus-one", "read-before-write", "clamp-window-start", "stale-max"]
+          "decode-window-plus-one", "read-before-write", "clamp-window-start", "stale-max", "fp8-no-saturation",
+          "fp8-descale-twice"]
 
 
 def round_bf16(x):
@@ -31,6 +33,44 @@ def round_bf16(x):
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
     bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     return bits.astype(np.uint32).view(np.float32)
+
+
+def fp8_table(kv_format):
+    """The values of the non-negative finite FP8 codes 0..largest, ascending (OCP e4m3 / e5m2)."""
+    m_bits, bias, largest = (3, 7, 0x7E) if kv_format == "fp8-e4m3" else (2, 15, 0x7B)
+    codes = np.arange(largest + 1)
+    e, m = codes >> m_bits, codes & ((1 << m_bits) - 1)
+    normal = np.ldexp((1 << m_bits) + m, e - bias - m_bits)
+    subnormal = np.ldexp(m.astype(np.float64), 1 - bias - m_bits)
+    return np.where(e == 0, subnormal, normal)
+
+
+def fp8_encode(x, kv_format, saturate=True):
+    """FP8 codes of x (float64 array): nearest value, ties to the even code, saturating."""
+    table = fp8_table(kv_format)
+    a = np.minimum(np.abs(x), table[-1])
+    hi = np.clip(np.searchsorted(table, a), 0, len(table) - 1)
+    lo = np.maximum(hi - 1, 0)
+    d_lo, d_hi = a - table[lo], table[hi] - a
+    code = np.where((d_lo < d_hi) | ((d_lo == d_hi) & (lo % 2 == 0)), lo, hi)
+    if not saturate:  # what rounds beyond the largest value becomes NaN (e4m3) or inf (e5m2)
+        half = table[-1] + (table[-1] - table[-2]) / 2
+        e4m3 = kv_format == "fp8-e4m3"  # its largest code is even, so a tie rounds down to it
+        over = (np.abs(x) > half) | ((np.abs(x) == half) & (not e4m3))
+        code = np.where(over, 0x7F if e4m3 else 0x7C, code)
+    return (code | np.where(np.signbit(x), 0x80, 0)).astype(np.uint8)
+
+
+def fp8_decode(codes, kv_format):
+    m_bits, bias = (3, 7) if kv_format == "fp8-e4m3" else (2, 15)
+    c = codes.astype(np.int64)
+    e, m = (c & 0x7F) >> m_bits, c & ((1 << m_bits) - 1)
+    value = np.where(e == 0, np.ldexp(m.astype(np.float64), 1 - bias - m_bits),
+                     np.ldexp(((1 << m_bits) + m).astype(np.float64), e - bias - m_bits))
+    top = (1 << (7 - m_bits)) - 1
+    special = (e == top) & ((m == 7) if kv_format == "fp8-e4m3" else True)
+    value = np.where(special, np.where((kv_format == "fp8-e5m2") & (m == 0), np.inf, np.nan), value)
+    return np.where(c & 0x80, -value, value)
 
 
 def attention(q, k, v, seq_lens, left, right, scale, softcap=0.0, sinks=None, fault=None, prompt_lens=None,
@@ -120,7 +160,7 @@ def final_cache(f, k, v, fault):
     seq_lens, prompt_lens = f["seq_lens"][:], f["prompt_lens"][:]
     slots, policy, chunk = int(f.attrs["cache_slots"]), f.attrs["cache"], int(f.attrs["chunk"])
     batch, hkv, d = len(seq_lens), k.shape[1], k.shape[2]
-    ck = np.zeros((batch, slots, hkv, d), dtype=np.float32)
+    ck = np.zeros((batch, slots, hkv, d), dtype=k.dtype)  # float32, or uint8 FP8 codes
     cv = np.zeros_like(ck)
     base = np.zeros(batch, dtype=np.int64)
     start = 0
@@ -156,10 +196,20 @@ def main():
             f.write(b"this is not an HDF5 file")
         return 0
     with h5py.File(args.request, "r") as f:
-        if f.attrs["protocol_version"] not in (2, 3):
+        if f.attrs["protocol_version"] not in (2, 3, 4):
             print("numpy_dut: unsupported protocol version", file=sys.stderr)
             return 2
         q, k, v = (f[name][:].astype(np.float32) for name in ("q", "k", "v"))
+        kv_format = f.attrs.get("kv_format", "dtype")
+        if isinstance(kv_format, bytes):
+            kv_format = kv_format.decode()
+        codes = None
+        if kv_format != "dtype":  # protocol 4: every K/V value is read back from its FP8 code
+            descales = [float(f.attrs["k_descale"]), float(f.attrs["v_descale"])]
+            twice = 2 if args.fault == "fp8-descale-twice" else 1
+            codes = [fp8_encode(x.astype(np.float64) / s, kv_format, args.fault != "fp8-no-saturation")
+                     for x, s in zip((k, v), descales)]
+            k, v = ((fp8_decode(c, kv_format) * s ** twice).astype(np.float32) for c, s in zip(codes, descales))
         left = int(f.attrs["window_left"])
         if args.fault == "window-plus-one" and left >= 0:
             left += 1
@@ -169,7 +219,8 @@ def main():
             sinks = None  # ignores the sinks: what a protocol-2 kernel would do
         out = attention(q, k, v, f["seq_lens"][:], left, int(f.attrs["window_right"]), np.float32(f.attrs["scale"]),
                         softcap, sinks, args.fault, f["prompt_lens"][:], f.attrs["mode"], int(f.attrs["chunk"]))
-        cache = final_cache(f, k, v, args.fault) if f.attrs["mode"] != "prefill" else None
+        cache_k, cache_v = (k, v) if codes is None else codes
+        cache = final_cache(f, cache_k, cache_v, args.fault) if f.attrs["mode"] != "prefill" else None
         if args.fault == "nan-last-row":  # a kernel that leaves its last row unnormalised: 0/0
             out[-1, 0, :] = np.nan
     with h5py.File(args.response, "w") as f:

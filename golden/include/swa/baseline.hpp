@@ -14,6 +14,7 @@ namespace swa::baseline {
 //   4. p_j = round(exp(s_j - max) / sum)         (fp32 max, exp, sum over keys in position order; a
 //      sink logit joins max first and sum first, and has no value row)
 //   5. o_d = round(sum_j p_j v_jd)               (fp32 accumulation over keys, in position order)
+// With an FP8 KV format, K and V are first read as the golden reads them (kv_read_value: exact).
 // For fp32 every round() is the identity, so this is plain fp32 attention. A row with no visible
 // key outputs 0. It ignores the schedule: its rows are the dense definition's.
 // Returns [nTokens, heads_q, head_size] contiguous, values representable in p.dtype.

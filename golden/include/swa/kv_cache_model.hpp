@@ -47,8 +47,9 @@ class KvCacheModel {
 };
 
 // Bytes one layer's cache allocates for one sequence at `context` tokens: K and V, every kv head,
-// in the storage dtype. A ring is fixed at `window` slots; a linear cache grows with the context.
+// in the storage dtype (one byte each with an FP8 KV format). A ring is fixed at `window` slots; a
+// linear cache grows with the context.
 std::int64_t kv_cache_bytes(CachePolicy policy, std::int64_t window, std::int64_t context, int heads_kv,
-                            int head_size, DType dtype);
+                            int head_size, DType dtype, KvFormat kv_format = KvFormat::dtype);
 
 }  // namespace swa

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "swa/dtype.hpp"
+#include "swa/kv_format.hpp"
 #include "swa/window.hpp"
 
 namespace swa {
@@ -66,6 +67,14 @@ struct AttnParams {
   // Attention sinks (gpt-oss): one logit per query head, [heads_q] floats holding values of `dtype`.
   // It joins every row's softmax denominator and adds nothing to the output. nullptr = none.
   const float* sinks = nullptr;
+
+  // FP8 KV (golden/README.md, "FP8 KV cache"). kv_format != dtype: every K and V value attention
+  // reads, in every mode, is fp8(k / k_descale) * k_descale (v likewise), the FP8 rounding to nearest
+  // even and saturating; q, k, v and out stay in `dtype`. A kernel quantises K/V when it writes them
+  // (the KV cache holds the FP8 codes) and multiplies by the descale when it reads them. The harness
+  // draws the descales as powers of two, which makes k / k_descale exact in any precision.
+  KvFormat kv_format = KvFormat::dtype;
+  float k_descale = 1.f, v_descale = 1.f;
 
   RunMode mode = RunMode::prefill;
   CachePolicy cache = CachePolicy::ring_modulo;

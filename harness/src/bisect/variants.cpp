@@ -86,6 +86,19 @@ const std::vector<Variant>& bisect_variants() {
                         [](AttnParams& p) { return p.band.right > 0 && (p.band.right += 1); }),
       semantics_variant("window_right_ignored", "ignores the right side of a two-sided window (causal)",
                         [](AttnParams& p) { return p.band.right > 0 && !(p.band.right = 0); }),
+      semantics_variant("fp8_kv_ignored", "reads K/V at the dtype's precision: never quantises them to the FP8 KV format",
+                        [](AttnParams& p) { return is_fp8(std::exchange(p.kv_format, KvFormat::dtype)); }),
+      semantics_variant("fp8_other_format", "quantises K/V to the other FP8 format (e4m3 for e5m2, or the reverse)",
+                        [](AttnParams& p) {
+                          if (!is_fp8(p.kv_format)) return false;
+                          p.kv_format = p.kv_format == KvFormat::fp8_e4m3 ? KvFormat::fp8_e5m2 : KvFormat::fp8_e4m3;
+                          return true;
+                        }),
+      fault_variant(dut::Fault::fp8_no_saturation,
+                    "quantises K/V to FP8 without saturating: values beyond the largest become NaN (e4m3) or inf (e5m2)",
+                    false, false, [](const AttnParams& p) { return is_fp8(p.kv_format); }),
+      fault_variant(dut::Fault::fp8_descale_twice, "multiplies FP8 K/V by the descale twice when reading them", false,
+                    false, [](const AttnParams& p) { return is_fp8(p.kv_format); }),
   };
   return variants;
 }

@@ -1,6 +1,7 @@
-/* swa-harness external DUT ABI, version 2.1 (C, stable). Everything a plugin needs is in this file.
+/* swa-harness external DUT ABI, version 2.2 (C, stable). Everything a plugin needs is in this file.
  * 2.1 appended softcap and sinks to swa_dut_v2_params; a 2.0 plugin still loads and is not sent
- * cases that use them.
+ * cases that use them. 2.2 appended the FP8 KV cache (kv_format, k_descale, v_descale; the cache's
+ * kv_format); a 2.0 or 2.1 plugin is not sent FP8 KV cases.
  *
  * A plugin is a shared library exporting the six functions at the end; load it with
  *   swa-harness run SWEEP.yaml --dut plugin:/abs/path/libmydut.so
@@ -55,6 +56,18 @@
  * A plugin that implements neither leaves its params_size at 2.0's size (see above) or returns 0
  * from swa_dut_v2_supports when softcap != 0 or sinks != NULL.
  *
+ * ---- FP8 KV cache (2.2: read it only if SWA_DUT_V2_HAS(p, swa_dut_v2_params, v_descale)) --------
+ * kv_format SWA_DUT_KV_FP8_E4M3 or SWA_DUT_KV_FP8_E5M2 (OCP FP8: e4m3 bias 7, largest 448, no
+ * infinities, NaN 0x7f/0xff; e5m2 bias 15, largest 57344): q, k, v and out stay in the storage
+ * dtype, and every K and V value attention reads, in every mode, is
+ *     fp8(k / k_descale) * k_descale      (v with v_descale)
+ * where fp8() rounds to nearest, ties to even, and SATURATES: a value beyond the largest finite one
+ * (and +-inf) becomes +-largest (the OCP spec's saturating conversion; without it e4m3 gives NaN).
+ * The descales are powers of two, so k / k_descale is exact in fp32. In PREFILL that is a kernel
+ * that quantises K/V on load; in the other modes the cache holds the one-byte FP8 codes
+ * ([batch, slots, heads_kv, head_size] uint8, cache->kv_format says so) and the chunk's own keys
+ * are read as the cache would give them back. kv_format SWA_DUT_KV_DTYPE (0): no FP8.
+ *
  * ---- Schedule -------------------------------------------------------------------------------
  * mode PREFILL: one call of swa_dut_v2_prefill computes every row of every sequence from Q/K/V.
  * mode CHUNKED_PREFILL: swa_dut_v2_chunked_prefill for chunk_index 0, 1, ...: rows
@@ -67,8 +80,8 @@
  *   its K/V into the cache first, then attends to the cache.
  *
  * ---- The KV cache ---------------------------------------------------------------------------
- * k and v are [batch, slots, heads_kv, head_size] in the storage dtype, owned by the harness and
- * zeroed before the schedule. Which slot holds position p of sequence b:
+ * k and v are [batch, slots, heads_kv, head_size] in the storage dtype (FP8 codes with an FP8
+ * kv_format), owned by the harness and zeroed before the schedule. Which slot holds position p of sequence b:
  *   LINEAR:       slots = longest sequence, slot = p.
  *   RING_MODULO:  slots = W (window_left + 1), slot = p mod W.
  *   RING_COMPACT: slots = W, slot = (p - base[b]) mod W. base[b] is set by the DUT at the
@@ -134,7 +147,7 @@ extern "C" {
 #endif
 
 #define SWA_DUT_V2_ABI_VERSION 2u
-#define SWA_DUT_V2_MINOR_VERSION 1u /* 2.1: softcap, sinks */
+#define SWA_DUT_V2_MINOR_VERSION 2u /* 2.1: softcap, sinks; 2.2: FP8 KV cache */
 
 /* Whether the struct behind `ptr` (of type `type`) has `field`: use before reading a field that a
  * later 2.x header appended. */
@@ -149,6 +162,7 @@ enum swa_dut_v2_mode { SWA_DUT_PREFILL = 0, SWA_DUT_CHUNKED_PREFILL = 1, SWA_DUT
 enum swa_dut_v2_cache_policy { SWA_DUT_RING_MODULO = 0, SWA_DUT_RING_COMPACT = 1, SWA_DUT_LINEAR = 2 };
 enum swa_dut_v2_mask_format { SWA_DUT_MASK_NONE = 0, SWA_DUT_MASK_SWA_NORM = 1, SWA_DUT_MASK_SWA_COMPRESS = 2 };
 #endif
+enum swa_dut_v2_kv_format { SWA_DUT_KV_DTYPE = 0, SWA_DUT_KV_FP8_E4M3 = 1, SWA_DUT_KV_FP8_E5M2 = 2 };
 
 typedef struct swa_dut_v2_params {
   uint32_t struct_size; /* sizeof(swa_dut_v2_params) as the harness knows it */
@@ -178,6 +192,11 @@ typedef struct swa_dut_v2_params {
    * that reason. */
   const float* sinks; /* [heads_q] sink logits, or NULL */
   float softcap;      /* > 0: cap the scaled scores (see "Score semantics"); 0 = off */
+  /* 2.2. 2.1's padded size is 224 (LP64), so its first field starts at 224. */
+  int32_t reserved_2_1; /* 2.1's tail padding: 0 */
+  int32_t kv_format;    /* enum swa_dut_v2_kv_format (see "FP8 KV cache") */
+  float k_descale;      /* FP8: K = code * k_descale; 1 otherwise */
+  float v_descale;
   /* Later 2.x headers append fields here, each ending past the previous version's sizeof. */
 } swa_dut_v2_params;
 
@@ -191,6 +210,7 @@ typedef struct swa_dut_v2_cache {
   int64_t* tokens_written; /* [batch]; the DUT updates it */
   void* k;                 /* [batch, slots, heads_kv, head_size] */
   void* v;
+  int32_t kv_format; /* 2.2: enum swa_dut_v2_kv_format; FP8: k and v hold one-byte codes */
 } swa_dut_v2_cache;
 
 typedef struct swa_dut_v2_status {

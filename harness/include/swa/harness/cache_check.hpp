@@ -1,7 +1,8 @@
 #pragma once
 // The KV cache is part of a DUT's contract (ATB and serving stacks hand it to other kernels), so the
 // cache a DUT leaves behind is compared with the golden's cache model: per sequence, the compact
-// ring's base, tokens_written, and per slot which position it holds, bit for bit in the storage dtype.
+// ring's base, tokens_written, and per slot which position it holds, bit for bit in the storage dtype
+// (FP8 KV: the codes of the golden's own encoder).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,7 +37,10 @@ class CacheChecker final : public dut::ScheduleObserver {
   bool each_call_;
   int calls_left_;
   std::vector<KvCacheModel> models_;
-  std::vector<double> k_, v_;  // the problem's K and V in fp64, [nTokens, Hkv, D]
+  std::vector<double> k_, v_;  // the problem's K and V in fp64 as attention reads them, [nTokens, Hkv, D]
+  std::size_t element_bytes_;
+  std::vector<unsigned char> stored_k_, stored_v_;  // every input row as the cache stores it
+  void store(double value, float descale, unsigned char* dst) const;
   std::int64_t mismatches_ = 0;
   std::string first_;
 };

@@ -10,7 +10,10 @@ namespace swa::harness {
 
 // 2: the response carries the KV cache (/cache). 3: the request adds attribute softcap and dataset
 // /sinks; sent only for cases that use them, so a DUT that speaks 2 keeps running every other case.
-inline constexpr int kExecProtocolVersion = 3;
+// 4: the request adds attributes kv_format, k_descale and v_descale, and /cache holds FP8 codes;
+// sent only for FP8 KV cases.
+inline constexpr int kExecProtocolVersion = 4;
+inline constexpr int kExecProtocolVersionWithScoreSemantics = 3;
 inline constexpr int kExecProtocolVersionWithoutScoreSemantics = 2;
 
 std::unique_ptr<dut::Dut> make_exec_dut(const std::string& command, double timeout_seconds);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "swa/dtype.hpp"
+#include "swa/kv_format.hpp"
 
 namespace swa::harness {
 
@@ -26,7 +27,7 @@ std::string_view distribution_name(InputDistribution d);  // normal|uniform|larg
 std::optional<InputDistribution> parse_distribution(std::string_view name);
 std::string distribution_choices();
 
-enum class TensorRole : std::uint32_t { q = 1, k = 2, v = 3, sinks = 4 };
+enum class TensorRole : std::uint32_t { q = 1, k = 2, v = 3, sinks = 4, descales = 5 };
 
 // Element i of the tensor, for a tensor laid out as rows of `row_elems` elements (heads x dims).
 // Deterministic in (seed, role, i) alone.
@@ -36,5 +37,12 @@ std::vector<float> generate_tensor(std::uint64_t seed, TensorRole role, InputDis
 // One attention-sink logit per query head (role `sinks`): N(0, 2^2) whatever the distribution of Q,
 // K and V, so that some heads' sinks outweigh their keys and some do not; rounded to the dtype.
 std::vector<float> generate_sinks(std::uint64_t seed, int heads_q, DType dtype);
+
+// Per-tensor descale factor of an FP8 KV cache for a K or V tensor of absolute maximum `amax`: a
+// power of two (so x / descale is exact everywhere), 2^(ceil(log2(amax / fp8_max)) - u) with u in
+// {0, 1} drawn from the seed (index 0 for K, 1 for V). u = 0 maps amax to at most fp8_max, the
+// scale a calibrated serving stack picks; u = 1 doubles every value, so the largest ones saturate.
+// amax 0 gives 1.
+float draw_kv_descale(std::uint64_t seed, KvFormat format, int tensor_index, double amax);
 
 }  // namespace swa::harness

@@ -19,6 +19,7 @@ struct ProblemSpec {
   float softcap = 0.f;
   bool sinks = false;  // one learned logit per query head, drawn from the seed
   DType dtype = DType::fp32;
+  KvFormat kv_format = KvFormat::dtype;  // FP8: descales drawn by generate_kv_descales
   RunMode mode = RunMode::prefill;
   CachePolicy cache = CachePolicy::ring_modulo;
   int chunk = 0;

@@ -15,9 +15,13 @@ struct ScenarioRow {
   std::string id, sweep;
   CaseColumns params;
   std::int64_t batch = 0, tokens = 0;
+  // The FP8 KV descales the inputs drew (1 without FP8; 0 where no problem was built, or in a file
+  // written before these columns).
+  double k_descale = 0, v_descale = 0;
 };
 
-ScenarioRow scenario_row(const Scenario& s);
+// `params`: the built problem's, which records its FP8 descales; nullptr when none was built.
+ScenarioRow scenario_row(const Scenario& s, const AttnParams* params = nullptr);
 
 // status: pass | warn | fail | skip | error (verdict.hpp). Every limit applied is recorded next to
 // the numbers.

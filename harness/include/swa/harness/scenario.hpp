@@ -45,6 +45,7 @@ struct Scenario {
   MaskFormat mask = MaskFormat::none;
   AtbSample mask_generator = AtbSample::python;  // which doc sample builds the mask and its block rule
   DType dtype = DType::fp32;
+  KvFormat kv_dtype = KvFormat::dtype;  // how the KV cache stores K/V (golden/README.md, "FP8 KV cache")
   InputDistribution inputs = InputDistribution::normal;
   std::uint64_t seed = 0;
 
