@@ -203,9 +203,17 @@ void write_table(hid_t file, const char* name, const std::vector<Column<Row>>& c
     throw h5::Error(std::string("HDF5: write table ") + name);
 }
 
+// `held`, when given, says which of `cols` the file's table has: a column added after the file was
+// written reads as empty or 0 and is left out of its digest.
 template <class Row>
-std::vector<Row> read_table(hid_t file, const char* name, const std::vector<Column<Row>>& cols) {
+std::vector<Row> read_table(hid_t file, const char* name, const std::vector<Column<Row>>& cols,
+                            std::vector<bool>* held = nullptr) {
   h5::Handle set(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose, std::string("open table ") + name);
+  if (held) {
+    h5::Handle file_type(H5Dget_type(set.id()), H5Tclose, "table type");
+    held->clear();
+    for (const auto& c : cols) held->push_back(H5Tget_member_index(file_type.id(), c.name.c_str()) >= 0);
+  }
   h5::Handle space(H5Dget_space(set.id()), H5Sclose, "table space");
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space.id(), &n, nullptr);
@@ -356,14 +364,19 @@ std::int64_t meta_digest(const Meta& m) {
 // FNV-1a over every cell of a table as this code sees it. The chunks carry Fletcher-32, but the
 // variable-length strings live in HDF5's global heap, which carries no checksum: a damaged heap
 // once read back as other strings, or bytes that are not UTF-8, without any error.
+// Over the columns the file holds (`held`; all when empty), so a file written before a column was
+// added still verifies.
 template <class Row>
-std::int64_t table_digest(const std::vector<Column<Row>>& cols, const std::vector<Row>& rows) {
+std::int64_t table_digest(const std::vector<Column<Row>>& cols, const std::vector<Row>& rows,
+                          const std::vector<bool>& held = {}) {
   std::uint64_t h = 1469598103934665603ull;
   auto add = [&](const void* p, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
   };
   for (const Row& row : rows)
-    for (const auto& col : cols)
+    for (std::size_t i = 0; i < cols.size(); ++i) {
+      if (!held.empty() && !held[i]) continue;
+      const auto& col = cols[i];
       std::visit(
           [&](auto value) {
             if constexpr (std::is_same_v<decltype(value), std::string*>) {
@@ -378,6 +391,7 @@ std::int64_t table_digest(const std::vector<Column<Row>>& cols, const std::vecto
             }
           },
           col.cell(const_cast<Row&>(row)));  // read only
+    }
   std::int64_t out;
   std::memcpy(&out, &h, sizeof out);
   return out;
@@ -389,9 +403,10 @@ ResultsContents read_results_unchecked(const fs::path& path) {
   h5::Handle meta(H5Gopen2(f.id(), "meta", H5P_DEFAULT), H5Gclose, "open /meta of " + path.string());
   for (const auto& [name, member] : meta_fields()) c.meta.*member = h5::read_string_attr(meta.id(), name);
   if (H5Aexists(meta.id(), "cpu_kernels") > 0) c.meta.cpu_kernels = h5::read_string_attr(meta.id(), "cpu_kernels");
-  c.scenarios = read_table(f.id(), "scenarios", scenario_columns());
-  c.results = read_table(f.id(), "results", result_columns());
-  if (H5Lexists(f.id(), "perf", H5P_DEFAULT) > 0) c.perf = read_table(f.id(), "perf", perf_columns());
+  std::vector<bool> columns_held[3];
+  c.scenarios = read_table(f.id(), "scenarios", scenario_columns(), &columns_held[0]);
+  c.results = read_table(f.id(), "results", result_columns(), &columns_held[1]);
+  if (H5Lexists(f.id(), "perf", H5P_DEFAULT) > 0) c.perf = read_table(f.id(), "perf", perf_columns(), &columns_held[2]);
   c.dump_files = read_dump_links(f.id(), path);
   // Files since the checksums record their row counts: a table cut short is damage, not a result.
   const std::size_t held[] = {c.scenarios.size(), c.results.size(), c.perf.size()};
@@ -402,8 +417,9 @@ ResultsContents read_results_unchecked(const fs::path& path) {
         throw h5::Error(std::string("/") + kRowCounts[i][0] + " holds " + std::to_string(held[i]) + " rows but /meta " +
                         kRowCounts[i][1] + " says " + std::to_string(expected) + ": the file is damaged");
     }
-  const std::int64_t digests[] = {table_digest(scenario_columns(), c.scenarios), table_digest(result_columns(), c.results),
-                                  table_digest(perf_columns(), c.perf)};
+  const std::int64_t digests[] = {table_digest(scenario_columns(), c.scenarios, columns_held[0]),
+                                  table_digest(result_columns(), c.results, columns_held[1]),
+                                  table_digest(perf_columns(), c.perf, columns_held[2])};
   if (H5Aexists(meta.id(), "digest_meta") > 0 && h5::read_int_attr(meta.id(), "digest_meta") != meta_digest(c.meta))
     throw h5::Error("/meta does not match its digest (digest_meta): the file is damaged");
   for (std::size_t i = 0; i < 3; ++i)

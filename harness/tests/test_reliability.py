@@ -183,6 +183,47 @@ class DamagedResultsFiles(unittest.TestCase):
             self.assertIn("the file is damaged", r.stderr)
 
 
+class FilesFromEarlierVersions(unittest.TestCase):
+    """A results file written before columns were added (here: data/results_before_kv_dtype.h5, by
+    commit 780c4ca, before kv_dtype, k_descale and v_descale) verifies and reads whole: its digests
+    cover the columns it has. It used to be refused as damaged."""
+
+    def test_a_file_without_the_newer_columns_is_read_merged_reported_and_resumed(self):
+        fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "results_before_kv_dtype.h5")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "old.h5")
+            shutil.copy(fixture, path)
+            def verdicts(p):
+                with h5py.File(p) as f:
+                    return {(text(r["scenario_id"]), text(r["dut"])): (text(r["status"]), float(r["max_abs"]))
+                            for r in results_table(f)}
+            before = verdicts(path)
+            self.assertEqual(len(before), 6)
+            merged = os.path.join(tmp, "merged.h5")
+            r = run("merge", path, "-o", merged)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(verdicts(merged), before)
+            with h5py.File(merged) as f:
+                s = f["scenarios"][:]
+                self.assertEqual({x.decode() if isinstance(x, bytes) else x for x in s["kv_dtype"]}, {""})
+                self.assertTrue((s["k_descale"] == 0).all())  # not recorded then
+            r = run("report", path, "-o", os.path.join(tmp, "report"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            # --resume with the file's own sweep text adds rows and keeps the old ones.
+            with h5py.File(path) as f:
+                sweep_text = f["meta"].attrs["sweep_text"]
+                command = f["meta"].attrs["command"]
+            sweep = os.path.join(tmp, "sweep.yaml")
+            with open(sweep, "w") as f:
+                f.write(sweep_text.decode() if isinstance(sweep_text, bytes) else sweep_text)
+            pattern = command.split("--filter ")[1].split(" ")[0]
+            r = run("run", sweep, "--sweep", "caches", "--filter", pattern, "--dut", "cpu,baseline", "--out", path, "--resume")
+            self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr)
+            after = verdicts(path)
+            self.assertEqual({k: v for k, v in after.items() if k in before}, before)
+            self.assertEqual(len(after), 2 * len(before))
+
+
 def memory_limit(limit):
     """preexec_fn: at most `limit` bytes of address space (a blow-up fails fast instead of swapping).
     Not under AddressSanitizer, whose shadow memory alone reserves terabytes of address space."""
