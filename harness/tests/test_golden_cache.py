@@ -137,13 +137,22 @@ class GoldenCacheTest(unittest.TestCase):
         afile = os.path.join(self.dir, "a-file")
         open(afile, "w").close()
         out = os.path.join(self.dir, "x.h5")
-        for extra, needle in [(("--golden-cache", afile), "--golden-cache"),
-                              (("--golden-cache", self.cache, "--no-golden-cache"), "--no-golden-cache"),
-                              (("--golden-cache-max-mb", "0"), "--golden-cache-max-mb")]:
+        bad = [(("--golden-cache", afile), "--golden-cache: " + afile + " is not a folder"),
+               (("--golden-cache", ""), "--golden-cache: empty folder name"),
+               (("--golden-cache", self.cache, "--no-golden-cache"), "--no-golden-cache"),
+               (("--golden-cache-max-mb", "0"), "--golden-cache-max-mb")]
+        for extra, needle in bad:
             r = harness("run", CI, *SWEEP, "--out", out, *extra)
             self.assertEqual(r.returncode, 2, (extra, r.stderr))
             self.assertIn(needle, r.stderr)
             self.assertFalse(os.path.exists(out))
+        # submit makes the same checks (one shared function), before writing anything.
+        sub = os.path.join(self.dir, "sub-bad")
+        for extra, needle in bad:
+            r = harness("submit", CI, "--slurm", "--shards", "2", "--out", sub, "--dry-run", *extra)
+            self.assertEqual(r.returncode, 2, (extra, r.stderr))
+            self.assertIn(needle, r.stderr)
+            self.assertFalse(os.path.exists(sub))
 
     def test_submit_forwards_the_folder_to_every_task(self):
         r = harness("submit", CI, "--slurm", "--shards", "2", "--out", os.path.join(self.dir, "sub"), "--dry-run",

@@ -197,11 +197,7 @@ int cmd_submit(const std::vector<std::string>& args) {
   if (vm.count("tolerance-profile")) s.run_args.insert(s.run_args.end(), {"--tolerance-profile", profile_text});
   if (!vm["exec-timeout"].defaulted()) s.run_args.insert(s.run_args.end(), {"--exec-timeout", std::to_string(exec_timeout)});
   if (!vm["dut-timeout"].defaulted()) s.run_args.insert(s.run_args.end(), {"--dut-timeout", std::to_string(dut_timeout)});
-  require_range("--golden-cache-max-mb", golden_cache_args.max_mb, 1, std::int64_t{1} << 30);
-  if (vm.count("no-golden-cache") && vm.count("golden-cache"))
-    throw UsageError("options --golden-cache and --no-golden-cache: give one of them");
-  if (vm.count("golden-cache") && fs::exists(golden_cache_args.dir) && !fs::is_directory(golden_cache_args.dir))
-    throw UsageError("option --golden-cache: " + golden_cache_args.dir + " is not a folder");
+  check_golden_cache_options(vm, golden_cache_args);  // the folder itself is each task's to open
   if (vm.count("no-golden-cache")) s.run_args.push_back("--no-golden-cache");
   if (vm.count("golden-cache"))
     s.run_args.insert(s.run_args.end(), {"--golden-cache", fs::absolute(golden_cache_args.dir).lexically_normal().string()});

@@ -159,15 +159,21 @@ void add_golden_cache_options(po::options_description& desc, GoldenCacheArgs& ar
        "size cap of the golden cache folder; the least recently used entries go first");
 }
 
-std::unique_ptr<harness::GoldenCache> open_golden_cache(const po::variables_map& vm, const GoldenCacheArgs& args) {
+void check_golden_cache_options(const po::variables_map& vm, const GoldenCacheArgs& args) {
   require_range("--golden-cache-max-mb", args.max_mb, 1, std::int64_t{1} << 30);
-  if (vm.count("no-golden-cache")) {
-    if (vm.count("golden-cache")) throw UsageError("options --golden-cache and --no-golden-cache: give one of them");
-    return nullptr;
-  }
+  if (!vm.count("golden-cache")) return;
+  if (vm.count("no-golden-cache")) throw UsageError("options --golden-cache and --no-golden-cache: give one of them");
+  if (args.dir.empty()) throw UsageError("option --golden-cache: empty folder name");
+  std::error_code ec;
+  if (fs::exists(args.dir, ec) && !fs::is_directory(args.dir, ec))
+    throw UsageError("option --golden-cache: " + args.dir + " is not a folder");
+}
+
+std::unique_ptr<harness::GoldenCache> open_golden_cache(const po::variables_map& vm, const GoldenCacheArgs& args) {
+  check_golden_cache_options(vm, args);
+  if (vm.count("no-golden-cache")) return nullptr;
   const std::int64_t cap = args.max_mb << 20;
   if (vm.count("golden-cache")) {
-    if (args.dir.empty()) throw UsageError("option --golden-cache: empty folder name");
     try {
       return std::make_unique<harness::GoldenCache>(args.dir, cap);
     } catch (const std::runtime_error& e) {

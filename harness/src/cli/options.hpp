@@ -64,6 +64,10 @@ struct GoldenCacheArgs {
   std::int64_t max_mb = harness::GoldenCache::kDefaultMaxBytes >> 20;
 };
 void add_golden_cache_options(po::options_description& desc, GoldenCacheArgs& args);
+// The checks every command makes of those options before using them, writing nothing: the cap's
+// range, --golden-cache with --no-golden-cache, an empty folder name, a path that is not a folder.
+// Throws UsageError naming the option.
+void check_golden_cache_options(const po::variables_map& vm, const GoldenCacheArgs& args);
 // The cache the options ask for: none with --no-golden-cache; the default folder when it can be made
 // (a warning on stderr when not). A --golden-cache that cannot be a folder is a UsageError.
 std::unique_ptr<harness::GoldenCache> open_golden_cache(const po::variables_map& vm, const GoldenCacheArgs& args);
