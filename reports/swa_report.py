@@ -92,8 +92,8 @@ def verdict_counts(results):
 
 def score_features(s):
     """The score semantics and KV storage a scenario uses (golden/README.md): sinks, soft-cap, two-sided
-    window, FP8 KV (e4m3/e5m2); 'plain' when none. Files written before these columns existed have none
-    of them."""
+    window, FP8 KV (e4m3/e5m2), a paged KV cache; 'plain' when none. Files written before these columns
+    existed have none of them."""
     features = []
     if _str(s.get("sinks", "none")) not in ("none", ""):
         features.append("sinks")
@@ -104,6 +104,8 @@ def score_features(s):
     kv = _str(s.get("kv_dtype", "dtype"))
     if kv.startswith("fp8"):
         features.append("KV " + kv)
+    if _str(s.get("cache", "")) == "paged":
+        features.append("KV paged")
     return features or ["plain"]
 
 
@@ -268,7 +270,7 @@ def perf_figures(perf):
         a2.set_xlabel("context (tokens)")
         a2.set_ylabel("KV cache MiB")
         a2.legend(fontsize=7)
-        tags.append(figure_tag(fig, "Decode step time and KV cache memory against context, ring vs linear"))
+        tags.append(figure_tag(fig, "Decode step time and KV cache memory against context, per KV cache (ring, linear, paged)"))
     fig, ax = plt.subplots(figsize=(7, 3.4))
     by_dut = defaultdict(list)
     for p in perf:

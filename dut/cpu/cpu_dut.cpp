@@ -255,8 +255,9 @@ class CpuDut final : public Dut {
     if (all_visible) {
       const std::size_t off = cache.offset(b, t0, g);
       const std::int64_t slot_stride = static_cast<std::int64_t>(cache.heads_kv) * d;
+      const bool contiguous = cache.contiguous_slots(t0) >= t1 - t0;
       if constexpr (std::is_same_v<T, float>) {
-        if (!is_fp8(cache.format)) {
+        if (!is_fp8(cache.format) && contiguous) {
           keys = reinterpret_cast<const float*>(cache.k.data() + off);
           values = reinterpret_cast<const float*>(cache.v.data() + off);
           stride = slot_stride;
@@ -265,8 +266,14 @@ class CpuDut final : public Dut {
       }
       k_buf.resize(static_cast<std::size_t>(t1 - t0) * d);
       v_buf.resize(k_buf.size());
-      cache_rows_to_fp32<T>(cache, cache.k, off, slot_stride, t1 - t0, d, p.k_descale, k_buf.data());
-      cache_rows_to_fp32<T>(cache, cache.v, off, slot_stride, t1 - t0, d, p.v_descale, v_buf.data());
+      // Page by page in a paged cache: a run of slots is contiguous only within a page.
+      for (std::int64_t a = t0; a < t1;) {
+        const std::int64_t n = std::min(t1 - a, cache.contiguous_slots(a));
+        const std::size_t at = cache.offset(b, a, g), row = static_cast<std::size_t>(a - t0) * d;
+        cache_rows_to_fp32<T>(cache, cache.k, at, slot_stride, n, d, p.k_descale, &k_buf[row]);
+        cache_rows_to_fp32<T>(cache, cache.v, at, slot_stride, n, d, p.v_descale, &v_buf[row]);
+        a += n;
+      }
       keys = k_buf.data();
       values = v_buf.data();
       stride = d;
@@ -322,9 +329,11 @@ class CpuDut final : public Dut {
       for (std::int64_t task = 0; task < static_cast<std::int64_t>(p.batch) * splits; ++task) {
         const int b = static_cast<int>(task / splits), split = static_cast<int>(task % splits);
         const std::int64_t i = prompt_len(p, b) + step;
-        // Candidate slots: the whole ring, or the window of a linear cache; this split's share in whole tiles.
-        const std::int64_t lo = cache.policy == CachePolicy::linear ? band_first_key(p.band, i) : 0;
-        const std::int64_t hi = cache.policy == CachePolicy::linear ? i + 1 : cache.slots;
+        // Candidate slots: the whole ring, or the window of a linear or paged cache (slot = position);
+        // this split's share in whole tiles.
+        const bool by_position = cache.policy == CachePolicy::linear || cache.paged();
+        const std::int64_t lo = by_position ? band_first_key(p.band, i) : 0;
+        const std::int64_t hi = by_position ? i + 1 : cache.slots;
         const std::int64_t per = ((hi - lo + splits - 1) / splits + tile - 1) / tile * tile;
         const std::int64_t s0 = std::min(hi, lo + split * per), s1 = std::min(hi, s0 + per);
         for (int g = 0; g < p.heads_kv; ++g) {

@@ -17,7 +17,7 @@ __global__ void __launch_bounds__(kCopyThreads) cache_write_kernel(AttnParams p,
                                                                    const std::int64_t* row_end) {
   const int head = blockIdx.y, b = blockIdx.z;
   const std::int64_t pos = row_begin[b] + blockIdx.x, end = row_end[b];
-  if (pos >= end || !survives_chunk_write(cache.policy, cache.geometry[b], pos, end)) return;
+  if (pos >= end || !cache_writes_position(cache, b, pos, end)) return;
   const std::int64_t dst = cache_element(cache, b, cache_slot(cache, b, pos), head);
   const std::int64_t row = p.seq_offsets[b] + pos;
   const T* k = static_cast<const T*>(p.k) + row * p.k_row_stride + head * p.k_head_stride;

@@ -310,11 +310,14 @@ class CudaDut final : public Dut {
 
   // The device cache with the host's current geometry (a compact ring's base is fixed on the host
   // by the first write).
+  // A paged cache's page table too: the harness takes and frees pages between calls.
   CacheView cache_view(const KvCache& cache) {
     geometry_.upload(cache.geometry.data(), cache.geometry.size() * sizeof(RingGeometry), stream_);
+    if (cache.paged()) page_table_.upload(cache.page_table.data(), cache.page_table.size() * sizeof(std::int32_t), stream_);
     check(cudaStreamSynchronize(stream_), "upload (cudaStreamSynchronize)");
     return {cache.policy, cache.slots, cache.heads_kv, cache.head_size, cache_k_.get(), cache_v_.get(),
-            geometry_.as<const RingGeometry>()};
+            geometry_.as<const RingGeometry>(), cache.page_size, cache.table_width,
+            cache.paged() ? page_table_.as<const std::int32_t>() : nullptr};
   }
 
   std::string problem_;
@@ -322,7 +325,7 @@ class CudaDut final : public Dut {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   int multiprocessors_ = 1;
   DeviceBuffer q_, k_, v_, out_, offsets_, lens_, mask_, sinks_, row_begin_, row_end_, tile_prefix_;
-  DeviceBuffer cache_k_, cache_v_, geometry_, partials_;
+  DeviceBuffer cache_k_, cache_v_, geometry_, page_table_, partials_;
   MirrorState mirror_;
   std::optional<double> last_ms_;
 };

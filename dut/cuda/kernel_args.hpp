@@ -64,7 +64,9 @@ SWA_HOST_DEVICE constexpr std::int64_t tiles_for_rows(std::int64_t rows, int til
 }
 
 // A KV cache on the device, laid out as swa::dut::KvCache: [batch, slots, heads_kv, head_size] in
-// the run's dtype. k == nullptr means no cache (prefill).
+// the run's dtype, or for a paged cache the pool [pages, page_size, heads_kv, head_size] addressed
+// through page_table [batch, table_width] (-1: no page; slot = position). k == nullptr means no
+// cache (prefill).
 struct CacheView {
   CachePolicy policy = CachePolicy::linear;
   std::int64_t slots = 0;
@@ -73,21 +75,39 @@ struct CacheView {
   void* k = nullptr;
   void* v = nullptr;
   const RingGeometry* geometry = nullptr;  // [batch]
+  int page_size = 0;
+  std::int64_t table_width = 0;
+  const std::int32_t* page_table = nullptr;
 };
 
-SWA_HOST_DEVICE inline std::int64_t cache_slot(const CacheView& c, int b, std::int64_t pos) {
-  return c.policy == CachePolicy::linear ? pos : ring_slot(c.geometry[b], pos);
+SWA_HOST_DEVICE inline bool by_position(CachePolicy policy) {
+  return policy == CachePolicy::linear || policy == CachePolicy::paged;
 }
 
+// Paged: the physical page holding slot (= position) `slot` of sequence b, -1 when none.
+SWA_HOST_DEVICE inline std::int32_t cache_page(const CacheView& c, int b, std::int64_t slot) {
+  return c.page_table[b * c.table_width + slot / c.page_size];
+}
+
+SWA_HOST_DEVICE inline std::int64_t cache_slot(const CacheView& c, int b, std::int64_t pos) {
+  return by_position(c.policy) ? pos : ring_slot(c.geometry[b], pos);
+}
+
+// Element offset of (slot, head); a paged slot's page must be held.
 SWA_HOST_DEVICE inline std::int64_t cache_element(const CacheView& c, int b, std::int64_t slot, int head) {
+  if (c.policy == CachePolicy::paged)
+    return ((static_cast<std::int64_t>(cache_page(c, b, slot)) * c.page_size + slot % c.page_size) * c.heads_kv +
+            head) * c.head_size;
   return ((static_cast<std::int64_t>(b) * c.slots + slot) * c.heads_kv + head) * c.head_size;
 }
 
-// Position a slot holds once positions up to `newest` were written in order; -1 when none.
+// Position a slot holds once positions up to `newest` were written in order; -1 when none (a paged
+// slot whose page is not held holds none).
 SWA_HOST_DEVICE inline std::int64_t cached_position(const CacheView& c, int b, std::int64_t slot,
                                                     std::int64_t newest) {
   if (newest < 0) return -1;
   if (c.policy == CachePolicy::linear) return slot <= newest ? slot : -1;
+  if (c.policy == CachePolicy::paged) return slot <= newest && cache_page(c, b, slot) >= 0 ? slot : -1;
   return ring_slot_position(c.geometry[b], slot, newest);
 }
 
@@ -111,16 +131,24 @@ SWA_HOST_DEVICE inline KeyLocation locate_key(const AttnParams& p, const CacheVi
 // Whether position pos of a chunk [s, e) written in order ends in the cache: at or above a compact
 // ring's base, and not overwritten by a later position of the same chunk. A parallel write kernel
 // writes exactly these, so no two threads race for a slot.
+// (A paged cache's positions never share a slot; whether a page is held is cache_writes_position's.)
 SWA_HOST_DEVICE constexpr bool survives_chunk_write(CachePolicy policy, RingGeometry g, std::int64_t pos,
                                                     std::int64_t e) {
   if (pos < g.base) return false;
-  return policy == CachePolicy::linear || pos + g.capacity >= e;
+  return policy == CachePolicy::linear || policy == CachePolicy::paged || pos + g.capacity >= e;
 }
 
-// Slots a decode step at q_pos visits: the whole ring, or the window of a linear cache.
+// Whether a write of chunk [s, e) stores position pos of sequence b: it survives, and in a paged
+// cache its page was taken (pages of rows no later query sees are not).
+SWA_HOST_DEVICE inline bool cache_writes_position(const CacheView& c, int b, std::int64_t pos, std::int64_t e) {
+  if (!survives_chunk_write(c.policy, c.geometry[b], pos, e)) return false;
+  return c.policy != CachePolicy::paged || cache_page(c, b, pos) >= 0;
+}
+
+// Slots a decode step at q_pos visits: the whole ring, or the window of a linear or paged cache.
 SWA_HOST_DEVICE constexpr KeyRange decode_slot_range(CachePolicy policy, std::int64_t slots, WindowBand band,
                                                      std::int64_t q_pos) {
-  if (policy != CachePolicy::linear) return {0, slots};
+  if (policy != CachePolicy::linear && policy != CachePolicy::paged) return {0, slots};
   return {band_first_key(band, q_pos), q_pos + 1 < slots ? q_pos + 1 : slots};
 }
 

@@ -44,6 +44,8 @@ swa_dut_v2_params to_c(const AttnParams& p) {
   c.kv_format = static_cast<int32_t>(p.kv_format);
   c.k_descale = p.k_descale;
   c.v_descale = p.v_descale;
+  c.page_size = p.page_size;
+  c.pool_pages = p.pool_pages;
   return c;
 }
 
@@ -88,6 +90,10 @@ AttnParams from_c(const swa_dut_v2_params& c) {
     p.k_descale = c.k_descale;
     p.v_descale = c.v_descale;
   }
+  if (SWA_DUT_V2_HAS(&c, swa_dut_v2_params, pool_pages)) {
+    p.page_size = c.page_size;
+    p.pool_pages = c.pool_pages;
+  }
   return p;
 }
 
@@ -106,11 +112,21 @@ CacheView::CacheView(KvCache& cache) {
   c.k = cache.k.data();
   c.v = cache.v.data();
   c.kv_format = static_cast<int32_t>(cache.format);
+  page_table = cache.page_table;
+  c.page_size = cache.page_size;
+  c.pages = cache.pages;
+  c.table_width = cache.table_width;
+  c.page_table = page_table.empty() ? nullptr : page_table.data();
+}
+
+void CacheView::refresh_pages(const KvCache& cache) {
+  std::copy(cache.page_table.begin(), cache.page_table.end(), page_table.begin());
 }
 
 void CacheView::sync_back(KvCache& cache) const {
   for (std::size_t b = 0; b < base.size(); ++b) cache.geometry[b].base = base[b];
   cache.tokens_written = tokens_written;
+  cache.page_table = page_table;  // a plugin must leave it as it is; the cache check sees if it did not
 }
 
 KvCache copy_from_c(const swa_dut_v2_cache& c) {
@@ -123,7 +139,15 @@ KvCache copy_from_c(const swa_dut_v2_cache& c) {
   if (SWA_DUT_V2_HAS(&c, swa_dut_v2_cache, kv_format)) k.format = static_cast<KvFormat>(c.kv_format);
   for (int b = 0; b < c.batch; ++b) k.geometry.push_back({c.slots, c.base[b]});
   k.tokens_written.assign(c.tokens_written, c.tokens_written + c.batch);
-  const std::size_t bytes = static_cast<std::size_t>(c.batch) * c.slots * c.heads_kv * c.head_size * k.element_bytes();
+  std::size_t slots = static_cast<std::size_t>(c.batch) * c.slots;
+  if (k.paged() && SWA_DUT_V2_HAS(&c, swa_dut_v2_cache, page_table)) {
+    k.page_size = c.page_size;
+    k.pages = c.pages;
+    k.table_width = c.table_width;
+    k.page_table.assign(c.page_table, c.page_table + c.batch * c.table_width);
+    slots = static_cast<std::size_t>(c.pages) * c.page_size;
+  }
+  const std::size_t bytes = slots * c.heads_kv * c.head_size * k.element_bytes();
   k.k.assign(static_cast<const unsigned char*>(c.k), static_cast<const unsigned char*>(c.k) + bytes);
   k.v.assign(static_cast<const unsigned char*>(c.v), static_cast<const unsigned char*>(c.v) + bytes);
   return k;
@@ -134,6 +158,7 @@ void copy_back_to_c(const KvCache& k, swa_dut_v2_cache& c) {
     c.base[b] = k.geometry[b].base;
     c.tokens_written[b] = k.tokens_written[b];
   }
+  if (k.paged()) std::copy(k.page_table.begin(), k.page_table.end(), c.page_table);
   std::copy(k.k.begin(), k.k.end(), static_cast<unsigned char*>(c.k));
   std::copy(k.v.begin(), k.v.end(), static_cast<unsigned char*>(c.v));
 }
@@ -161,14 +186,14 @@ std::string named_bits(uint32_t bits, const char* const* names, int count) {
 std::string outside_traits(const swa_dut_v2_traits& t, const AttnParams& p) {
   static const char* const dtypes[] = {"fp32", "fp16", "bf16"};
   static const char* const modes[] = {"prefill", "chunked_prefill", "decode"};
-  static const char* const policies[] = {"ring_modulo", "ring_compact", "linear"};
+  static const char* const policies[] = {"ring_modulo", "ring_compact", "linear", "paged"};
   static const char* const masks[] = {"none", "swa_norm", "swa_compress"};
   auto outside = [](uint32_t bits, int value) { return bits != 0 && !(bits & (1u << value)); };
   const std::string prefix = "the plugin describes itself as running ";
   if (outside(t.dtypes, static_cast<int>(p.dtype))) return prefix + "dtypes " + named_bits(t.dtypes, dtypes, 3) + " only";
   if (outside(t.modes, static_cast<int>(p.mode))) return prefix + "modes " + named_bits(t.modes, modes, 3) + " only";
   if (p.mode != RunMode::prefill && outside(t.cache_policies, static_cast<int>(p.cache)))
-    return prefix + "caches " + named_bits(t.cache_policies, policies, 3) + " only";
+    return prefix + "caches " + named_bits(t.cache_policies, policies, 4) + " only";
   if (outside(t.mask_formats, static_cast<int>(p.mask_format)))
     return prefix + "mask formats " + named_bits(t.mask_formats, masks, 3) + " only";
   const Traits traits = to_traits(t);
@@ -196,7 +221,13 @@ std::string outside_traits(const swa_dut_v2_traits& t, const AttnParams& p) {
   if (is_fp8(p.kv_format) && !knows(fp8_end))
     return "the plugin was built against an ABI without the kv_format field (params_size " +
            std::to_string(t.params_size) + ": before swa/dut_v2.h 2.2, whose is " +
-           std::to_string(sizeof(swa_dut_v2_params)) + "), and this case has an FP8 KV cache";
+           std::to_string(offsetof(swa_dut_v2_params, page_size)) + "), and this case has an FP8 KV cache";
+  static_assert(offsetof(swa_dut_v2_params, page_size) >= 240, "2.3 fields start past 2.2's size");
+  constexpr std::size_t paged_end = offsetof(swa_dut_v2_params, pool_pages) + sizeof(int32_t);
+  if (p.mode != RunMode::prefill && p.cache == CachePolicy::paged && !knows(paged_end))
+    return "the plugin was built against an ABI without the page_size field (params_size " +
+           std::to_string(t.params_size) + ": before swa/dut_v2.h 2.3, whose is " +
+           std::to_string(sizeof(swa_dut_v2_params)) + "), and this case has a paged KV cache";
   return {};
 }
 

@@ -14,10 +14,13 @@ swa_dut_v2_params to_c(const AttnParams& p);
 AttnParams from_c(const swa_dut_v2_params& c);
 
 // A C view of `cache` whose base/tokens_written arrays live in `scratch`; sync_back() copies them back.
+// A paged cache's page table is copied too: the harness changes it between calls (refresh_pages).
 struct CacheView {
   swa_dut_v2_cache c{};
   std::vector<std::int64_t> base, tokens_written;
+  std::vector<std::int32_t> page_table;
   explicit CacheView(KvCache& cache);
+  void refresh_pages(const KvCache& cache);
   void sync_back(KvCache& cache) const;
 };
 

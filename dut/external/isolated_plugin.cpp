@@ -314,6 +314,7 @@ class Layout {
     return worker::encode<T>(offset);
   }
   std::size_t size() const { return size_; }
+  std::size_t last_offset() const { return regions_.back().offset; }
   void copy_in(unsigned char* arena) const {
     for (const Region& r : regions_) std::memcpy(arena + r.offset, r.host, r.bytes);
   }
@@ -387,6 +388,7 @@ class IsolatedPluginDut final : public Dut {
     const void* q = nullptr;
     void* out = nullptr;
     const KvCache* host_cache = nullptr;
+    std::size_t page_table_offset = 0;  // a paged cache's page table, which the harness changes between calls
   };
 
   static bool starts_schedule(Op op, int index) {
@@ -417,6 +419,10 @@ class IsolatedPluginDut final : public Dut {
       sh->cache.v = a.add(sh->cache.v, bytes, true);
       sh->cache.base = a.add(sh->cache.base, sizeof(int64_t) * sh->view->base.size(), true);
       sh->cache.tokens_written = a.add(sh->cache.tokens_written, sizeof(int64_t) * sh->view->tokens_written.size(), true);
+      if (sh->cache.page_table) {
+        sh->cache.page_table = a.add(sh->cache.page_table, sizeof(int32_t) * sh->view->page_table.size(), true);
+        sh->page_table_offset = a.last_offset();
+      }
     }
     Arena& arena = worker_->arena();
     if (!arena.reserve(a.size())) return nullptr;
@@ -438,6 +444,11 @@ class IsolatedPluginDut final : public Dut {
     if (fresh) {
       shared_ = share(p, cache);
       if (!shared_) return Status::failure("plugin " + path_ + ": cannot share the tensors with its worker (memfd)");
+    }
+    if (cache && cache->paged() && shared_->view && !shared_->view->page_table.empty()) {
+      shared_->view->refresh_pages(*cache);
+      std::memcpy(worker_->arena().data() + shared_->page_table_offset, shared_->view->page_table.data(),
+                  sizeof(int32_t) * shared_->view->page_table.size());
     }
     Request req;
     req.op = op;

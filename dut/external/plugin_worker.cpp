@@ -61,6 +61,7 @@ void rebase(swa_dut_v2_params& p, swa_dut_v2_cache& c, unsigned char* base) {
   p.sinks = decode(p.sinks, base);
   c.base = decode(c.base, base);
   c.tokens_written = decode(c.tokens_written, base);
+  c.page_table = decode(c.page_table, base);
   c.k = decode(c.k, base);
   c.v = decode(c.v, base);
 }

@@ -35,6 +35,9 @@ std::string_view fault_name(Fault f) {
     case Fault::window_right_off_by_one: return "window_right_off_by_one";
     case Fault::fp8_no_saturation: return "fp8_no_saturation";
     case Fault::fp8_descale_twice: return "fp8_descale_twice";
+    case Fault::page_table_off_by_one: return "page_table_off_by_one";
+    case Fault::page_freed_early: return "page_freed_early";
+    case Fault::recycled_page_read: return "recycled_page_read";
   }
   return "?";
 }
@@ -83,6 +86,8 @@ class MutantDut final : public Dut {
         }
       write_cache(p, cache, b, s, e);
     }
+    for (int b = 0; b < p.batch; ++b)
+      if (chunk_begin(p, b, chunk_index) < chunk_end(p, b, chunk_index)) free_early(p, cache, b, chunk_end(p, b, chunk_index));
     return Status::success();
   }
 
@@ -96,10 +101,18 @@ class MutantDut final : public Dut {
         attend(p, b, i, h);
       }
     }
+    for (int b = 0; b < p.batch; ++b) free_early(p, cache, b, prompt_len(p, b) + step + 1);
     return Status::success();
   }
 
  private:
+  // page_freed_early: after a call that wrote up to row e, frees the pages dead to query e + 1, one
+  // query early (the harness frees those dead to query e after the call).
+  void free_early(const AttnParams& p, KvCache& cache, int b, std::int64_t e) const {
+    if (fault_ == Fault::page_freed_early && cache.paged())
+      free_pages_below(cache, b, pages_dead_before(p.band, e + 1, cache.page_size));
+  }
+
   struct Key {
     const unsigned char* k;
     const unsigned char* v;
@@ -182,12 +195,29 @@ class MutantDut final : public Dut {
     for (std::int64_t slot = 0; slot < cache.slots; ++slot) {
       const std::int64_t pos = cache.position_in(b, shifted_back(cache, slot));
       if (pos < 0 || (!visible(p, i, pos) && !caps_hidden_keys(p))) continue;
-      const std::size_t off = cache.offset(b, slot, kv_head(p, h));
-      keys_.push_back({&cache.k[off], &cache.v[off], !visible(p, i, pos), true});
+      const int g = kv_head(p, h);
+      if (fault_ == Fault::recycled_page_read && cache.paged() && decoding_ && pos == i) {
+        const std::size_t row = static_cast<std::size_t>(g) * p.head_size * cache.element_bytes();
+        keys_.push_back({&unwritten_k_[row], &unwritten_v_[row], !visible(p, i, pos), true});
+        continue;
+      }
+      const std::optional<std::size_t> off = read_offset(cache, b, slot, g);
+      if (!off) continue;
+      keys_.push_back({&cache.k[*off], &cache.v[*off], !visible(p, i, pos), true});
     }
   }
 
-  void write_cache(const AttnParams& p, KvCache& cache, int b, std::int64_t s, std::int64_t e) const {
+  // Where the kernel reads (slot, head) of sequence b; nullopt when its page lookup finds no page.
+  std::optional<std::size_t> read_offset(const KvCache& cache, int b, std::int64_t slot, int g) const {
+    if (fault_ != Fault::page_table_off_by_one || !cache.paged()) return cache.offset(b, slot, g);
+    const std::int64_t logical = (slot + 1) / cache.page_size;
+    const std::int32_t page = logical < cache.table_width ? cache.page_table[b * cache.table_width + logical] : -1;
+    if (page < 0) return std::nullopt;
+    return ((static_cast<std::size_t>(page) * cache.page_size + slot % cache.page_size) * cache.heads_kv + g) *
+           cache.head_size * cache.element_bytes();
+  }
+
+  void write_cache(const AttnParams& p, KvCache& cache, int b, std::int64_t s, std::int64_t e) {
     if (cache.tokens_written[b] == 0 && cache.policy == CachePolicy::ring_compact)
       cache.geometry[b].base = compact_ring_base(e - s, cache.slots);
     const std::size_t bytes = static_cast<std::size_t>(p.head_size) * dtype_bytes(p.dtype);
@@ -198,7 +228,14 @@ class MutantDut final : public Dut {
     };
     for (std::int64_t pos = s; pos < e; ++pos) {
       if (pos < cache.geometry[b].base) continue;
-      const bool ring = cache.policy != CachePolicy::linear;
+      if (cache.paged() && cache.page_of(b, pos) < 0) continue;
+      if (fault_ == Fault::recycled_page_read && cache.paged()) {  // what the slot held before this write
+        const std::size_t row = static_cast<std::size_t>(p.heads_kv) * p.head_size * cache.element_bytes();
+        const std::size_t off = cache.offset(b, pos, 0);
+        unwritten_k_.assign(cache.k.begin() + off, cache.k.begin() + off + row);
+        unwritten_v_.assign(cache.v.begin() + off, cache.v.begin() + off + row);
+      }
+      const bool ring = cache.policy == CachePolicy::ring_modulo || cache.policy == CachePolicy::ring_compact;
       std::int64_t slot = cache.slot_of(b, pos);
       if (ring && (fault_ == Fault::ring_slot_off_by_one || fault_ == Fault::cache_slot_shifted))
         slot = (slot + 1) % cache.slots;
@@ -216,7 +253,7 @@ class MutantDut final : public Dut {
   // The slot a consistent shifted writer put the position of `slot` into is slot + 1: reading slot s
   // as holding what position_in says of s - 1 gives back the right keys.
   std::int64_t shifted_back(const KvCache& cache, std::int64_t slot) const {
-    if (fault_ != Fault::cache_slot_shifted || cache.policy == CachePolicy::linear) return slot;
+    if (fault_ != Fault::cache_slot_shifted || cache.policy == CachePolicy::linear || cache.paged()) return slot;
     return (slot + cache.slots - 1) % cache.slots;
   }
 
@@ -278,6 +315,7 @@ class MutantDut final : public Dut {
   std::int64_t sequence_length_ = 0;  // of the sequence prefill is on
   bool decoding_ = false;
   std::vector<Key> keys_;
+  std::vector<unsigned char> unwritten_k_, unwritten_v_;  // recycled_page_read: the new slot's K/V before the write
   std::vector<float> scores_, acc_, bias_;
 };
 

@@ -32,6 +32,9 @@ enum class Fault {
   window_right_off_by_one, // a two-sided window sees R+1 keys after the query
   fp8_no_saturation,       // FP8 KV quantised without saturation: beyond the largest value e4m3 gives NaN, e5m2 inf
   fp8_descale_twice,       // FP8 KV read back as code * descale * descale
+  page_table_off_by_one,   // paged: reads position p through logical page (p + 1) / page_size
+  page_freed_early,        // paged: frees a page one query early (the window's oldest key's page, in decode)
+  recycled_page_read,      // paged decode: reads the new position's slot before writing it (a recycled page's old K/V)
 };
 
 inline constexpr Fault kAllFaults[] = {Fault::none,
@@ -53,7 +56,10 @@ inline constexpr Fault kAllFaults[] = {Fault::none,
                                        Fault::softcap_after_mask,
                                        Fault::window_right_off_by_one,
                                        Fault::fp8_no_saturation,
-                                       Fault::fp8_descale_twice};
+                                       Fault::fp8_descale_twice,
+                                       Fault::page_table_off_by_one,
+                                       Fault::page_freed_early,
+                                       Fault::recycled_page_read};
 
 // The controls: correct kernels that must pass everything.
 inline bool is_control(Fault f) { return f == Fault::none || f == Fault::none_reversed; }

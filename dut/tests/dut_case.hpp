@@ -3,6 +3,8 @@
 // golden by the harness's verdict (harness/verdict.hpp: the one comparison rule of every run).
 #include <cmath>
 #include <limits>
+#include <algorithm>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -20,6 +22,7 @@ struct Case {
   std::vector<std::int64_t> offsets;
   std::vector<unsigned char> q, k, v, out;
   std::vector<float> sinks;
+  std::vector<std::int32_t> page_order;
   AttnParams p;
 
   std::vector<float> output() const {
@@ -34,6 +37,20 @@ inline std::vector<unsigned char> random_storage(std::int64_t n, DType dt, doubl
   std::vector<unsigned char> t(static_cast<std::size_t>(n) * dtype_bytes(dt));
   for (std::int64_t i = 0; i < n; ++i) store_as(dt, static_cast<float>(normal(rng)), &t[i * dtype_bytes(dt)]);
   return t;
+}
+
+// A paged cache of `page_size` positions per page on a case, the pool the schedule needs, its initial
+// order shuffled (physical pages differ from logical ones).
+inline Case& with_pages(Case& c, int page_size, std::uint64_t seed = 3) {
+  c.p.cache = CachePolicy::paged;
+  c.p.page_size = page_size;
+  c.p.pool_pages = static_cast<int>(paged_pool_pages(c.p));
+  c.page_order.resize(c.p.pool_pages);
+  std::iota(c.page_order.begin(), c.page_order.end(), 0);
+  std::mt19937_64 rng(seed);
+  std::shuffle(c.page_order.begin(), c.page_order.end(), rng);
+  c.p.page_order = c.page_order.data();
+  return c;
 }
 
 inline Case make_case(std::vector<std::int32_t> lens, int hq, int hkv, int d, std::int64_t w, RunMode mode,
@@ -69,6 +86,7 @@ inline Case make_case(std::vector<std::int32_t> lens, int hq, int hkv, int d, st
   p.chunk = chunk;
   p.decode_steps = steps;
   set_contiguous_strides(p);
+  if (cache == CachePolicy::paged && mode != RunMode::prefill) with_pages(c, 4);
   return c;
 }
 

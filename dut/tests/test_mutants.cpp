@@ -115,6 +115,31 @@ BOOST_AUTO_TEST_CASE(every_fault_changes_the_output_where_it_should) {
   BOOST_TEST(max_error(linear, Fault::ring_slot_off_by_one) < 1e-5);
 }
 
+BOOST_AUTO_TEST_CASE(paged_faults_change_the_output_of_paged_caches_only) {
+  // Page 4, W 6: every window spans a page boundary, and the batch of three recycles pages.
+  auto decode = [](CachePolicy cache) {
+    return make_case({30, 12, 21}, 4, 2, 16, 6, RunMode::decode, cache, 5, 9);
+  };
+  auto chunked = [](CachePolicy cache) {
+    return make_case({37, 1, 20}, 4, 2, 16, 6, RunMode::chunked_prefill, cache, 7, 0);
+  };
+  for (Fault f : {Fault::page_table_off_by_one, Fault::page_freed_early, Fault::recycled_page_read}) {
+    Case paged = decode(CachePolicy::paged);
+    BOOST_TEST(max_error(paged, f) > 1e-2, fault_name(f) << " decode");
+    for (CachePolicy other : {CachePolicy::ring_modulo, CachePolicy::linear}) {
+      Case c = decode(other);
+      BOOST_TEST(max_error(c, f) < 1e-5, fault_name(f) << " " << cache_name(other));
+    }
+  }
+  for (Fault f : {Fault::page_table_off_by_one, Fault::page_freed_early}) {
+    Case paged = chunked(CachePolicy::paged);
+    BOOST_TEST(max_error(paged, f) > 1e-2, fault_name(f) << " chunked");
+  }
+  // A page per position: the off-by-one page is the next position's.
+  Case single = decode(CachePolicy::paged);
+  BOOST_TEST(max_error(test::with_pages(single, 1), Fault::page_table_off_by_one) > 1e-2);
+}
+
 BOOST_AUTO_TEST_CASE(baseline_dut_writes_every_row_under_any_schedule) {
   for (RunMode mode : kAllRunModes) {
     Case c = make_case({17, 9}, 2, 1, 8, 4, mode, CachePolicy::ring_compact, 5, mode == RunMode::decode ? 4 : 0);

@@ -1,10 +1,12 @@
 #include "swa/golden.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 #include "row_softmax.hpp"
 #include "swa/kv_cache_model.hpp"
+#include "swa/paged_kv_model.hpp"
 
 namespace swa::golden {
 namespace {
@@ -222,8 +224,10 @@ Output attention_dense(const AttnParams& p) {
 
 namespace {
 
-// Query rows [s, e) of one sequence attend to the cache and to chunk rows [s, i].
-void attend_chunk(const AttnParams& p, const Fp64Inputs& in, const KvCacheModel& cache, std::int64_t row0,
+// Query rows [s, e) of one sequence attend to the cache and to chunk rows [s, i]. Cache: a
+// KvCacheModel or a PagedSequenceView.
+template <class Cache>
+void attend_chunk(const AttnParams& p, const Fp64Inputs& in, const Cache& cache, std::int64_t row0,
                   std::int64_t s, std::int64_t e, bool include_chunk_keys, Output& o, detail::RowScratch& scratch) {
   const RowIndexing ix{p};
   for (std::int64_t i = s; i < e; ++i)
@@ -247,12 +251,65 @@ void attend_chunk(const AttnParams& p, const Fp64Inputs& in, const KvCacheModel&
     }
 }
 
+// A paged cache's pool is shared by the batch, so the schedule runs call by call as run_schedule
+// drives a DUT: every sequence takes its pages in batch order, the call attends and stores (a chunk
+// attends first, a decode step stores first), then every sequence frees its dead pages in batch
+// order (paging.hpp).
+Output attention_paged(const AttnParams& p, const Fp64Inputs& in, Output o) {
+  const RowIndexing ix{p};
+  PagedKvModel cache(p);
+  const std::int64_t kv_row_stride = static_cast<std::int64_t>(p.heads_kv) * p.head_size;
+  // Per sequence, its writes in order (s, e, next query): its prompt chunks, then its decode steps.
+  std::vector<std::vector<std::array<std::int64_t, 3>>> writes(p.batch);
+  std::vector<std::int64_t> own_chunks(p.batch);
+  const std::int64_t steps = p.mode == RunMode::decode ? p.decode_steps : 0;
+  std::int64_t chunks = 0;
+  for (int b = 0; b < p.batch; ++b) {
+    for_each_cache_write(p, b, [&](std::int64_t s, std::int64_t e, std::int64_t q) { writes[b].push_back({s, e, q}); });
+    own_chunks[b] = static_cast<std::int64_t>(writes[b].size()) - steps;
+    chunks = std::max(chunks, own_chunks[b]);
+  }
+  // Call c < chunks is prompt chunk c of every sequence that has one; call chunks + t is decode step t.
+  auto write_at = [&](int b, std::int64_t call) -> const std::array<std::int64_t, 3>* {
+    if (call < chunks) return call < own_chunks[b] ? &writes[b][call] : nullptr;
+    return &writes[b][own_chunks[b] + (call - chunks)];
+  };
+  auto store = [&](int b, const std::array<std::int64_t, 3>& w) {
+    const std::int64_t row = p.seq_offsets[b] + w[0];
+    cache.store(b, w[0], w[1], &in.k[ix.kv(row, 0)], &in.v[ix.kv(row, 0)], kv_row_stride);
+  };
+  for (std::int64_t call = 0; call < chunks + steps; ++call) {
+    const bool decoding = call >= chunks;
+    for (int b = 0; b < p.batch; ++b)
+      if (const auto* w = write_at(b, call)) cache.take(b, (*w)[0], (*w)[1], (*w)[2]);
+    if (decoding)
+      for (int b = 0; b < p.batch; ++b)
+        if (const auto* w = write_at(b, call)) store(b, *w);
+#pragma omp parallel
+    {
+      detail::RowScratch scratch;
+#pragma omp for schedule(dynamic, 1)
+      for (int b = 0; b < p.batch; ++b)
+        if (const auto* w = write_at(b, call))
+          attend_chunk(p, in, PagedSequenceView(cache, b), p.seq_offsets[b], (*w)[0], (*w)[1],
+                       /*include_chunk_keys=*/!decoding, o, scratch);
+    }
+    if (!decoding)
+      for (int b = 0; b < p.batch; ++b)
+        if (const auto* w = write_at(b, call)) store(b, *w);
+    for (int b = 0; b < p.batch; ++b)
+      if (const auto* w = write_at(b, call)) cache.release(b, (*w)[1]);
+  }
+  return o;
+}
+
 }  // namespace
 
 Output attention_scheduled(const AttnParams& p) {
   validate(p);
   if (p.mode == RunMode::prefill) return attention_dense(p);
   const Fp64Inputs in = load_inputs(p);
+  if (p.cache == CachePolicy::paged) return attention_paged(p, in, allocate_output(p));
   Output o = allocate_output(p);
   const RowIndexing ix{p};
   const std::int64_t window = p.band.left + 1;  // ring slots; validate() bounds it for rings

@@ -51,8 +51,13 @@ std::int64_t KvCacheModel::end_slot_for(WindowBand band, std::int64_t q_pos) con
 }
 
 std::int64_t kv_cache_bytes(CachePolicy policy, std::int64_t window, std::int64_t context, int heads_kv,
-                            int head_size, DType dtype, KvFormat kv_format) {
-  const std::int64_t slots = policy == CachePolicy::linear ? context : window;
+                            int head_size, DType dtype, KvFormat kv_format, int page_size) {
+  std::int64_t slots = policy == CachePolicy::linear ? context : window;
+  if (policy == CachePolicy::paged) {
+    if (page_size < 1) throw std::invalid_argument("kv_cache_bytes: a paged cache needs page_size >= 1");
+    const std::int64_t last = context - 1, first = window > 0 ? std::max<std::int64_t>(0, last - window + 1) : 0;
+    slots = (last / page_size - first / page_size + 1) * page_size;
+  }
   return 2 * slots * heads_kv * head_size * static_cast<std::int64_t>(kv_element_bytes(kv_format, dtype));
 }
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 #include "swa/enum_names.hpp"
+#include "swa/paging.hpp"
 
 namespace swa {
 
@@ -23,6 +24,7 @@ std::string_view cache_name(CachePolicy cache) {
     case CachePolicy::ring_modulo: return "ring-modulo";
     case CachePolicy::ring_compact: return "ring-compact";
     case CachePolicy::linear: return "linear";
+    case CachePolicy::paged: return "paged";
   }
   return "?";
 }
@@ -88,7 +90,7 @@ void validate(const AttnParams& p) {
             "params.k_descale and v_descale must be finite and > 0 with an FP8 KV format");
   if (p.mode == RunMode::prefill) return;
   require(p.band.right == 0, "params.band.right must be 0 (causal) when tokens go through a KV cache");
-  const bool ring = p.cache != CachePolicy::linear;
+  const bool ring = p.cache == CachePolicy::ring_modulo || p.cache == CachePolicy::ring_compact;
   require(!ring || p.band.left >= 0, "params.band.left must be bounded (a window) for a ring cache");
   require(p.chunk >= 0, "params.chunk must be >= 0");
   if (p.mode == RunMode::chunked_prefill) require(p.chunk >= 1, "params.chunk must be >= 1 in chunked_prefill");
@@ -98,6 +100,7 @@ void validate(const AttnParams& p) {
       require(p.seq_lens[b] > p.decode_steps, "params.seq_lens[" + std::to_string(b) +
                                                   "] must exceed decode_steps (the prompt needs >= 1 token)");
   }
+  if (p.cache == CachePolicy::paged) validate_paging(p);
 }
 
 }  // namespace swa

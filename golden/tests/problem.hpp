@@ -1,11 +1,13 @@
 #pragma once
 // Test helper: a packed ragged problem with owned buffers, filled from a fixed-seed generator.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
 
 #include "swa/golden.hpp"
+#include "swa/paging.hpp"
 #include "swa/params.hpp"
 
 namespace swa::test {
@@ -15,8 +17,23 @@ struct Problem {
   std::vector<std::int64_t> offsets;
   std::vector<unsigned char> q, k, v;
   std::vector<float> sinks;
+  std::vector<std::int32_t> page_order;
   AttnParams params;
 };
+
+// A paged cache of `page_size` with the pool the schedule needs (plus `spare` pages), its initial
+// order shuffled by `seed`. Call after the schedule (mode, chunk, decode_steps) is set.
+inline void use_paged_cache(Problem& pr, int page_size, std::uint64_t seed, int spare = 0) {
+  AttnParams& p = pr.params;
+  p.cache = CachePolicy::paged;
+  p.page_size = page_size;
+  p.pool_pages = static_cast<int>(paged_pool_pages(p)) + spare;
+  pr.page_order.resize(p.pool_pages);
+  for (int i = 0; i < p.pool_pages; ++i) pr.page_order[i] = i;
+  std::mt19937_64 rng(seed);
+  std::shuffle(pr.page_order.begin(), pr.page_order.end(), rng);
+  p.page_order = pr.page_order.data();
+}
 
 // One sink logit per query head, N(mean, 1) rounded to the problem's dtype.
 inline void add_sinks(Problem& pr, std::uint64_t seed, double mean = 0.0) {

@@ -109,6 +109,7 @@ BOOST_AUTO_TEST_CASE(attention_reads_the_quantised_values_in_every_mode_and_cach
           test::Problem pr = test::make_problem({40, 23}, 4, 2, 16, {7, 0}, dt, 31, 2.0);
           AttnParams& p = pr.params;
           p.mode = s.mode, p.chunk = s.chunk, p.decode_steps = s.steps, p.cache = c;
+          if (c == CachePolicy::paged && s.mode != RunMode::prefill) test::use_paged_cache(pr, 4, 5);
           p.kv_format = f;
           p.k_descale = f == KvFormat::fp8_e4m3 ? 0.0078125f : 1.f / 8192;  // e4m3: |k| > 3.5 saturates
           p.v_descale = f == KvFormat::fp8_e4m3 ? 0.015625f : 1.f / 4096;

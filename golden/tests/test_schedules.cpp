@@ -49,6 +49,7 @@ void check_schedule(std::vector<std::int32_t> lens, std::int64_t w, Schedule s, 
     pr.params.chunk = s.chunk;
     pr.params.decode_steps = s.decode_steps;
     pr.params.cache = c;
+    if (c == CachePolicy::paged) test::use_paged_cache(pr, 3, seed);
     const auto sched = golden::attention_scheduled(pr.params);
     BOOST_TEST(test::normwise_relative(sched.out, dense.out) <= kBound, describe(pr, w, s, c));
     BOOST_TEST(test::normwise_relative(sched.lse, dense.lse) <= kBound, describe(pr, w, s, c));
@@ -155,6 +156,12 @@ BOOST_AUTO_TEST_CASE(cache_bytes_ring_fixed_linear_grows) {
   BOOST_TEST(ring4k == ring32k);
   BOOST_TEST(ring4k == 2 * 4096 * 8 * 128 * 2);
   BOOST_TEST(lin32k == 8 * ring32k);  // Mistral: 8x less cache memory at 32k context with W = 4096
+  // Paged: the window's pages. Context 32768 with W 4096 and pages of 16: positions 28672..32767,
+  // exactly 256 pages; one more position straddles a page more.
+  BOOST_TEST(kv_cache_bytes(CachePolicy::paged, 4096, 32768, 8, 128, DType::fp16, KvFormat::dtype, 16) == ring32k);
+  BOOST_TEST(kv_cache_bytes(CachePolicy::paged, 4096, 32769, 8, 128, DType::fp16, KvFormat::dtype, 16) ==
+             ring32k + 2 * 16 * 8 * 128 * 2);
+  BOOST_TEST(kv_cache_bytes(CachePolicy::paged, 0, 100, 1, 1, DType::fp16, KvFormat::dtype, 16) == 2 * 112 * 2);
 }
 
 BOOST_AUTO_TEST_CASE(invalid_schedules_are_refused) {

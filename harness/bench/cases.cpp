@@ -109,6 +109,13 @@ PerfRow bench_decode(const std::string& case_name, const std::string& dut_name, 
   p.mode = RunMode::decode;
   p.decode_steps = steps;
   p.cache = cache;
+  std::vector<std::int32_t> page_order;
+  if (cache == CachePolicy::paged) {
+    p.page_size = kBenchPageSize;
+    p.pool_pages = static_cast<int>(paged_pool_pages(p));
+    page_order = harness::draw_page_order(7, p.pool_pages);
+    p.page_order = page_order.data();
+  }
   dut::KvCache kv = dut::make_kv_cache(p);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
@@ -116,14 +123,25 @@ PerfRow bench_decode(const std::string& case_name, const std::string& dut_name, 
     store_as(dtype, normal(rng), &kv.k[i * dtype_bytes(dtype)]);
     store_as(dtype, normal(rng), &kv.v[i * dtype_bytes(dtype)]);
   }
-  for (auto& written : kv.tokens_written) written = context;
+  for (int b = 0; b < shape.batch; ++b) {
+    // The context as a prompt written at once would leave it: the window's pages, from the pool.
+    if (kv.paged()) dut::take_pages(kv, b, pages_dead_before(p.band, context, p.page_size) * p.page_size, context);
+    kv.tokens_written[b] = context;
+  }
   auto dut = harness::make_dut(dut_name);
   int step = 0;
   PerfRow r = row_for(case_name, dut_name, dtype, shape, "decode", cache_name(cache));
-  r.set_timing(time_dut_calls(*dut, [&] { return dut->decode_step(p, kv, step++); }, settings, r.timer));
+  // A paged cache's page bookkeeping around each step, as run_schedule does (O(batch), timed too).
+  r.set_timing(time_dut_calls(*dut, [&] {
+    dut::take_call_pages(p, kv, RunMode::decode, step);
+    dut::Status st = dut->decode_step(p, kv, step);
+    dut::free_call_pages(p, kv, RunMode::decode, step++);
+    return st;
+  }, settings, r.timer));
   const std::int64_t keys = std::min<std::int64_t>(context + 1, shape.w > 0 ? shape.w : context + 1);
   r.gflops = attention_gflops(shape.d, keys * shape.batch, shape.hq, r.time_ms);
-  r.kv_bytes = shape.batch * kv_cache_bytes(cache, shape.w, context, shape.hkv, shape.d, dtype);
+  r.kv_bytes = shape.batch * kv_cache_bytes(cache, shape.w, context, shape.hkv, shape.d, dtype, KvFormat::dtype,
+                                            kBenchPageSize);
   return r;
 }
 

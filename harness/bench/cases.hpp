@@ -23,6 +23,9 @@ struct BenchSettings {
 
 
 
+// Positions per page of the paged decode benchmarks (vLLM's default block size).
+inline constexpr int kBenchPageSize = 16;
+
 struct Shape {
   std::int64_t s, w;  // w = 0: full causal
   int d, hq, hkv, batch;

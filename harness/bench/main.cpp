@@ -185,8 +185,9 @@ int main(int argc, char** argv) {
     add("swa_long", [&] { return bench_prefill("swa_long", dut, DType::fp32, plan.swa_long, settings); });
     add("causal_long", [&] { return bench_prefill("causal_long", dut, DType::fp32, plan.causal_long, settings); });
     for (auto c : plan.contexts)
-      for (CachePolicy cache : {CachePolicy::ring_modulo, CachePolicy::linear}) {
-        const std::string name = std::string("decode_") + (cache == CachePolicy::linear ? "linear_" : "ring_") + std::to_string(c);
+      for (CachePolicy cache : {CachePolicy::ring_modulo, CachePolicy::linear, CachePolicy::paged}) {
+        const std::string kind = cache == CachePolicy::ring_modulo ? "ring" : std::string(cache_name(cache));
+        const std::string name = "decode_" + kind + "_" + std::to_string(c);
         Shape shape = plan.decode;
         shape.s = c;
         add(name, [&] { return bench_decode(name, dut, DType::fp16, shape, cache, settings); });

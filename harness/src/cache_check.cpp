@@ -1,6 +1,7 @@
 #include "swa/harness/cache_check.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <sstream>
 
@@ -32,6 +33,10 @@ CacheChecker::CacheChecker(const Problem& problem, dut::CacheReport when)
     store(k_[i], p.k_descale, &stored_k_[i * element_bytes_]);
     store(v_[i], p.v_descale, &stored_v_[i * element_bytes_]);
   }
+  if (p.cache == CachePolicy::paged) {
+    paged_.emplace(p);
+    return;
+  }
   const std::int64_t slots = cache_slots(p);
   for (int b = 0; b < p.batch; ++b) models_.emplace_back(p.cache, slots, slots, p.heads_kv, p.head_size);
 }
@@ -46,33 +51,52 @@ void CacheChecker::store(double value, float descale, unsigned char* dst) const 
 
 std::string CacheChecker::when() const { return each_call_ ? "" : "at the end of the schedule, "; }
 
-void CacheChecker::advance(int b, std::int64_t begin, std::int64_t end) {
-  if (begin >= end) return;
+// One call of the schedule on the golden's models: per sequence rows [s, e) and the next reader. A
+// paged pool takes every sequence's pages, stores, then frees, in batch order (paging.hpp).
+void CacheChecker::advance(const std::vector<std::array<std::int64_t, 3>>& writes) {
   const AttnParams& p = pr_.params;
   const std::int64_t row = static_cast<std::int64_t>(p.heads_kv) * p.head_size;
-  const std::size_t first = static_cast<std::size_t>(p.seq_offsets[b] + begin) * row;
-  models_[b].write(begin, end - begin, &k_[first], &v_[first], row);
+  auto first = [&](int b) { return static_cast<std::size_t>(p.seq_offsets[b] + writes[b][0]) * row; };
+  auto writes_rows = [&](int b) { return writes[b][0] < writes[b][1]; };
+  if (!paged_) {
+    for (int b = 0; b < p.batch; ++b)
+      if (writes_rows(b)) models_[b].write(writes[b][0], writes[b][1] - writes[b][0], &k_[first(b)], &v_[first(b)], row);
+    return;
+  }
+  for (int b = 0; b < p.batch; ++b)
+    if (writes_rows(b)) paged_->take(b, writes[b][0], writes[b][1], writes[b][2]);
+  for (int b = 0; b < p.batch; ++b)
+    if (writes_rows(b)) paged_->store(b, writes[b][0], writes[b][1], &k_[first(b)], &v_[first(b)], row);
+  for (int b = 0; b < p.batch; ++b)
+    if (writes_rows(b)) paged_->release(b, writes[b][1]);
 }
 
 void CacheChecker::after_chunk(const AttnParams& p, const dut::KvCache& cache, int chunk_index) {
-  for (int b = 0; b < p.batch; ++b) advance(b, dut::chunk_begin(p, b, chunk_index), dut::chunk_end(p, b, chunk_index));
+  std::vector<std::array<std::int64_t, 3>> writes;
+  for (int b = 0; b < p.batch; ++b) {
+    const std::int64_t e = dut::chunk_end(p, b, chunk_index);
+    writes.push_back({dut::chunk_begin(p, b, chunk_index), e, e});
+  }
+  advance(writes);
   if (each_call_ || --calls_left_ == 0) compare(cache, when() + "after chunk " + std::to_string(chunk_index));
 }
 
 void CacheChecker::after_decode_step(const AttnParams& p, const dut::KvCache& cache, int step) {
+  std::vector<std::array<std::int64_t, 3>> writes;
   for (int b = 0; b < p.batch; ++b) {
     const std::int64_t pos = prompt_len(p, b) + step;
-    advance(b, pos, pos + 1);
+    writes.push_back({pos, pos + 1, pos});
   }
+  advance(writes);
   if (each_call_ || --calls_left_ == 0) compare(cache, when() + "after decode step " + std::to_string(step));
 }
 
 // The position whose K and V (every kv head) the slot holds, found by value, for the message.
-std::string CacheChecker::held_position(int b, const dut::KvCache& cache, std::int64_t slot) const {
+std::string CacheChecker::held_position(int b, const dut::KvCache& cache, std::size_t offset) const {
   const AttnParams& p = pr_.params;
   const std::size_t row_bytes = static_cast<std::size_t>(p.heads_kv) * p.head_size * element_bytes_;
-  const unsigned char* k = &cache.k[cache.offset(b, slot, 0)];
-  const unsigned char* v = &cache.v[cache.offset(b, slot, 0)];
+  const unsigned char* k = &cache.k[offset];
+  const unsigned char* v = &cache.v[offset];
   if (std::all_of(k, k + row_bytes, [](unsigned char c) { return c == 0; }) &&
       std::all_of(v, v + row_bytes, [](unsigned char c) { return c == 0; }))
     return "nothing (zeros)";
@@ -97,6 +121,7 @@ void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
   auto note = [&](auto&& describe) {  // words only for the first difference: finding a held position scans the inputs
     if (mismatches_++ == 0) first_ = when + ": " + describe();
   };
+  if (paged_) return compare_paged(cache, when);
   const std::int64_t slots = cache_slots(p);
   if (cache.slots != slots || static_cast<int>(cache.tokens_written.size()) != p.batch ||
       cache.k.size() != static_cast<std::size_t>(p.batch) * slots * row_bytes || cache.v.size() != cache.k.size()) {
@@ -137,8 +162,73 @@ void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
           std::memcmp(&cache.v[off], want_v.data(), row_bytes) == 0)
         continue;
       note([&] {
-        return seq + " slot " + std::to_string(slot) + " holds " + held_position(b, cache, slot) + ", expected " +
+        return seq + " slot " + std::to_string(slot) + " holds " + held_position(b, cache, off) + ", expected " +
                (pos >= 0 ? "position " + std::to_string(pos) : std::string("nothing (an unwritten slot stays zero)"));
+      });
+    }
+  }
+}
+
+void CacheChecker::compare_paged(const dut::KvCache& cache, const std::string& when) {
+  const AttnParams& p = pr_.params;
+  const PagedKvModel& m = *paged_;
+  const std::size_t elem = element_bytes_;
+  const std::size_t row_bytes = static_cast<std::size_t>(p.heads_kv) * p.head_size * elem;
+  auto note = [&](auto&& describe) {
+    if (mismatches_++ == 0) first_ = when + ": " + describe();
+  };
+  const std::int64_t width = m.table_width(), P = m.page_size();
+  if (!cache.paged() || cache.page_size != P || cache.pages != m.pool_pages() || cache.table_width != width ||
+      cache.page_table.size() != static_cast<std::size_t>(p.batch) * width ||
+      static_cast<int>(cache.tokens_written.size()) != p.batch ||
+      cache.k.size() != static_cast<std::size_t>(m.pool_pages()) * P * row_bytes || cache.v.size() != cache.k.size()) {
+    note([&] {
+      return "the paged cache has " + std::to_string(cache.pages) + " pages of " + std::to_string(cache.page_size) +
+             " positions and " + std::to_string(cache.table_width) + " page-table entries per sequence, expected " +
+             std::to_string(m.pool_pages()) + " of " + std::to_string(P) + " and " + std::to_string(width);
+    });
+    return;
+  }
+  if (std::any_of(cache.tokens_written.begin(), cache.tokens_written.end(), [](std::int64_t t) { return t < 0; })) {
+    note([] { return std::string("the DUT reported no KV cache (tokens_written -1)"); });
+    return;
+  }
+  auto page_words = [](std::int32_t page) {
+    return page >= 0 ? "physical page " + std::to_string(page) : std::string("no page (freed or never taken)");
+  };
+  std::vector<unsigned char> want_k(row_bytes), want_v(row_bytes);
+  for (int b = 0; b < p.batch; ++b) {
+    const std::string seq = "sequence " + std::to_string(b);
+    if (cache.tokens_written[b] != m.tokens_written(b))
+      note([&] {
+        return seq + " has tokens_written " + std::to_string(cache.tokens_written[b]) + ", expected " +
+               std::to_string(m.tokens_written(b));
+      });
+    for (std::int64_t j = 0; j < width; ++j) {
+      const std::int32_t got = cache.page_table[b * width + j], want = m.physical_page(b, j);
+      if (got != want)
+        note([&] {
+          return seq + "'s page table maps logical page " + std::to_string(j) + " (positions " + std::to_string(j * P) +
+                 ".." + std::to_string(j * P + P - 1) + ") to " + page_words(got) + ", expected " + page_words(want);
+        });
+    }
+    for (std::int64_t pos = 0; pos < m.tokens_written(b); ++pos) {
+      if (!m.holds(b, pos)) continue;
+      for (int g = 0; g < p.heads_kv; ++g)
+        for (int d = 0; d < p.head_size; ++d) {
+          const std::size_t i = static_cast<std::size_t>(g) * p.head_size + d;
+          store(m.key(b, pos, g)[d], p.k_descale, &want_k[i * elem]);
+          store(m.value(b, pos, g)[d], p.v_descale, &want_v[i * elem]);
+        }
+      const std::int32_t page = m.physical_page(b, pos / P);
+      const std::size_t off = (static_cast<std::size_t>(page) * P + pos % P) * row_bytes;
+      if (std::memcmp(&cache.k[off], want_k.data(), row_bytes) == 0 &&
+          std::memcmp(&cache.v[off], want_v.data(), row_bytes) == 0)
+        continue;
+      note([&] {
+        return seq + " position " + std::to_string(pos) + " (physical page " + std::to_string(page) + " slot " +
+               std::to_string(pos % P) + ") holds " + held_position(b, cache, off) + ", expected position " +
+               std::to_string(pos);
       });
     }
   }

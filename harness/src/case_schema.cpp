@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "swa/enum_names.hpp"
+#include "swa/paging.hpp"
 #include "swa/harness/join.hpp"
 
 namespace swa::harness {
@@ -114,6 +115,7 @@ CaseParam lengths(std::string_view key, std::string_view id_key, std::string_vie
 }
 
 bool uses_cache(const Scenario& s) { return s.mode != RunMode::prefill; }
+bool pages_cache(const Scenario& s) { return uses_cache(s) && s.cache == CachePolicy::paged; }
 bool decodes(const Scenario& s) { return s.mode == RunMode::decode; }
 bool has_mask(const Scenario& s) { return s.mask != MaskFormat::none; }
 bool prefills(const Scenario& s) { return s.mode == RunMode::prefill; }
@@ -132,6 +134,7 @@ std::vector<CaseParam> build() {
   t.push_back(integer("chunk", "chunk", &Scenario::chunk, 0, 1 << 24, uses_cache));
   t.push_back(integer("decode_steps", "steps", &Scenario::decode_steps, 0, 1 << 20, decodes));
   t.push_back(choice("cache", "cache", &Scenario::cache, kAllCachePolicies, cache_name, uses_cache));
+  t.push_back(integer("page_size", "page", &Scenario::page_size, 1, kMaxPageSize, pages_cache));
   t.push_back(choice("mask", "mask", &Scenario::mask, kAllMaskFormats, mask_format_name));
   t.push_back(choice("mask_generator", "gen", &Scenario::mask_generator, kAllAtbSamples, sample_name, has_mask));
   t.back().omitted_at_default = true;

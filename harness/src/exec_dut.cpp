@@ -167,13 +167,16 @@ class ExecDut final : public dut::Dut {
       return dut::Status::success();
     }
     const auto batch = static_cast<hsize_t>(cache.tokens_written.size());
-    const std::vector<hsize_t> want = {batch, static_cast<hsize_t>(cache.slots), static_cast<hsize_t>(cache.heads_kv),
-                                       static_cast<hsize_t>(cache.head_size)};
+    // A paged cache's K/V are the page pool [pool_pages, page_size, ...]; its page tables are the harness's.
+    const std::vector<hsize_t> want = {cache.paged() ? static_cast<hsize_t>(cache.pages) : batch,
+                                       static_cast<hsize_t>(cache.paged() ? cache.page_size : cache.slots),
+                                       static_cast<hsize_t>(cache.heads_kv), static_cast<hsize_t>(cache.head_size)};
     const std::vector<hsize_t> k_dims = h5::dataset_dims(file, "cache/k"), v_dims = h5::dataset_dims(file, "cache/v"),
                                b_dims = h5::dataset_dims(file, "cache/base"),
                                t_dims = h5::dataset_dims(file, "cache/tokens_written");
     if (k_dims != want || v_dims != want || b_dims != std::vector<hsize_t>{batch} || t_dims != b_dims)
-      return dut::Status::failure("exec: response /cache has the wrong shapes: k and v must be [batch, cache_slots, "
+      return dut::Status::failure(std::string("exec: response /cache has the wrong shapes: k and v must be ") +
+                                  (cache.paged() ? "[pool_pages, page_size, " : "[batch, cache_slots, ") +
                                   "kv_heads, head_size] = [" + std::to_string(want[0]) + "," + std::to_string(want[1]) +
                                   "," + std::to_string(want[2]) + "," + std::to_string(want[3]) +
                                   "], base and tokens_written [batch]");

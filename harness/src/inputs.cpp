@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <numeric>
 
 #include "swa/enum_names.hpp"
 #include "swa/harness/philox.hpp"
@@ -91,6 +92,17 @@ float draw_kv_descale(std::uint64_t seed, KvFormat format, int tensor_index, dou
   const int headroom = static_cast<int>(r[0] & 1u);
   const int exponent = static_cast<int>(std::ceil(std::log2(amax / fp8_max(format)))) - headroom;
   return std::ldexp(1.f, std::clamp(exponent, -126, 127));
+}
+
+std::vector<std::int32_t> draw_page_order(std::uint64_t seed, int pages) {
+  std::vector<std::int32_t> order(static_cast<std::size_t>(std::max(pages, 0)));
+  std::iota(order.begin(), order.end(), 0);
+  for (int i = pages - 1; i > 0; --i) {
+    const PhiloxBlock r = draw(seed, TensorRole::pages, static_cast<std::uint64_t>(i));
+    const auto j = static_cast<int>(((static_cast<std::uint64_t>(r[0]) << 32 | r[1]) % static_cast<std::uint64_t>(i + 1)));
+    std::swap(order[i], order[j]);
+  }
+  return order;
 }
 
 }  // namespace swa::harness

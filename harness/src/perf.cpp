@@ -108,12 +108,13 @@ PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const Perf
       std::int64_t keys = 0;  // average per step
       for (std::int64_t i = len - s.decode_steps; i < len; ++i) keys += band_end_key(band, i, len) - band_first_key(band, i);
       row.pairs += keys / s.decode_steps;
-      row.kv_bytes += kv_cache_bytes(s.cache, s.window, len, s.kv_heads, s.head_size, s.dtype, s.kv_dtype);
+      row.kv_bytes += kv_cache_bytes(s.cache, s.window, len, s.kv_heads, s.head_size, s.dtype, s.kv_dtype, s.page_size);
     } else {
       row.pairs += band_pair_count(band, len);
       row.kv_bytes += s.mode == RunMode::prefill
                           ? 2 * len * s.kv_heads * s.head_size * static_cast<std::int64_t>(dtype_bytes(s.dtype))
-                          : kv_cache_bytes(s.cache, s.window, len, s.kv_heads, s.head_size, s.dtype, s.kv_dtype);
+                          : kv_cache_bytes(s.cache, s.window, len, s.kv_heads, s.head_size, s.dtype, s.kv_dtype,
+                                           s.page_size);
     }
   }
   row.gflops = attention_gflops(s.head_size, row.pairs, s.heads, row.time_ms);

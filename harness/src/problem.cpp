@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "swa/atb_masks.hpp"
+#include "swa/paging.hpp"
 
 namespace swa::harness {
 namespace {
@@ -75,6 +77,15 @@ void build_problem(const ProblemSpec& spec, Problem& pr) {
   p.cache = spec.cache;
   p.chunk = spec.chunk;
   p.decode_steps = spec.decode_steps;
+  if (spec.mode != RunMode::prefill && spec.cache == CachePolicy::paged) {
+    p.page_size = spec.page_size;
+    if (p.page_size < 1 || p.page_size > kMaxPageSize)
+      throw std::invalid_argument("page_size must be 1.." + std::to_string(kMaxPageSize) + ", got " +
+                                  std::to_string(p.page_size));
+    p.pool_pages = static_cast<int>(paged_pool_pages(p));
+    pr.page_order = draw_page_order(spec.seed, p.pool_pages);
+    p.page_order = pr.page_order.data();
+  }
   p.softcap = spec.softcap;
   p.kv_format = spec.kv_format;
   if (is_fp8(spec.kv_format)) {

@@ -105,6 +105,20 @@ ProblemFile problem_inputs(const AttnParams& p) {
   }
   a["cache"] = std::string(cache_name(p.cache));
   if (p.mode != RunMode::prefill) a["cache_slots"] = dut::make_kv_cache(p).slots;
+  if (p.mode != RunMode::prefill && p.cache == CachePolicy::paged) {  // only then: protocol 5
+    dut::KvCache pages = dut::make_kv_cache(p);
+    a["page_size"] = std::int64_t{p.page_size};
+    a["pool_pages"] = std::int64_t{p.pool_pages};
+    a["table_width"] = pages.table_width;
+    // The bookkeeping run_schedule does around each call, recorded as each call sees it.
+    auto record = [&](RunMode call, int index) {
+      dut::take_call_pages(p, pages, call, index);
+      f.page_tables.insert(f.page_tables.end(), pages.page_table.begin(), pages.page_table.end());
+      dut::free_call_pages(p, pages, call, index);
+    };
+    for (int c = 0, n = dut::chunk_count(p); c < n; ++c) record(RunMode::chunked_prefill, c);
+    for (int t = 0; p.mode == RunMode::decode && t < p.decode_steps; ++t) record(RunMode::decode, t);
+  }
   a["chunk"] = std::int64_t{p.chunk};
   a["decode_steps"] = std::int64_t{p.decode_steps};
   a["mask_format"] = std::string(mask_format_name(p.mask_format));
@@ -119,7 +133,8 @@ int protocol_version(const ProblemFile& f) {
   const auto cap = f.kernel.find("softcap");
   const bool caps = cap != f.kernel.end() && std::holds_alternative<double>(cap->second) &&
                     std::get<double>(cap->second) != 0.0;
-  if (f.kernel.count("kv_format")) return kExecProtocolVersion;
+  if (f.kernel.count("page_size")) return kExecProtocolVersion;
+  if (f.kernel.count("kv_format")) return kExecProtocolVersionWithFp8Kv;
   return caps || !f.sinks.empty() ? kExecProtocolVersionWithScoreSemantics : kExecProtocolVersionWithoutScoreSemantics;
 }
 
@@ -140,6 +155,10 @@ void write_problem_file(const fs::path& path, const ProblemFile& f) {
   if (!f.mask.empty())
     h5::write_dataset(id, "mask", f.mask, {static_cast<hsize_t>(f.mask_rows), static_cast<hsize_t>(f.mask_rows)});
   if (!f.sinks.empty()) h5::write_dataset(id, "sinks", f.sinks, {static_cast<hsize_t>(f.heads_q)});
+  if (!f.page_tables.empty()) {
+    const auto width = static_cast<hsize_t>(std::get<std::int64_t>(f.kernel.at("table_width")));
+    h5::write_dataset(id, "page_tables", f.page_tables, {f.page_tables.size() / (batch * width), batch, width});
+  }
   write_attrs(id, f.kernel);
   h5::write_attr(id, "problem_file_format", kProblemFileFormat);
   h5::write_attr(id, "kind", std::string(problem_file_kind_name(f.kind)));
@@ -232,6 +251,7 @@ ProblemFile read_problem_file(const fs::path& path) {
   }
   if (h5::exists(id, "sinks"))
     f.sinks = read_shaped<float>(id, path, "sinks", {static_cast<hsize_t>(f.heads_q)}, h5::read_floats);
+  if (h5::exists(id, "page_tables")) f.page_tables = to_int32(h5::read_int64s(id, "page_tables"));
   if (h5::exists(id, "case")) {
     h5::Handle c(H5Gopen2(id, "case", H5P_DEFAULT), H5Gclose, "open /case");
     for (const auto& [key, value] : h5::read_attrs(c.id())) {

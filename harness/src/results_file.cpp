@@ -40,6 +40,7 @@ ScenarioRow scenario_row(const Scenario& s, const AttnParams* params) {
   if (params) {
     r.k_descale = params->k_descale;
     r.v_descale = params->v_descale;
+    r.pool_pages = params->pool_pages;
   }
   r.id = s.id();
   r.sweep = s.sweep;
@@ -81,6 +82,7 @@ const std::vector<Column<ScenarioRow>>& scenario_columns() {
     cols.emplace_back("tokens", &R::tokens);
     cols.emplace_back("k_descale", &R::k_descale);
     cols.emplace_back("v_descale", &R::v_descale);
+    cols.emplace_back("pool_pages", &R::pool_pages);
     return cols;
   }();
   return c;

@@ -23,6 +23,7 @@ ProblemSpec Scenario::problem_spec() const {
   p.kv_format = kv_dtype;
   p.mode = mode;
   p.cache = cache;
+  p.page_size = page_size;
   p.chunk = chunk;
   p.decode_steps = decode_steps;
   p.seed = seed;
@@ -39,7 +40,8 @@ std::optional<ScenarioFault> scenario_fault(const Scenario& s, Api api) {
   if (s.mode == RunMode::chunked_prefill && s.chunk < 1) return ScenarioFault{"chunk", "chunked_prefill needs chunk >= 1"};
   if (s.mode == RunMode::decode && s.decode_steps < 1)
     return ScenarioFault{"decode_steps", "decode needs decode_steps >= 1"};
-  if (s.mode != RunMode::prefill && s.cache != CachePolicy::linear && s.window == 0)
+  if (s.mode != RunMode::prefill && (s.cache == CachePolicy::ring_modulo || s.cache == CachePolicy::ring_compact) &&
+      s.window == 0)
     return ScenarioFault{"cache", std::string(cache_name(s.cache)) + " needs a window > 0 (a ring holds W slots)"};
   if (api == Api::atb) {
     // ATB SelfAttention has no sinks, no soft-cap and no two-sided window.
@@ -49,6 +51,8 @@ std::optional<ScenarioFault> scenario_fault(const Scenario& s, Api api) {
       return ScenarioFault{"window_right", "api: atb has no two-sided window: use window_right 0"};
     if (s.kv_dtype != KvFormat::dtype)
       return ScenarioFault{"kv_dtype", "api: atb has no FP8 KV cache: use kv_dtype dtype"};
+    if (s.mode != RunMode::prefill && s.cache == CachePolicy::paged)
+      return ScenarioFault{"cache", "api: atb has no paged KV cache: use ring-modulo, ring-compact or linear"};
   }
   if (s.window_right > 0 && s.mode != RunMode::prefill)
     return ScenarioFault{"window_right", "a two-sided window (window_right > 0) is defined for prefill only: in " +

@@ -75,39 +75,46 @@ class Bisect(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             for m, sweep in cases.items():
                 with self.subTest(m):
-                    results = os.path.join(tmp, m + ".h5")
-                    run("run", CI, "--sweep", sweep, "--dut", "mutant:" + m, "--jobs", "2", "--out", results)
-                    out = os.path.join(tmp, "bisect-" + m)
-                    r = run("bisect", "--from", results, "--id", first_failure(results), "--dut", "mutant:" + m, "--out", out)
-                    self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-                    self.assertIn(f"Diagnosis: {m}.", r.stdout)
-                    self.assertIn("1 sequence(s), 1 query head(s) / 1 kv head(s)", r.stdout)
-                    rerun = run("run", os.path.join(out, "repro.yaml"), "--out", os.path.join(out, "r.h5"))
-                    self.assertEqual(rerun.returncode, 1, rerun.stdout)
+                    self.named_and_reduced(tmp, sweep, m)
             # A kernel that ignores the sinks altogether: the exec DUT, through protocol 3.
-                dut = f"exec:/usr/bin/python3 {numpy_dut_path()} --fault no-sinks"
+            dut = f"exec:/usr/bin/python3 {numpy_dut_path()} --fault no-sinks"
             results = os.path.join(tmp, "exec.h5")
             run("run", CI, "--sweep", "sinks", "--filter", "mode=decode", "--dut", dut, "--out", results)
             r = run("bisect", "--from", results, "--id", first_failure(results), "--dut", dut, "--out", os.path.join(tmp, "b"))
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             self.assertIn("Diagnosis: sinks_ignored.", r.stdout)
 
+    def named_and_reduced(self, tmp, sweep, m):
+        """Mutant m on a ci.yaml sweep: bisect names it, reduces to one sequence and head, and its repro
+        fails again; the repro's text."""
+        results = os.path.join(tmp, m + ".h5")
+        run("run", CI, "--sweep", sweep, "--dut", "mutant:" + m, "--jobs", "2", "--out", results)
+        out = os.path.join(tmp, "bisect-" + m)
+        r = run("bisect", "--from", results, "--id", first_failure(results), "--dut", "mutant:" + m, "--out", out)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn(f"Diagnosis: {m}.", r.stdout)
+        self.assertIn("1 sequence(s), 1 query head(s) / 1 kv head(s)", r.stdout)
+        rerun = run("run", os.path.join(out, "repro.yaml"), "--out", os.path.join(out, "r.h5"))
+        self.assertEqual(rerun.returncode, 1, rerun.stdout)
+        with open(os.path.join(out, "repro.yaml")) as f:
+            return f.read()
+
     def test_fp8_kv_mutants_are_named(self):
         """The FP8 KV faults on ci.yaml's fp8_kv sweep: named, reduced, and the repro keeps kv_dtype."""
         with tempfile.TemporaryDirectory() as tmp:
             for m in ("fp8_no_saturation", "fp8_descale_twice"):
                 with self.subTest(m):
-                    results = os.path.join(tmp, m + ".h5")
-                    run("run", CI, "--sweep", "fp8_kv", "--dut", "mutant:" + m, "--jobs", "2", "--out", results)
-                    out = os.path.join(tmp, "bisect-" + m)
-                    r = run("bisect", "--from", results, "--id", first_failure(results), "--dut", "mutant:" + m, "--out", out)
-                    self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-                    self.assertIn(f"Diagnosis: {m}.", r.stdout)
-                    self.assertIn("1 sequence(s), 1 query head(s) / 1 kv head(s)", r.stdout)
-                    with open(os.path.join(out, "repro.yaml")) as f:
-                        self.assertIn("kv_dtype: fp8-", f.read())
-                    rerun = run("run", os.path.join(out, "repro.yaml"), "--out", os.path.join(out, "r.h5"))
-                    self.assertEqual(rerun.returncode, 1, rerun.stdout)
+                    self.assertIn("kv_dtype: fp8-", self.named_and_reduced(tmp, "fp8_kv", m))
+
+    def test_paged_cache_mutants_are_named(self):
+        """The paged-cache faults on ci.yaml's paged sweep: named, reduced, and the repro keeps the paged
+        cache and its page size."""
+        with tempfile.TemporaryDirectory() as tmp:
+            for m in ("page_table_off_by_one", "page_freed_early", "recycled_page_read"):
+                with self.subTest(m):
+                    repro = self.named_and_reduced(tmp, "paged", m)
+                    self.assertIn("cache: paged", repro)
+                    self.assertRegex(repro, r"page_size: \d+")
 
     def test_decode_failures_are_localised_per_sequence(self):
         """Sequence 0 (prompt 20 > W) fails from decode step 0, sequence 1 (prompt 5) only from step 3,

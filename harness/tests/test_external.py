@@ -345,7 +345,7 @@ class Plugins(unittest.TestCase):
     def test_cpu_as_a_plugin_matches_the_linked_cpu_dut(self):
         with tempfile.TemporaryDirectory() as tmp:
             linked, plugged = os.path.join(tmp, "cpu.h5"), os.path.join(tmp, "plugin.h5")
-            for sweep in ("caches", "atb"):  # every cache policy and both ATB mask formats
+            for sweep in ("caches", "atb", "paged"):  # every cache policy and both ATB mask formats
                 self.assertEqual(run("run", CI, "--sweep", sweep, "--dut", "cpu", "--out", linked, "--resume").returncode, 0)
                 r = run("run", CI, "--sweep", sweep, "--dut", "plugin:" + self.plugin("swa_cpu_plugin"), "--out", plugged, "--resume")
                 self.assertEqual(r.returncode, 0, r.stdout[-2000:])
@@ -415,7 +415,7 @@ class AbiVersions(unittest.TestCase):
                 for (scenario, _), (status, _, reason) in got.items():
                     mode, dtype, d = id_fields(scenario)
                     inside = dtype == "fp32" and mode != "decode" and d in (64, 128)
-                    newer = "/cap=" in scenario or "/sinks=" in scenario or "/kv=fp8" in scenario
+                    newer = "/cap=" in scenario or "/sinks=" in scenario or "/kv=fp8" in scenario or "/cache=paged" in scenario
                     if inside and not newer:
                         ran += 1
                         self.assertEqual(status, "pass", (scenario, reason))

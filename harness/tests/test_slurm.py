@@ -283,11 +283,11 @@ def requeued_shard_resumes_and_merge_equals_unsharded(cluster, work):
     assert end_record[:2] == ["0", "1"], f"shard {k} end record {end_record}: want exit 0 after 1 restart"
     summary = read(os.path.join(out, "summary.txt"))
     log(summary)
-    assert "4 of 4 shards finished; 594 of 594 scenarios" in summary, summary
+    assert "4 of 4 shards finished; 662 of 662 scenarios" in summary, summary
     assert re.search(rf"^{k}\s+\d+/\d+\s+1\s+finished", summary, re.M), f"shard {k}'s restart is not in the summary"
     assert os.path.exists(os.path.join(out, "report", "report.html")), "the merge job wrote no report"
     merge_log = read(os.path.join(out, "logs", "merge.log"))
-    assert "594 passed" in merge_log, merge_log[-2000:]
+    assert "662 passed" in merge_log, merge_log[-2000:]
     unsharded = os.path.join(work, "unsharded.h5")
     unsharded_run(unsharded, "--dut", dut)
     compare(unsharded, os.path.join(out, "merged.h5"))

@@ -97,6 +97,15 @@ class Validation(unittest.TestCase):
          r"bad\.yaml:4:\d+: sweeps\.s\.matrix\.kv_dtype: 'fp8' is not one of dtype\|fp8-e4m3\|fp8-e5m2"),
         ("atb with an FP8 KV cache", "sweeps:\n  s:\n    api: atb\n    matrix:\n      window: [8]\n      mask: [swa-norm]\n"
          "      kv_dtype: [fp8-e4m3]\n", r"bad\.yaml:7:\d+: sweeps\.s\.matrix\.kv_dtype: api: atb has no FP8 KV cache"),
+        ("page size 0", "sweeps:\n  s:\n    defaults: {mode: decode, decode_steps: 2, cache: paged}\n    matrix:\n"
+         "      page_size: [0]\n", r"bad\.yaml:5:\d+: sweeps\.s\.matrix\.page_size: must be in \[1, 4096\], got 0"),
+        ("page size too large", "sweeps:\n  s:\n    defaults: {mode: decode, decode_steps: 2, cache: paged, page_size: 4097}\n",
+         r"bad\.yaml:3:\d+: sweeps\.s\.defaults\.page_size: must be in \[1, 4096\], got 4097"),
+        ("cache unknown", "sweeps:\n  s:\n    defaults: {mode: decode, decode_steps: 2}\n    matrix:\n      cache: [pages]\n",
+         r"bad\.yaml:5:\d+: sweeps\.s\.matrix\.cache: 'pages' is not one of ring-modulo\|ring-compact\|linear\|paged"),
+        ("atb with a paged cache", "sweeps:\n  s:\n    api: atb\n    defaults: {mode: decode, decode_steps: 2}\n    matrix:\n"
+         "      window: [8]\n      mask: [swa-norm]\n      cache: [paged]\n",
+         r"bad\.yaml:8:\d+: sweeps\.s\.matrix\.cache: api: atb has no paged KV cache"),
     ]
     ATB_FEATURES = ["dynamic_batch", "high_precision", "clamp", "logn", "qkv_quant", "bnsd", "kv_tensorlist", "mla"]
 
@@ -208,6 +217,48 @@ class Mutants(unittest.TestCase):
             r = run("run", CI_YAML, "--sweep", "sinks", "--out", out, "--dut", f"exec:/usr/bin/python3 {numpy_dut} --fault no-sinks")
             self.assertEqual({v[0] for v in rows(out).values()}, {"fail"}, r.stdout[-1500:])
 
+    def controls_pass(self, tmp, sweep, numpy_dut):
+        """The controls and the numpy exec DUT pass every scenario of a ci.yaml sweep; its /scenarios."""
+        out = os.path.join(tmp, sweep + "-controls.h5")
+        r = run("run", CI_YAML, "--sweep", sweep, "--jobs", "2", "--out", out,
+                "--dut", f"baseline,cpu,mutant:none,mutant:none_reversed,exec:/usr/bin/python3 {numpy_dut}")
+        self.assertEqual(r.returncode, 0, r.stdout[-1500:])
+        self.assertRegex(r.stdout, r"\d+ passed, 0 failed, 0 skipped\n")
+        with h5py.File(out) as f:
+            return f["scenarios"][:]
+
+    def test_paged_mutants_are_caught_and_the_page_table_checked(self):
+        """Each paged fault fails ci.yaml's paged sweep and passes a sweep of rings (there it is a correct
+        kernel); page_freed_early's page table is named by the cache check; the controls and the numpy exec
+        DUT (protocol 5) pass the paged sweep (the C example plugin does in test_external.py, with all of
+        ci.yaml), and the exec DUT's planted page-table fault is caught by the cache check; /scenarios
+        records page_size and the pool."""
+        numpy_dut = os.path.join(os.path.dirname(CI_YAML), "..", "dut", "external", "examples", "numpy_dut.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            for m, at_least in (("page_table_off_by_one", 0.8), ("page_freed_early", 0.6), ("recycled_page_read", 0.4)):
+                with self.subTest(m):
+                    out = os.path.join(tmp, m + ".h5")
+                    r = run("run", CI_YAML, "--sweep", "paged", "--dut", "mutant:" + m, "--jobs", "2", "--out", out)
+                    self.assertEqual(r.returncode, 1, r.stdout[-1500:])
+                    statuses = [v[0] for v in rows(out).values()]
+                    self.assertGreater(statuses.count("fail"), at_least * len(statuses), statuses)
+                    if m == "page_freed_early":
+                        self.assertRegex(r.stdout, r"page table maps logical page \d+ \(positions \d+\.\.\d+\) to no page "
+                                                   r"\(freed or never taken\), expected physical page \d+")
+                    rings = os.path.join(tmp, m + "-caches.h5")
+                    r = run("run", CI_YAML, "--sweep", "caches", "--dut", "mutant:" + m, "--jobs", "2", "--out", rings)
+                    self.assertEqual(r.returncode, 0, r.stdout[-1500:])
+            s = self.controls_pass(tmp, "paged", numpy_dut)
+            self.assertEqual(set(s["page_size"].tolist()), {1, 3, 4, 5, 16, 64, 4096})
+            self.assertTrue(np.all(s["pool_pages"] > 0))
+            out = os.path.join(tmp, "exec-fault.h5")
+            r = run("run", CI_YAML, "--sweep", "paged", "--jobs", "2", "--out", out,
+                    "--dut", f"exec:/usr/bin/python3 {numpy_dut} --fault page-table-ignored")
+            self.assertEqual(r.returncode, 1, r.stdout[-1500:])
+            self.assertRegex(r.stdout, r"KV cache differs from the golden cache model in \d+ places, first at the end of "
+                                       r"the schedule, .*: sequence 0 position \d+ \(physical page \d+ slot \d+\) holds "
+                                       r"position \d+, expected position \d+")
+
     def test_fp8_kv_mutants_are_caught_and_the_descales_recorded(self):
         """The FP8 faults fail the fp8_kv sweep and pass a sweep without FP8 (there they are correct
         kernels); the controls, the numpy exec DUT (protocol 4) and the C example plugin pass it; the
@@ -224,13 +275,7 @@ class Mutants(unittest.TestCase):
                     plain = os.path.join(tmp, m + "-caches.h5")
                     r = run("run", CI_YAML, "--sweep", "sinks", "--dut", "mutant:" + m, "--jobs", "2", "--out", plain)
                     self.assertEqual(r.returncode, 0, r.stdout[-1500:])
-            out = os.path.join(tmp, "controls.h5")
-            r = run("run", CI_YAML, "--sweep", "fp8_kv", "--jobs", "2", "--out", out,
-                    "--dut", f"baseline,cpu,mutant:none,mutant:none_reversed,exec:/usr/bin/python3 {numpy_dut}")
-            self.assertEqual(r.returncode, 0, r.stdout[-1500:])
-            self.assertRegex(r.stdout, r"\d+ passed, 0 failed, 0 skipped\n")
-            with h5py.File(out) as f:
-                s = f["scenarios"][:]
+            s = self.controls_pass(tmp, "fp8_kv", numpy_dut)
             kinds = {x.decode() if isinstance(x, bytes) else x for x in s["kv_dtype"]}
             self.assertEqual(kinds, {"fp8-e4m3", "fp8-e5m2"})
             descales = np.concatenate([s["k_descale"], s["v_descale"]])

@@ -30,6 +30,7 @@ sweeps:
     include:
       - {mode: decode, window: 32, decode_steps: 4, batch: [100], cache: ring-modulo}
       - {mode: decode, window: 32, decode_steps: 4, batch: [100], cache: linear}
+      - {mode: decode, window: 32, decode_steps: 4, batch: [100], cache: paged, page_size: 16}
 """
 
 
@@ -92,7 +93,7 @@ class Report(unittest.TestCase):
         images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]{1000,})"', self.html)
         alts = " ".join(a for a, _ in images)
         for expected in ("by window and head size: cpu", "by window and head size: mutant:window_plus_one",
-                         "Distributions", "distance to the window edge", "SWA vs causal", "ring vs linear",
+                         "Distributions", "distance to the window edge", "SWA vs causal", "per KV cache",
                          "same-run ceiling"):
             self.assertIn(expected, alts)
 
@@ -103,10 +104,14 @@ class Report(unittest.TestCase):
         self.assertIn("## Failing", self.md)
 
     def test_perf_table_matches_the_file(self):
-        self.assertEqual(len(self.perf), 6)
+        self.assertEqual(len(self.perf), 7)
         for p in self.perf:
             self.assertIn(f"<td>{p['time_ms']:.3f}</td><td>{p['min_ms']:.3f}..{p['max_ms']:.3f}</td><td>{p['gflops']:.1f}</td>", self.html)
-        self.assertIn("| cpu | 6 |", self.md)
+        self.assertIn("| cpu | 7 |", self.md)
+
+    def test_a_paged_cache_has_its_feature_row(self):
+        """The paged decode scenario passes on the cpu DUT and is counted under 'KV paged' alone."""
+        self.assertIn("| cpu | KV paged | 1 | 0 | 0 | 0 | 0 |", self.md)
 
     def test_compare_lists_exactly_what_got_worse(self):
         candidate = os.path.join(self.tmp, "candidate.h5")

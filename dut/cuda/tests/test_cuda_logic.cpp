@@ -61,6 +61,7 @@ struct CacheFixture {
   std::vector<std::int32_t> lens;
   std::vector<std::int64_t> offsets;
   std::vector<float> k, v;
+  std::vector<std::int32_t> order;
   KvCache cache;
 
   CacheFixture(CachePolicy policy, std::int64_t window, std::vector<std::int32_t> l) : lens(std::move(l)) {
@@ -84,12 +85,24 @@ struct CacheFixture {
     }
     p.k = k.data();
     p.v = v.data();
+    if (policy == CachePolicy::paged) {  // pages of 4, never freed here, a reversed pool
+      p.page_size = 4;
+      for (auto len : lens) p.pool_pages += static_cast<int>(logical_pages(len, p.page_size));
+      for (int page = p.pool_pages - 1; page >= 0; --page) order.push_back(page);
+      p.page_order = order.data();
+    }
     cache = make_kv_cache(p);
+  }
+
+  // What the harness does before a write of rows [s, e) of sequence b (a paged cache's pages).
+  void take(int b, std::int64_t s, std::int64_t e) {
+    if (cache.paged()) take_pages(cache, b, s, e);
   }
 
   CacheView view() {
     return {cache.policy, cache.slots, cache.heads_kv, cache.head_size, cache.k.data(), cache.v.data(),
-            cache.geometry.data()};
+            cache.geometry.data(), cache.page_size, cache.table_width,
+            cache.paged() ? cache.page_table.data() : nullptr};
   }
 };
 
@@ -115,6 +128,7 @@ BOOST_AUTO_TEST_CASE(keys_below_the_chunk_come_from_the_slot_the_host_cache_wrot
               BOOST_TEST(key[0] == f.k[expected], cache_name(policy) << " chunk " << chunk << " pos " << pos);
               BOOST_TEST(value[3] == f.v[expected + 3]);
             }
+          f.take(b, begin, end);
           if (begin < end) write_rows_to_cache(f.p, f.cache, b, begin, end);
         }
       }
@@ -124,7 +138,10 @@ BOOST_AUTO_TEST_CASE(keys_below_the_chunk_come_from_the_slot_the_host_cache_wrot
 BOOST_AUTO_TEST_CASE(device_slot_arithmetic_matches_the_host_cache) {
   for (CachePolicy policy : kAllCachePolicies) {
     CacheFixture f(policy, 9, {50, 23});
-    for (int b = 0; b < f.p.batch; ++b) write_rows_to_cache(f.p, f.cache, b, 0, f.lens[b]);
+    for (int b = 0; b < f.p.batch; ++b) {
+      f.take(b, 0, f.lens[b] - 5);  // the last page or two not taken: -1 slots
+      write_rows_to_cache(f.p, f.cache, b, 0, f.lens[b]);
+    }
     const CacheView view = f.view();
     for (int b = 0; b < f.p.batch; ++b)
       for (std::int64_t slot = 0; slot < f.cache.slots; ++slot) {
@@ -143,10 +160,11 @@ BOOST_AUTO_TEST_CASE(surviving_positions_reproduce_an_in_order_write) {
     for (std::int64_t first_chunk : {3, 7, 20})
       for (std::int64_t chunk : {1, 4, 7, 15}) {
         const std::int64_t capacity = 7, total = 60;
-        std::vector<std::int64_t> in_order(policy == CachePolicy::linear ? total : capacity, -1), parallel = in_order;
+        const bool positional = by_position(policy);  // linear and paged: slot = position
+        std::vector<std::int64_t> in_order(positional ? total : capacity, -1), parallel = in_order;
         RingGeometry g{static_cast<std::int64_t>(in_order.size()), 0};
         if (policy == CachePolicy::ring_compact) g.base = compact_ring_base(first_chunk, capacity);
-        auto slot_of = [&](std::int64_t pos) { return policy == CachePolicy::linear ? pos : ring_slot(g, pos); };
+        auto slot_of = [&](std::int64_t pos) { return positional ? pos : ring_slot(g, pos); };
         for (std::int64_t s = 0; s < total;) {
           const std::int64_t e = std::min(total, s + (s == 0 ? first_chunk : chunk));
           for (std::int64_t pos = std::max(s, g.base); pos < e; ++pos) in_order[slot_of(pos)] = pos;
@@ -166,9 +184,9 @@ BOOST_AUTO_TEST_CASE(decode_splits_cover_the_visible_slots_exactly_once) {
   const WindowBand band = band_from_window(100, WindowConvention::keys_including_self);
   for (CachePolicy policy : kAllCachePolicies)
     for (std::int64_t q_pos : {0, 57, 99, 100, 4000}) {
-      const std::int64_t slots = policy == CachePolicy::linear ? 4001 : 100;
+      const std::int64_t slots = by_position(policy) ? 4001 : 100;
       const KeyRange range = decode_slot_range(policy, slots, band, q_pos);
-      if (policy == CachePolicy::linear) {
+      if (by_position(policy)) {
         BOOST_TEST(range.first == band_first_key(band, q_pos));
         BOOST_TEST(range.end == q_pos + 1);
       }

@@ -7,7 +7,8 @@
  * positions from the harness's cache and write each chunk (or decode token) into it in order.
  * Visibility is the window band; an SWA_NORM mask is read as a pattern (nonzero hides the key), an
  * SWA_COMPRESS mask encodes the same band and is not read. With an FP8 KV format (2.2) the cache
- * holds FP8 codes and every K/V value goes through fp8(x / descale) * descale.
+ * holds FP8 codes and every K/V value goes through fp8(x / descale) * descale. With a paged cache
+ * (2.3) a position's slot is found through the page table the harness keeps.
  *
  * SWA_C_PLUGIN_FAULT=window_plus_one|cache_slot_shift makes it a wrong kernel on purpose, for the
  * harness's own tests: W+1 keys, or every ring write one slot late (read back consistently, so
@@ -119,11 +120,21 @@ static int64_t ring_slot(const swa_dut_v2_cache* c, int b, int64_t pos) {
   return s;
 }
 
-static int64_t slot_of(const swa_dut_v2_cache* c, int b, int64_t pos) {
-  return c->policy == SWA_DUT_LINEAR ? pos : ring_slot(c, b, pos);
+static int paged(const swa_dut_v2_cache* c) { return c->policy == SWA_DUT_PAGED; }
+
+/* Paged: the physical page holding slot (= position) `slot` of sequence b, -1 when none. */
+static int32_t page_of(const swa_dut_v2_cache* c, int b, int64_t slot) {
+  return c->page_table[b * c->table_width + slot / c->page_size];
 }
 
+static int64_t slot_of(const swa_dut_v2_cache* c, int b, int64_t pos) {
+  return c->policy == SWA_DUT_LINEAR || paged(c) ? pos : ring_slot(c, b, pos);
+}
+
+/* Element offset of (slot, head); a paged slot's page must be held. */
 static size_t cache_offset(const swa_dut_v2_cache* c, int b, int64_t slot, int head) {
+  if (paged(c))
+    return (((size_t)page_of(c, b, slot) * c->page_size + slot % c->page_size) * c->heads_kv + head) * c->head_size;
   return (((size_t)b * c->slots + slot) * c->heads_kv + head) * c->head_size;
 }
 
@@ -136,6 +147,7 @@ static void write_cache(const swa_dut_v2_params* p, swa_dut_v2_cache* c, int b, 
   const size_t elem = dtype_bytes(p->dtype);
   for (int64_t pos = s > c->base[b] ? s : c->base[b]; pos < e; ++pos) {
     const int64_t slot = slot_of(c, b, pos), row = p->seq_offsets[b] + pos;
+    if (paged(c) && page_of(c, b, slot) < 0) continue; /* no page: no query will read it */
     for (int g = 0; g < p->heads_kv; ++g) {
       const char* k = (const char*)p->k + (row * p->k_row_stride + g * p->k_head_stride) * elem;
       const char* v = (const char*)p->v + (row * p->v_row_stride + g * p->v_head_stride) * elem;
@@ -160,6 +172,7 @@ static int64_t held_position(const swa_dut_v2_cache* c, int b, int64_t slot) {
   const int64_t newest = c->tokens_written[b] - 1;
   if (newest < 0) return -1;
   if (c->policy == SWA_DUT_LINEAR) return slot <= newest ? slot : -1;
+  if (paged(c)) return slot <= newest && page_of(c, b, slot) >= 0 ? slot : -1;
   int64_t back = ring_slot(c, b, newest) - slot;
   if (back < 0) back += c->slots;
   return newest - back >= c->base[b] ? newest - back : -1;

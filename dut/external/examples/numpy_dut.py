@@ -7,7 +7,9 @@ The harness runs `COMMAND REQUEST.h5 RESPONSE.h5`. This DUT reads the request, c
 window attention with numpy in float32 (any schedule gives the dense result, so it computes the
 dense result), writes /out and, in chunked_prefill and decode, the KV cache the schedule ends with
 (/cache, protocol 2), with soft-capping and attention sinks (protocol 3), and the FP8 KV cache
-(protocol 4: K/V read as fp8(x / descale) * descale, /cache holding the FP8 codes).
+(protocol 4: K/V read as fp8(x / descale) * descale, /cache holding the FP8 codes), and the paged KV
+cache (protocol 5: /cache is the page pool, filled call by call through the page tables the request
+gives in /page_tables).
 
 --fail MODE misbehaves on purpose, for the harness's tests. --fault FAULT is a wrong kernel that
 still runs, one of the bugs real SWA kernels have had (the comment where `attention` applies it says
@@ -25,7 +27,7 @@ import numpy as np
 FAULTS = ["window-plus-one", "cache-slot-shift", "no-sinks", "nan-last-row", "scale-one-over-d", "packed-rows",
           "drop-own-key", "one-future-key", "kv-fp16", "v-from-k", "p-bf16", "last-key-tile", "chunk-forgets-cache",
           "decode-window-plus-one", "read-before-write", "clamp-window-start", "stale-max", "fp8-no-saturation",
-          "fp8-descale-twice"]
+          "fp8-descale-twice", "page-table-ignored"]
 
 
 def round_bf16(x):
@@ -155,8 +157,39 @@ def stale_max_weights(s, tile):
     return p
 
 
+def call_rows(f):
+    """Per call of the schedule (prompt chunks, then decode steps), per sequence, the rows [s, e) it writes."""
+    seq_lens, prompt_lens, chunk = f["seq_lens"][:], f["prompt_lens"][:], int(f.attrs["chunk"])
+    sizes = [chunk if chunk > 0 else p for p in prompt_lens]
+    calls = max(-(-int(p) // int(c)) for p, c in zip(prompt_lens, sizes))
+    rows = [[(min(p, c * n), min(p, (c + 1) * n)) for p, n in zip(prompt_lens, sizes)] for c in range(calls)]
+    if f.attrs["mode"] == "decode":
+        rows += [[(p + t, p + t + 1) for p in prompt_lens] for t in range(int(f.attrs["decode_steps"]))]
+    return rows
+
+
+def final_paged_cache(f, k, v, fault):
+    """The page pool after the whole schedule: each call writes its rows through the page table it sees
+    (a row whose page is -1 is not stored); pages freed and taken again are overwritten in call order."""
+    seq_lens, tables, page = f["seq_lens"][:], f["page_tables"][:], int(f.attrs["page_size"])
+    starts = np.concatenate([[0], np.cumsum(seq_lens)[:-1]])
+    ck = np.zeros((int(f.attrs["pool_pages"]), page, k.shape[1], k.shape[2]), dtype=k.dtype)
+    cv = np.zeros_like(ck)
+    for table, rows in zip(tables, call_rows(f)):
+        for b, (s, e) in enumerate(rows):
+            for pos in range(s, e):
+                physical = table[b, pos // page]
+                if fault == "page-table-ignored" and physical >= 0:  # sequence 0's logical pages taken as physical
+                    physical = pos // page if b == 0 else physical
+                if physical >= 0:
+                    ck[physical, pos % page], cv[physical, pos % page] = k[starts[b] + pos], v[starts[b] + pos]
+    return ck, cv, np.zeros(len(seq_lens), dtype=np.int64), seq_lens.astype(np.int64)
+
+
 def final_cache(f, k, v, fault):
     """The cache after the whole schedule: every position from the sequence's base up, written in order."""
+    if f.attrs["cache"] == "paged":
+        return final_paged_cache(f, k, v, fault)
     seq_lens, prompt_lens = f["seq_lens"][:], f["prompt_lens"][:]
     slots, policy, chunk = int(f.attrs["cache_slots"]), f.attrs["cache"], int(f.attrs["chunk"])
     batch, hkv, d = len(seq_lens), k.shape[1], k.shape[2]
@@ -196,7 +229,7 @@ def main():
             f.write(b"this is not an HDF5 file")
         return 0
     with h5py.File(args.request, "r") as f:
-        if f.attrs["protocol_version"] not in (2, 3, 4):
+        if f.attrs["protocol_version"] not in (2, 3, 4, 5):
             print("numpy_dut: unsupported protocol version", file=sys.stderr)
             return 2
         q, k, v = (f[name][:].astype(np.float32) for name in ("q", "k", "v"))

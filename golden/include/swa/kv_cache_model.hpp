@@ -48,8 +48,9 @@ class KvCacheModel {
 
 // Bytes one layer's cache allocates for one sequence at `context` tokens: K and V, every kv head,
 // in the storage dtype (one byte each with an FP8 KV format). A ring is fixed at `window` slots; a
-// linear cache grows with the context.
+// linear cache grows with the context; a paged one holds the pages its last position's window
+// spans (window 0: every page), page_size positions each.
 std::int64_t kv_cache_bytes(CachePolicy policy, std::int64_t window, std::int64_t context, int heads_kv,
-                            int head_size, DType dtype, KvFormat kv_format = KvFormat::dtype);
+                            int head_size, DType dtype, KvFormat kv_format = KvFormat::dtype, int page_size = 0);
 
 }  // namespace swa

@@ -10,18 +10,18 @@
 namespace swa {
 
 enum class RunMode : std::uint8_t { prefill, chunked_prefill, decode };
-enum class CachePolicy : std::uint8_t { ring_modulo, ring_compact, linear };
+enum class CachePolicy : std::uint8_t { ring_modulo, ring_compact, linear, paged };
 // How a DUT is handed the window: computed from the band, or read from an ATB mask tensor.
 enum class MaskFormat : std::uint8_t { none, swa_norm, swa_compress };
 
 inline constexpr RunMode kAllRunModes[] = {RunMode::prefill, RunMode::chunked_prefill, RunMode::decode};
 inline constexpr CachePolicy kAllCachePolicies[] = {CachePolicy::ring_modulo, CachePolicy::ring_compact,
-                                                    CachePolicy::linear};
+                                                    CachePolicy::linear, CachePolicy::paged};
 inline constexpr MaskFormat kAllMaskFormats[] = {MaskFormat::none, MaskFormat::swa_norm, MaskFormat::swa_compress};
 
 std::string_view mode_name(RunMode mode);          // prefill | chunked_prefill | decode
 std::optional<RunMode> parse_mode(std::string_view name);
-std::string_view cache_name(CachePolicy cache);     // ring-modulo | ring-compact | linear
+std::string_view cache_name(CachePolicy cache);     // ring-modulo | ring-compact | linear | paged
 std::optional<CachePolicy> parse_cache(std::string_view name);
 std::string_view mask_format_name(MaskFormat m);    // none | swa-norm | swa-compress
 std::optional<MaskFormat> parse_mask_format(std::string_view name);
@@ -80,6 +80,14 @@ struct AttnParams {
   CachePolicy cache = CachePolicy::ring_modulo;
   int chunk = 0;
   int decode_steps = 0;
+
+  // Paged KV cache (cache == paged; golden/README.md, "Paged KV cache", rules in paging.hpp): a pool
+  // of pool_pages pages of page_size positions shared by the batch, a page table per sequence.
+  // page_order[0..pool_pages) is the pool's initial order: pages are taken page_order[0] first,
+  // except that a freed page is taken before any never-used one, the most recently freed first.
+  int page_size = 0;
+  int pool_pages = 0;
+  const std::int32_t* page_order = nullptr;
 
   // ATB mask tensor, for DUTs that read the window from it (values as the doc's generator writes
   // them; 0 = visible). swa_norm: [mask_rows, mask_rows] over absolute positions. swa_compress:

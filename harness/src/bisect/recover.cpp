@@ -130,7 +130,8 @@ std::int64_t chunk_start_of(const AttnParams& p, int b, std::int64_t t) {
 
 // Ring slots of a cached run (a ring holds W = left + 1 keys); 0 without a ring.
 std::int64_t ring_slots(const AttnParams& p) {
-  return p.mode != RunMode::prefill && p.cache != CachePolicy::linear && p.band.left >= 0 ? p.band.left + 1 : 0;
+  const bool ring = p.cache == CachePolicy::ring_modulo || p.cache == CachePolicy::ring_compact;
+  return p.mode != RunMode::prefill && ring && p.band.left >= 0 ? p.band.left + 1 : 0;
 }
 
 int own_kv_head(const RecoveredRow& r, const AttnParams& p) { return kv_head_for(r.q_head, p.heads_q, p.heads_kv); }

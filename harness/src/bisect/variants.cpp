@@ -16,7 +16,9 @@ Variant band_variant(std::string name, std::string meaning, std::function<std::o
             if (!band) return std::nullopt;
             AttnParams p = pr.params;
             p.band = *band;
-            if (p.mode != RunMode::prefill && p.cache != CachePolicy::linear && p.band.left < 0) p.cache = CachePolicy::linear;
+            // The golden's output does not depend on the cache; a linear one holds any band (a ring
+            // needs a window, a paged pool is sized for the case's own band).
+            if (p.mode != RunMode::prefill && (p.cache == CachePolicy::paged || p.band.left < 0)) p.cache = CachePolicy::linear;
             return golden::run(p).out;
           }};
 }
@@ -27,7 +29,8 @@ Variant fault_variant(dut::Fault fault, std::string meaning, bool needs_ring = f
   return {std::string(dut::fault_name(fault)), std::move(meaning),
           [=](const Problem& pr) -> std::optional<std::vector<double>> {
             const AttnParams& base = pr.params;
-            if (needs_ring && (base.mode == RunMode::prefill || base.cache == CachePolicy::linear)) return std::nullopt;
+            const bool ring = base.cache == CachePolicy::ring_modulo || base.cache == CachePolicy::ring_compact;
+            if (needs_ring && (base.mode == RunMode::prefill || !ring)) return std::nullopt;
             if (needs_gqa && (base.heads_kv < 2 || base.heads_q == base.heads_kv)) return std::nullopt;
             if (applies && !applies(base)) return std::nullopt;
             auto dut = dut::make_mutant(fault);
@@ -43,6 +46,8 @@ Variant semantics_variant(std::string name, std::string meaning, std::function<b
             return golden::run(p).out;
           }};
 }
+
+bool paged(const AttnParams& p) { return p.mode != RunMode::prefill && p.cache == CachePolicy::paged; }
 
 }  // namespace
 
@@ -99,6 +104,15 @@ const std::vector<Variant>& bisect_variants() {
                     false, false, [](const AttnParams& p) { return is_fp8(p.kv_format); }),
       fault_variant(dut::Fault::fp8_descale_twice, "multiplies FP8 K/V by the descale twice when reading them", false,
                     false, [](const AttnParams& p) { return is_fp8(p.kv_format); }),
+      fault_variant(dut::Fault::page_table_off_by_one,
+                    "paged cache: reads position p through logical page (p + 1) / page_size", false, false, paged),
+      fault_variant(dut::Fault::page_freed_early,
+                    "paged cache: frees a page one query early, while the window's oldest key is still in it", false,
+                    false, paged),
+      fault_variant(dut::Fault::recycled_page_read,
+                    "paged cache: a decode step reads the new position's slot before writing it (the recycled page's "
+                    "old K/V)",
+                    false, false, paged),
   };
   return variants;
 }

@@ -1,7 +1,9 @@
-/* swa-harness external DUT ABI, version 2.2 (C, stable). Everything a plugin needs is in this file.
+/* swa-harness external DUT ABI, version 2.3 (C, stable). Everything a plugin needs is in this file.
  * 2.1 appended softcap and sinks to swa_dut_v2_params; a 2.0 plugin still loads and is not sent
  * cases that use them. 2.2 appended the FP8 KV cache (kv_format, k_descale, v_descale; the cache's
- * kv_format); a 2.0 or 2.1 plugin is not sent FP8 KV cases.
+ * kv_format); a 2.0 or 2.1 plugin is not sent FP8 KV cases. 2.3 appended the paged KV cache
+ * (page_size, pool_pages; the cache's page_size, pages, table_width, page_table); an older plugin is
+ * not sent paged cases.
  *
  * A plugin is a shared library exporting the six functions at the end; load it with
  *   swa-harness run SWEEP.yaml --dut plugin:/abs/path/libmydut.so
@@ -68,6 +70,19 @@
  * ([batch, slots, heads_kv, head_size] uint8, cache->kv_format says so) and the chunk's own keys
  * are read as the cache would give them back. kv_format SWA_DUT_KV_DTYPE (0): no FP8.
  *
+ * ---- Paged KV cache (2.3: read it only if SWA_DUT_V2_HAS(p, swa_dut_v2_params, pool_pages)) -----
+ * cache_policy SWA_DUT_PAGED: K/V live in pages of page_size positions in a pool the batch shares
+ * (cache->k, cache->v: [pages, page_size, heads_kv, head_size]). Position p of sequence b is at
+ * offset p % page_size of physical page cache->page_table[b * table_width + p / page_size]; -1 means
+ * the sequence holds no page there (never taken, or freed: it lies wholly below the window of every
+ * query still to come). The HARNESS takes and frees pages around each call, as a serving stack's
+ * scheduler does around its kernels: when chunked_prefill or decode_step is called, the pages of the
+ * rows it writes are already in page_table; write each row whose page is there (skip a row whose page
+ * is -1: no query will see it), read keys through page_table, and leave page_table as it is. A freed
+ * page may be given to another sequence and hold its K/V, and a newly taken page holds whatever its
+ * last owner wrote: never read a position that is not written yet, and mask by position as always.
+ * The cache check compares page_table and every held position's K/V after each call.
+ *
  * ---- Schedule -------------------------------------------------------------------------------
  * mode PREFILL: one call of swa_dut_v2_prefill computes every row of every sequence from Q/K/V.
  * mode CHUNKED_PREFILL: swa_dut_v2_chunked_prefill for chunk_index 0, 1, ...: rows
@@ -87,6 +102,7 @@
  *   RING_COMPACT: slots = W, slot = (p - base[b]) mod W. base[b] is set by the DUT at the
  *                 sequence's first write, of k tokens: max(0, k - W); positions below base are
  *                 never stored (the ring-cache patent's layout).
+ *   PAGED (2.3):  see "Paged KV cache"; k and v are the shared pool, not [batch, slots, ...].
  * tokens_written[b] counts positions [0, tokens_written[b]) written; the DUT updates it.
  * The cache is part of the contract, as in ATB and serving stacks where other kernels read it:
  * after every chunk and decode step the harness compares it with its golden cache model (slot by
@@ -147,7 +163,7 @@ extern "C" {
 #endif
 
 #define SWA_DUT_V2_ABI_VERSION 2u
-#define SWA_DUT_V2_MINOR_VERSION 2u /* 2.1: softcap, sinks; 2.2: FP8 KV cache */
+#define SWA_DUT_V2_MINOR_VERSION 3u /* 2.1: softcap, sinks; 2.2: FP8 KV cache; 2.3: paged KV cache */
 
 /* Whether the struct behind `ptr` (of type `type`) has `field`: use before reading a field that a
  * later 2.x header appended. */
@@ -163,6 +179,7 @@ enum swa_dut_v2_cache_policy { SWA_DUT_RING_MODULO = 0, SWA_DUT_RING_COMPACT = 1
 enum swa_dut_v2_mask_format { SWA_DUT_MASK_NONE = 0, SWA_DUT_MASK_SWA_NORM = 1, SWA_DUT_MASK_SWA_COMPRESS = 2 };
 #endif
 enum swa_dut_v2_kv_format { SWA_DUT_KV_DTYPE = 0, SWA_DUT_KV_FP8_E4M3 = 1, SWA_DUT_KV_FP8_E5M2 = 2 };
+enum swa_dut_v2_cache_policy_2_3 { SWA_DUT_PAGED = 3 }; /* 2.3: a cache_policy value (see "Paged KV cache") */
 
 typedef struct swa_dut_v2_params {
   uint32_t struct_size; /* sizeof(swa_dut_v2_params) as the harness knows it */
@@ -197,6 +214,10 @@ typedef struct swa_dut_v2_params {
   int32_t kv_format;    /* enum swa_dut_v2_kv_format (see "FP8 KV cache") */
   float k_descale;      /* FP8: K = code * k_descale; 1 otherwise */
   float v_descale;
+  /* 2.3. 2.2's padded size is 240 (LP64: v_descale ends at 236), so its first field starts at 240. */
+  int32_t reserved_2_2; /* 2.2's tail padding: 0 */
+  int32_t page_size;  /* PAGED: positions per page; 0 otherwise */
+  int32_t pool_pages; /* PAGED: pages in the pool the batch shares */
   /* Later 2.x headers append fields here, each ending past the previous version's sizeof. */
 } swa_dut_v2_params;
 
@@ -211,6 +232,11 @@ typedef struct swa_dut_v2_cache {
   void* k;                 /* [batch, slots, heads_kv, head_size] */
   void* v;
   int32_t kv_format; /* 2.2: enum swa_dut_v2_kv_format; FP8: k and v hold one-byte codes */
+  /* 2.3 (PAGED; see "Paged KV cache"): k and v are the pool [pages, page_size, heads_kv, head_size]. */
+  int32_t page_size;
+  int64_t pages;
+  int64_t table_width;       /* logical pages per sequence; slots = table_width * page_size */
+  int32_t* page_table;       /* [batch, table_width]: physical page of logical page j, -1 = none */
 } swa_dut_v2_cache;
 
 typedef struct swa_dut_v2_status {

@@ -2,14 +2,19 @@
 // The KV cache is part of a DUT's contract (ATB and serving stacks hand it to other kernels), so the
 // cache a DUT leaves behind is compared with the golden's cache model: per sequence, the compact
 // ring's base, tokens_written, and per slot which position it holds, bit for bit in the storage dtype
-// (FP8 KV: the codes of the golden's own encoder).
+// (FP8 KV: the codes of the golden's own encoder). A paged cache: per sequence, tokens_written and
+// its page table entry by entry, and every position the golden's model holds, at the physical page
+// the model says (the contents of freed pages and of unwritten slots are free).
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "swa/dut/dut.hpp"
 #include "swa/harness/problem.hpp"
 #include "swa/kv_cache_model.hpp"
+#include "swa/paged_kv_model.hpp"
 
 namespace swa::harness {
 
@@ -29,14 +34,16 @@ class CacheChecker final : public dut::ScheduleObserver {
 
  private:
   std::string when() const;
-  void advance(int b, std::int64_t begin, std::int64_t end);
+  void advance(const std::vector<std::array<std::int64_t, 3>>& writes);
   void compare(const dut::KvCache& cache, const std::string& when);
-  std::string held_position(int b, const dut::KvCache& cache, std::int64_t slot) const;
+  void compare_paged(const dut::KvCache& cache, const std::string& when);
+  std::string held_position(int b, const dut::KvCache& cache, std::size_t offset) const;
 
   const Problem& pr_;
   bool each_call_;
   int calls_left_;
   std::vector<KvCacheModel> models_;
+  std::optional<PagedKvModel> paged_;
   std::vector<double> k_, v_;  // the problem's K and V in fp64 as attention reads them, [nTokens, Hkv, D]
   std::size_t element_bytes_;
   std::vector<unsigned char> stored_k_, stored_v_;  // every input row as the cache stores it

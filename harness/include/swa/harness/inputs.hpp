@@ -27,7 +27,7 @@ std::string_view distribution_name(InputDistribution d);  // normal|uniform|larg
 std::optional<InputDistribution> parse_distribution(std::string_view name);
 std::string distribution_choices();
 
-enum class TensorRole : std::uint32_t { q = 1, k = 2, v = 3, sinks = 4, descales = 5 };
+enum class TensorRole : std::uint32_t { q = 1, k = 2, v = 3, sinks = 4, descales = 5, pages = 6 };
 
 // Element i of the tensor, for a tensor laid out as rows of `row_elems` elements (heads x dims).
 // Deterministic in (seed, role, i) alone.
@@ -44,5 +44,9 @@ std::vector<float> generate_sinks(std::uint64_t seed, int heads_q, DType dtype);
 // scale a calibrated serving stack picks; u = 1 doubles every value, so the largest ones saturate.
 // amax 0 gives 1.
 float draw_kv_descale(std::uint64_t seed, KvFormat format, int tensor_index, double amax);
+
+// The initial order of a paged cache's pool (AttnParams::page_order): a permutation of 0..pages-1,
+// Fisher-Yates with Philox draws (role `pages`), so physical pages differ from logical ones.
+std::vector<std::int32_t> draw_page_order(std::uint64_t seed, int pages);
 
 }  // namespace swa::harness

@@ -22,6 +22,7 @@ struct ProblemSpec {
   KvFormat kv_format = KvFormat::dtype;  // FP8: descales drawn by generate_kv_descales
   RunMode mode = RunMode::prefill;
   CachePolicy cache = CachePolicy::ring_modulo;
+  int page_size = 16;  // paged: the pool's order drawn by draw_page_order
   int chunk = 0;
   int decode_steps = 0;
   std::uint64_t seed = 0;
@@ -40,6 +41,7 @@ struct Problem {
   std::vector<unsigned char> q_storage, k_storage, v_storage;
   std::vector<float> mask;
   std::vector<float> sinks;  // [heads_q] when spec.sinks
+  std::vector<std::int32_t> page_order;  // [pool_pages] with a paged cache
   AttnParams params;
 
   Problem() = default;

@@ -35,6 +35,9 @@ struct ProblemFile {
   std::vector<float> mask;  // [mask_rows, mask_rows] when the kernel gets an ATB mask
   std::int64_t mask_rows = 0;
   std::vector<float> sinks;  // [heads_q] when the layer has attention sinks
+  // A paged KV cache's page table as each call of the schedule sees it (its pages taken),
+  // [calls, batch, table_width], -1 = no page (swa/paging.hpp).
+  std::vector<std::int32_t> page_tables;
   // The kernel's parameters by the exec protocol's names (dtype, mode, window_left, scale, ...).
   std::map<std::string, h5::AttrValue> kernel;
 
@@ -70,8 +73,8 @@ struct ProblemFile {
   std::optional<Diagnosis> diagnosis;
 };
 
-// The exec protocol version a request for this problem carries: 3 when it soft-caps or has sinks,
-// else 2 (exec_dut.hpp).
+// The exec protocol version a request for this problem carries: 5 with a paged KV cache, 4 with an
+// FP8 one, 3 when it soft-caps or has sinks, else 2 (exec_dut.hpp).
 int protocol_version(const ProblemFile& f);
 
 // The inputs part, read through the params' strides and dtype (what any DUT is given).

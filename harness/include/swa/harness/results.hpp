@@ -18,6 +18,9 @@ struct ScenarioRow {
   // The FP8 KV descales the inputs drew (1 without FP8; 0 where no problem was built, or in a file
   // written before these columns).
   double k_descale = 0, v_descale = 0;
+  // The pages of a paged cache's pool (paged_pool_pages; 0 without a paged cache, where no problem
+  // was built, or in a file written before the column).
+  std::int64_t pool_pages = 0;
 };
 
 // `params`: the built problem's, which records its FP8 descales; nullptr when none was built.

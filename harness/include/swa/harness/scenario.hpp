@@ -42,6 +42,7 @@ struct Scenario {
   int chunk = 0;
   int decode_steps = 0;
   CachePolicy cache = CachePolicy::ring_modulo;
+  int page_size = 16;  // positions per page of a paged cache (golden/README.md, "Paged KV cache")
   MaskFormat mask = MaskFormat::none;
   AtbSample mask_generator = AtbSample::python;  // which doc sample builds the mask and its block rule
   DType dtype = DType::fp32;
