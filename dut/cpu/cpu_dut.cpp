@@ -10,6 +10,7 @@
 #include "convert.hpp"
 #include "dispatch.hpp"
 #include "flash_tile.hpp"
+#include "fused_kv.hpp"
 #include "swa/dut/fp8.hpp"
 
 namespace swa::dut {
@@ -308,6 +309,8 @@ class CpuDut final : public Dut {
     const int group = p.heads_q / p.heads_kv;
     const int d = p.head_size;
     const int threads = omp_get_max_threads();
+    // fp16/bf16 cache rows straight into the dot products (fused_kv.hpp) where the CPU has AVX2+F16C+FMA.
+    const bool fused = !std::is_same_v<T, float> && !is_fp8(cache.format) && cpu::fused::available();
     const std::int64_t tile = decode_key_tile;
     // Enough splits that every thread has work, none smaller than one key tile.
     const int splits = static_cast<int>(std::max<std::int64_t>(
@@ -346,6 +349,10 @@ class CpuDut final : public Dut {
           const std::int64_t t1 = std::min(s1, t0 + tile);
           const bool all_visible = slots_all_visible(p, cache, b, i, t0, t1);
           for (int g = 0; g < p.heads_kv; ++g) {
+            if (fused && all_visible) {
+              fused_tile(p, cache, b, g, t0, t1, &q[static_cast<std::size_t>(g) * group * d], scores, states[g]);
+              continue;
+            }
             const float *keys = nullptr, *values = nullptr;
             std::int64_t stride = d;
             const std::int64_t n =
@@ -376,6 +383,31 @@ class CpuDut final : public Dut {
     return Status::success();
   }
 
+  // Decode's visible cache slots [t0, t1) of kv head g, read in place from fp16/bf16 storage: scores
+  // by fused dot products, the softmax state rescaled, weights x value rows fused into its output,
+  // page-contiguous run by run.
+  static void fused_tile(const AttnParams& p, const KvCache& cache, int b, int g, std::int64_t t0, std::int64_t t1,
+                         const float* q, RowMatrix& scores, cpu::SoftmaxState& state) {
+    const int group = p.heads_q / p.heads_kv, d = p.head_size;
+    const std::int64_t n = t1 - t0, stride = static_cast<std::int64_t>(cache.heads_kv) * d;
+    const bool bf16 = p.dtype == DType::bf16;
+    auto rows = [&](const std::vector<unsigned char>& bytes, std::int64_t a) {
+      return reinterpret_cast<const std::uint16_t*>(bytes.data() + cache.offset(b, a, g));
+    };
+    scores.resize(group, n);
+    for (std::int64_t a = t0, m = 0; a < t1; a += m) {
+      m = std::min(t1 - a, cache.contiguous_slots(a));
+      cpu::fused::dots(q, group, d, rows(cache.k, a), stride, m, bf16, scores.data() + (a - t0), n);
+    }
+    score_rule(p, g).cap(scores);
+    state.absorb(scores);
+    for (std::int64_t a = t0, m = 0; a < t1; a += m) {
+      m = std::min(t1 - a, cache.contiguous_slots(a));
+      cpu::fused::accumulate(scores.data() + (a - t0), n, group, rows(cache.v, a), stride, m, d, bf16,
+                             state.out.data());
+    }
+  }
+
   // Keys per decode tile: larger than prefill's, since one query row per head leaves the tile's
   // fixed costs (a small GEMM call, the softmax update) to be spread over more keys.
   static constexpr std::int64_t decode_key_tile = 128;
@@ -401,7 +433,9 @@ std::string cpu_kernel_path() {
 #else
       "scalar";
 #endif
-  return "GEMM (Eigen, build time): " + gemm + "; fp16/bf16 conversion (run time): " + std::string(cpu::conversion_path());
+  return "GEMM (Eigen, build time): " + gemm + "; fp16/bf16 conversion (run time): " +
+         std::string(cpu::conversion_path()) + "; fp16/bf16 decode (run time): " +
+         (cpu::fused::available() ? "fused avx2+f16c+fma" : "converted, then GEMM");
 }
 
 }  // namespace swa::dut

@@ -16,6 +16,11 @@ void SoftmaxState::reset(std::int64_t rows, int head_size) {
 }
 
 void SoftmaxState::update(RowMatrix& scores, const ConstRowsView& values) {
+  absorb(scores);
+  out.noalias() += scores * values;
+}
+
+void SoftmaxState::absorb(RowMatrix& scores) {
   const Eigen::Index rows = scores.rows();
   Eigen::VectorXf correction(rows);
   for (Eigen::Index i = 0; i < rows; ++i) {
@@ -29,7 +34,6 @@ void SoftmaxState::update(RowMatrix& scores, const ConstRowsView& values) {
   }
   sum = sum.cwiseProduct(correction) + scores.rowwise().sum();
   out = correction.asDiagonal() * out;
-  out.noalias() += scores * values;
 }
 
 void ScoreRule::cap(RowMatrix& scores) const {

@@ -41,6 +41,9 @@ struct SoftmaxState {
   void reset(std::int64_t rows, int head_size);
   // Folds in one tile of scores (rows x cols, -inf where masked) and its value rows.
   void update(RowMatrix& scores, const ConstRowsView& values);
+  // update's first half: scores become the tile's weights under the new running max, sum and out are
+  // rescaled; the caller adds weights x value rows to out (decode's fused fp16/bf16 path).
+  void absorb(RowMatrix& scores);
   // Folds in another state over a disjoint set of keys (log-sum-exp merge).
   void merge(const Eigen::VectorXf& other_max, const Eigen::VectorXf& other_sum, const RowMatrix& other_out);
   // out / sum into dst (rows x head_size, contiguous); rows that saw no key get 0. With sinks, row

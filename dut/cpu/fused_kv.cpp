@@ -1,0 +1,152 @@
+#include "fused_kv.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace swa::dut::cpu::fused {
+namespace {
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,f16c,fma"))) inline __m256 load8(const std::uint16_t* src, bool bf16) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+  if (bf16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+  return _mm256_cvtph_ps(bits);
+}
+
+__attribute__((target("avx2,f16c,fma"))) inline float load1(const std::uint16_t* src, bool bf16) {
+  if (bf16) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(*src) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+  return _cvtsh_ss(*src);
+}
+
+__attribute__((target("avx2,f16c,fma"))) inline float hsum(__m256 v) {
+  const __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 y = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  return _mm_cvtss_f32(_mm_add_ss(y, _mm_movehdup_ps(y)));
+}
+
+// Rows are 2 * Hkv * D bytes apart (one kv head of consecutive slots): too far for the hardware's
+// stride prefetchers once a paged cache scatters its pages, so the rows kAhead ahead are asked for.
+constexpr std::int64_t kAhead = 4;
+__attribute__((target("avx2,f16c,fma"))) inline void prefetch_row(const std::uint16_t* row, bool inside, int d) {
+  if (!inside) return;
+  for (int x = 0; x < d; x += 32) _mm_prefetch(reinterpret_cast<const char*>(row + x), _MM_HINT_T0);
+}
+
+// R (1..4) query rows share each converted K chunk; R is a template argument so that the
+// accumulators stay in registers (a runtime row count put them on the stack: 5x slower).
+template <int R>
+__attribute__((target("avx2,f16c,fma"))) void dots_rows(const float* qg, int d, const std::uint16_t* k,
+                                                         std::int64_t stride, std::int64_t n, bool bf16,
+                                                         float* scores, std::int64_t ld) {
+  const int vec = d / 8 * 8;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const std::uint16_t* row = k + j * stride;
+    prefetch_row(row + kAhead * stride, j + kAhead < n, d);
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (int x = 0; x < vec; x += 8) {
+      const __m256 kv = load8(row + x, bf16);
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + r * d + x), kv, acc[r]);
+    }
+    for (int r = 0; r < R; ++r) {
+      float s = hsum(acc[r]);
+      for (int x = vec; x < d; ++x) s += qg[r * d + x] * load1(row + x, bf16);
+      scores[r * ld + j] = s;
+    }
+  }
+}
+
+__attribute__((target("avx2,f16c,fma"))) void dots_avx2(const float* q, int group, int d, const std::uint16_t* k,
+                                                         std::int64_t stride, std::int64_t n, bool bf16,
+                                                         float* scores, std::int64_t ld) {
+  for (int g0 = 0; g0 < group; g0 += 4) {
+    const float* qg = q + static_cast<std::int64_t>(g0) * d;
+    float* sg = scores + g0 * ld;
+    switch (group - g0 < 4 ? group - g0 : 4) {
+      case 1: dots_rows<1>(qg, d, k, stride, n, bf16, sg, ld); break;
+      case 2: dots_rows<2>(qg, d, k, stride, n, bf16, sg, ld); break;
+      case 3: dots_rows<3>(qg, d, k, stride, n, bf16, sg, ld); break;
+      default: dots_rows<4>(qg, d, k, stride, n, bf16, sg, ld); break;
+    }
+  }
+}
+
+// Eight output columns of R (1..4) rows stay in registers while the value rows stream past.
+template <int R>
+__attribute__((target("avx2,f16c,fma"))) void accumulate_rows(const float* pg, std::int64_t ld,
+                                                               const std::uint16_t* v, std::int64_t stride,
+                                                               std::int64_t n, int d, bool bf16, float* og) {
+  const int vec = d / 8 * 8;
+  for (int x = 0; x < vec; x += 8) {
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_loadu_ps(og + r * d + x);
+    for (std::int64_t j = 0; j < n; ++j) {
+      if (x == 0) prefetch_row(v + (j + kAhead) * stride, j + kAhead < n, d);
+      const __m256 vv = load8(v + j * stride + x, bf16);
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(pg + r * ld + j), vv, acc[r]);
+    }
+    for (int r = 0; r < R; ++r) _mm256_storeu_ps(og + r * d + x, acc[r]);
+  }
+  for (int x = vec; x < d; ++x)
+    for (int r = 0; r < R; ++r)
+      for (std::int64_t j = 0; j < n; ++j) og[r * d + x] += pg[r * ld + j] * load1(v + j * stride + x, bf16);
+}
+
+__attribute__((target("avx2,f16c,fma"))) void accumulate_avx2(const float* p, std::int64_t ld, int group,
+                                                               const std::uint16_t* v, std::int64_t stride,
+                                                               std::int64_t n, int d, bool bf16, float* out) {
+  for (int g0 = 0; g0 < group; g0 += 4) {
+    float* og = out + static_cast<std::int64_t>(g0) * d;
+    const float* pg = p + g0 * ld;
+    switch (group - g0 < 4 ? group - g0 : 4) {
+      case 1: accumulate_rows<1>(pg, ld, v, stride, n, d, bf16, og); break;
+      case 2: accumulate_rows<2>(pg, ld, v, stride, n, d, bf16, og); break;
+      case 3: accumulate_rows<3>(pg, ld, v, stride, n, d, bf16, og); break;
+      default: accumulate_rows<4>(pg, ld, v, stride, n, d, bf16, og); break;
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+bool available() {
+#if defined(__x86_64__)
+  static const bool yes = [] {
+    const char* isa = std::getenv("SWA_CPU_ISA");
+    return !(isa && std::string_view(isa) == "portable") && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+void dots(const float* q, int group, int d, const std::uint16_t* k, std::int64_t stride, std::int64_t n, bool bf16,
+          float* scores, std::int64_t ld) {
+#if defined(__x86_64__)
+  if (available()) return dots_avx2(q, group, d, k, stride, n, bf16, scores, ld);
+#endif
+  std::abort();  // callers check available()
+}
+
+void accumulate(const float* p, std::int64_t ld, int group, const std::uint16_t* v, std::int64_t stride,
+                std::int64_t n, int d, bool bf16, float* out) {
+#if defined(__x86_64__)
+  if (available()) return accumulate_avx2(p, ld, group, v, stride, n, d, bf16, out);
+#endif
+  std::abort();
+}
+
+}  // namespace swa::dut::cpu::fused
