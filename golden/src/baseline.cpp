@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace swa::baseline {
 namespace {
@@ -17,6 +18,29 @@ float dot_fp32(const float* q, const float* k, int n) {
   return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
 }
 
+// dot_fp32 of one q against keys k[0], k[1], ... k[K - 1] (rows head_size apart), each key its own
+// eight partial sums, so K independent add chains run side by side: the same bits as dot_fp32.
+template <int K>
+void dot_fp32_keys(const float* q, const float* k, int n, float* out) {
+  using Floats8 = float __attribute__((vector_size(32)));
+  Floats8 s[K];
+  for (int key = 0; key < K; ++key) s[key] = Floats8{};
+  int d = 0;
+  for (; d + 8 <= n; d += 8) {
+    Floats8 qd;
+    std::memcpy(&qd, q + d, sizeof qd);
+    for (int key = 0; key < K; ++key) {
+      Floats8 kd;
+      std::memcpy(&kd, k + key * n + d, sizeof kd);
+      s[key] = s[key] + qd * kd;
+    }
+  }
+  for (int key = 0; key < K; ++key) {
+    for (int l = 0; d + l < n; ++l) s[key][l] += q[d + l] * k[key * n + d + l];
+    out[key] = ((s[key][0] + s[key][4]) + (s[key][2] + s[key][6])) + ((s[key][1] + s[key][5]) + (s[key][3] + s[key][7]));
+  }
+}
+
 // Rows [0, len) of one sequence and head of a packed tensor, as contiguous floats.
 void load_rows(const AttnParams& p, const void* base, std::int64_t row_stride, std::int64_t head_stride, int b,
                int head, std::vector<float>& rows) {
@@ -28,6 +52,30 @@ void load_rows(const AttnParams& p, const void* base, std::int64_t row_stride, s
     for (int d = 0; d < p.head_size; ++d)
       rows[j * p.head_size + d] =
           load_from(p.dtype, bytes + ((p.seq_offsets[b] + j) * row_stride + head * head_stride + d) * elem);
+}
+
+using Floats8 = float __attribute__((vector_size(32)));
+
+Floats8 load8(const float* p) {
+  Floats8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// acc[d, d + 8V) = sum over keys j in [first, end), in position order, of p[j - first] * v[j][d, ...):
+// fp32 products then fp32 adds, the accumulators held in registers across the keys.
+template <int V>
+void weighted_values(const float* p, const float* v, int head_size, std::int64_t first, std::int64_t end, int d,
+                     float* acc) {
+  Floats8 sum[V];
+  for (int u = 0; u < V; ++u) sum[u] = Floats8{};
+  for (std::int64_t j = first; j < end; ++j) {
+    const float pj = p[j - first];
+    const Floats8 pv = {pj, pj, pj, pj, pj, pj, pj, pj};
+    const float* vj = v + j * head_size + d;
+    for (int u = 0; u < V; ++u) sum[u] = sum[u] + pv * load8(vj + 8 * u);
+  }
+  std::memcpy(acc + d, sum, sizeof sum);
 }
 
 }  // namespace
@@ -61,7 +109,10 @@ std::vector<float> attention(const AttnParams& p) {
         float* o = &out[(static_cast<std::size_t>(p.seq_offsets[b] + i) * p.heads_q + h) * D];
         if (first >= end) continue;  // no visible key: 0
         scores.resize(static_cast<std::size_t>(end - first));
-        for (std::int64_t j = first; j < end; ++j) scores[j - first] = round_to(dt, dot_fp32(&q[i * D], &k[j * D], D));
+        std::int64_t j = first;
+        for (; j + 4 <= end; j += 4) dot_fp32_keys<4>(&q[i * D], &k[j * D], D, &scores[j - first]);
+        for (; j < end; ++j) scores[j - first] = dot_fp32(&q[i * D], &k[j * D], D);
+        for (float& s : scores) s = round_to(dt, s);
         if (p.softcap > 0.f)
           for (float& s : scores) s = round_to(dt, p.softcap * std::tanh(s / p.softcap));
         const float sink = p.sinks ? p.sinks[h] : -INFINITY;
@@ -72,11 +123,12 @@ std::vector<float> attention(const AttnParams& p) {
           sum += s;
         }
         for (float& s : scores) s = round_to(dt, s / sum);
-        std::fill(acc.begin(), acc.end(), 0.f);
-        for (std::int64_t j = first; j < end; ++j) {
-          const float pj = scores[j - first];
-          const float* vj = &v[j * D];
-          for (int d = 0; d < D; ++d) acc[d] += pj * vj[d];
+        int d = 0;
+        for (; d + 64 <= D; d += 64) weighted_values<8>(scores.data(), v.data(), D, first, end, d, acc.data());
+        for (; d + 8 <= D; d += 8) weighted_values<1>(scores.data(), v.data(), D, first, end, d, acc.data());
+        for (; d < D; ++d) {
+          acc[d] = 0.f;
+          for (std::int64_t j = first; j < end; ++j) acc[d] += scores[j - first] * v[j * D + d];
         }
         for (int d = 0; d < D; ++d) o[d] = round_to(dt, acc[d]);
       }

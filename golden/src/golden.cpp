@@ -4,6 +4,7 @@
 #include <array>
 #include <limits>
 
+#include "key_tiles.hpp"
 #include "row_softmax.hpp"
 #include "swa/kv_cache_model.hpp"
 #include "swa/paged_kv_model.hpp"
@@ -61,19 +62,6 @@ Output allocate_output(const AttnParams& p) {
   return o;
 }
 
-// Scores of query `q_row` against keys [first, end) of sequence rows starting at `seq_row0`.
-void gather_dense_keys(const AttnParams& p, const Fp64Inputs& in, const double* q, std::int64_t seq_row0,
-                       std::int64_t first, std::int64_t end, int kv_head, detail::RowScratch& s) {
-  const RowIndexing ix{p};
-  const double scale = p.scale;
-  const std::size_t appended = s.scores.size();
-  for (std::int64_t j = first; j < end; ++j) {
-    s.scores.push_back(scale * detail::dot_exact_products(q, &in.k[ix.kv(seq_row0 + j, kv_head)], p.head_size));
-    s.values.push_back(&in.v[ix.kv(seq_row0 + j, kv_head)]);
-  }
-  detail::soft_cap(s.scores.data() + appended, s.scores.size() - appended, p.softcap);
-}
-
 // The row's sink logit (exact: a float holding a dtype value), or -inf when the layer has none.
 double sink_of(const AttnParams& p, int q_head) {
   return p.sinks ? static_cast<double>(p.sinks[q_head]) : -std::numeric_limits<double>::infinity();
@@ -83,109 +71,36 @@ double sink_of(const AttnParams& p, int q_head) {
 
 namespace {
 
-// One sequence's keys of one kv head, transposed to [head_size, len], so a query's scores against a
-// run of consecutive keys vectorise over the keys.
-struct TransposedKeys {
-  std::vector<double> kT;
-  std::int64_t len = 0;
-
-  void load(const AttnParams& p, const Fp64Inputs& in, int b, int kv_head) {
-    const RowIndexing ix{p};
-    len = p.seq_lens[b];
-    kT.resize(static_cast<std::size_t>(len) * p.head_size);
-    for (std::int64_t j = 0; j < len; ++j) {
-      const double* k = &in.k[ix.kv(p.seq_offsets[b] + j, kv_head)];
-      for (int d = 0; d < p.head_size; ++d) kT[d * len + j] = k[d];
-    }
-  }
-};
-
-// Query i of sequence b (head h) against keys [first, end) by the dense definition.
-detail::RowStats dense_row(const AttnParams& p, const Fp64Inputs& in, const TransposedKeys& keys, int b, int h,
-                           std::int64_t i, detail::RowScratch& s, double* out) {
-  const RowIndexing ix{p};
-  const std::int64_t row0 = p.seq_offsets[b];
-  const std::int64_t first = band_first_key(p.band, i), end = band_end_key(p.band, i, keys.len);
-  const int kvh = kv_head_for(h, p.heads_q, p.heads_kv);
-  s.scores.clear();
-  s.values.clear();
-  if (end > first)
-    detail::scores_from_transposed(&in.q[ix.q(row0 + i, h)], keys.kT.data(), keys.len, first, end - first,
-                                   p.head_size, p.scale, s.scores, s.score_err);
-  detail::soft_cap(s.scores.data(), s.scores.size(), p.softcap);
-  for (std::int64_t j = first; j < end; ++j) s.values.push_back(&in.v[ix.kv(row0 + j, kvh)]);
-  return detail::softmax_times_values(s, p.head_size, out, sink_of(p, h), first);
-}
-
-// Keys per tile of dense_block: a multiple of kValueBlock, so tiles never split a P.V block.
-constexpr std::int64_t kKeyTile = 4 * detail::kValueBlock;
 // Query rows per block: every q head of the GQA group for each, so a block reuses each K and V tile
 // kQueryRows x group times while it sits in cache.
 constexpr std::int64_t kQueryRows = 16;
 
-struct DenseBlockScratch {
-  std::vector<double> scores, score_err;  // [block rows][span], [kKeyTile]
-  std::vector<const double*> values;      // [span]
-  std::vector<detail::RowNorm> norms;
-  std::vector<double> sum, err, block;    // [block rows][head_size], [head_size]
-};
+// One sequence's keys of one kv head, numbered by position.
+void list_sequence_keys(const AttnParams& p, const Fp64Inputs& in, int b, int kvh, detail::KeyTiles& keys) {
+  const RowIndexing ix{p};
+  keys.reset(p.head_size, p.seq_lens[b]);
+  for (std::int64_t j = 0; j < p.seq_lens[b]; ++j)
+    keys.append(&in.k[ix.kv(p.seq_offsets[b] + j, kvh)], &in.v[ix.kv(p.seq_offsets[b] + j, kvh)]);
+}
 
-// Query rows [i0, i1) of sequence b, all q heads of kv head kvh, by the dense definition, tile by
-// tile over the union of their key ranges. Each row gets the same bits as dense_row (trace_row):
-// every score is computed by one key's own arithmetic, and P.V blocks end at multiples of
-// kValueBlock in key numbering, which tile boundaries respect.
-void dense_block(const AttnParams& p, const Fp64Inputs& in, const TransposedKeys& keys, int b, int kvh,
-                 std::int64_t i0, std::int64_t i1, DenseBlockScratch& s, Output& o) {
+// Rows [i0, i1) of sequence b, every q head of kv head kvh, against the listed keys: row i's keys are
+// list numbers [key_range(i).first, key_range(i).second).
+template <class KeyRange>
+void attend_rows(const AttnParams& p, const Fp64Inputs& in, const detail::KeyTiles& keys, int b, int kvh,
+                 std::int64_t i0, std::int64_t i1, KeyRange key_range, detail::BlockScratch& s, Output& o) {
   const RowIndexing ix{p};
   const int group = p.heads_q / p.heads_kv;
-  const int d = p.head_size;
   const std::int64_t row0 = p.seq_offsets[b];
-  const std::int64_t n = (i1 - i0) * group;
-  auto first_of = [&](std::int64_t r) { return band_first_key(p.band, i0 + r / group); };
-  auto end_of = [&](std::int64_t r) { return band_end_key(p.band, i0 + r / group, keys.len); };
-  std::int64_t lo = keys.len, hi = 0;
-  for (std::int64_t r = 0; r < n; r += group)
-    if (end_of(r) > first_of(r)) {
-      lo = std::min(lo, first_of(r));
-      hi = std::max(hi, end_of(r));
+  s.rows.clear();
+  for (std::int64_t i = i0; i < i1; ++i) {
+    const auto [first, end] = key_range(i);
+    for (int g = 0; g < group; ++g) {
+      const int h = kvh * group + g;
+      s.rows.push_back({&in.q[ix.q(row0 + i, h)], first, end, sink_of(p, h), &o.out[ix.q(row0 + i, h)],
+                        &o.lse[ix.lse(row0 + i, h)]});
     }
-  const std::int64_t base = lo < hi ? lo - lo % detail::kValueBlock : 0;
-  const std::int64_t span = std::max<std::int64_t>(0, hi - base);
-  s.scores.resize(static_cast<std::size_t>(n * span));
-  s.score_err.resize(kKeyTile);
-  for (std::int64_t t0 = base; t0 < hi; t0 += kKeyTile)
-    for (std::int64_t r = 0; r < n; ++r) {
-      const std::int64_t f = std::max(t0, first_of(r)), e = std::min(t0 + kKeyTile, end_of(r));
-      if (e <= f) continue;
-      const int h = kvh * group + static_cast<int>(r % group);
-      detail::scores_tile(&in.q[ix.q(row0 + i0 + r / group, h)], keys.kT.data(), keys.len, f, e - f, d, p.scale,
-                          &s.scores[r * span + (f - base)], s.score_err.data());
-    }
-  s.norms.resize(n);
-  for (std::int64_t r = 0; r < n; ++r) {
-    const std::int64_t f = first_of(r), count = std::max<std::int64_t>(0, end_of(r) - f);
-    double* row = count > 0 ? &s.scores[r * span + (f - base)] : nullptr;
-    detail::soft_cap(row, count, p.softcap);
-    s.norms[r] = detail::exponentiate(row, count, sink_of(p, kvh * group + static_cast<int>(r % group)));
   }
-  s.values.resize(span);
-  for (std::int64_t j = 0; j < span; ++j) s.values[j] = &in.v[ix.kv(row0 + base + j, kvh)];
-  s.sum.assign(static_cast<std::size_t>(n) * d, 0.0);
-  s.err.assign(s.sum.size(), 0.0);
-  s.block.resize(d);
-  for (std::int64_t t0 = base; t0 < hi; t0 += kKeyTile)
-    for (std::int64_t r = 0; r < n; ++r) {
-      const std::int64_t f = std::max(t0, first_of(r)), e = std::min(t0 + kKeyTile, end_of(r));
-      if (e <= f) continue;
-      detail::accumulate_values(&s.scores[r * span + (f - base)], &s.values[f - base], f, e - f, d, &s.sum[r * d],
-                                &s.err[r * d], s.block.data());
-    }
-  for (std::int64_t r = 0; r < n; ++r) {
-    const std::int64_t i = i0 + r / group;
-    const int h = kvh * group + static_cast<int>(r % group);
-    o.lse[ix.lse(row0 + i, h)] =
-        detail::finish_row(s.norms[r], &s.sum[r * d], &s.err[r * d], d, &o.out[ix.q(row0 + i, h)]).lse;
-  }
+  detail::attend_block(keys, p.head_size, p.scale, p.softcap, s);
 }
 
 }  // namespace
@@ -195,10 +110,10 @@ Output attention_dense(const AttnParams& p) {
   const Fp64Inputs in = load_inputs(p);
   Output o = allocate_output(p);
   const std::int64_t units = static_cast<std::int64_t>(p.batch) * p.heads_kv;
-  std::vector<TransposedKeys> keys(static_cast<std::size_t>(units));
+  std::vector<detail::KeyTiles> keys(static_cast<std::size_t>(units));
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t unit = 0; unit < units; ++unit)
-    keys[unit].load(p, in, static_cast<int>(unit / p.heads_kv), static_cast<int>(unit % p.heads_kv));
+    list_sequence_keys(p, in, static_cast<int>(unit / p.heads_kv), static_cast<int>(unit % p.heads_kv), keys[unit]);
   // Tasks: (sequence, kv head, block of query rows). Blocks write disjoint rows and compute each row
   // the same way whoever runs it, so the result does not depend on the thread count.
   struct Task {
@@ -212,11 +127,14 @@ Output attention_dense(const AttnParams& p) {
         tasks.push_back({b, kvh, i0, std::min<std::int64_t>(p.seq_lens[b], i0 + kQueryRows)});
 #pragma omp parallel
   {
-    DenseBlockScratch s;
+    detail::BlockScratch s;
 #pragma omp for schedule(dynamic, 1)
     for (std::size_t t = 0; t < tasks.size(); ++t) {
       const Task& task = tasks[t];
-      dense_block(p, in, keys[task.b * p.heads_kv + task.kvh], task.b, task.kvh, task.i0, task.i1, s, o);
+      const std::int64_t len = p.seq_lens[task.b];
+      attend_rows(p, in, keys[task.b * p.heads_kv + task.kvh], task.b, task.kvh, task.i0, task.i1,
+                  [&](std::int64_t i) { return std::pair(band_first_key(p.band, i), band_end_key(p.band, i, len)); },
+                  s, o);
     }
   }
   return o;
@@ -224,31 +142,52 @@ Output attention_dense(const AttnParams& p) {
 
 namespace {
 
-// Query rows [s, e) of one sequence attend to the cache and to chunk rows [s, i]. Cache: a
-// KvCacheModel or a PagedSequenceView.
+struct CallScratch {
+  std::vector<std::pair<std::int64_t, std::int64_t>> held;  // (position, slot)
+  std::vector<std::int64_t> positions;                      // of the listed keys, after the padding
+  std::int64_t padding = 0;
+  detail::KeyTiles keys;
+  detail::BlockScratch block;
+};
+
+// One call of sequence b's schedule (a prefill chunk, or a decode step), kv head kvh: rows [s, e)
+// attend to what `cache` holds (head cache_head of it) at positions a row of the call can see, plus,
+// for a prefill chunk, the chunk's own keys. The keys are listed by position; when the positions run
+// without a gap from the first row's first key, the list is padded in front so list numbers equal
+// positions modulo kKeyTile, and every row then gets its dense row's bits. Cache: a KvCacheModel or
+// a PagedSequenceView.
 template <class Cache>
-void attend_chunk(const AttnParams& p, const Fp64Inputs& in, const Cache& cache, std::int64_t row0,
-                  std::int64_t s, std::int64_t e, bool include_chunk_keys, Output& o, detail::RowScratch& scratch) {
+void attend_call(const AttnParams& p, const Fp64Inputs& in, const Cache& cache, int cache_head, int b, int kvh,
+                 std::int64_t s, std::int64_t e, bool include_chunk_keys, CallScratch& c, Output& o) {
   const RowIndexing ix{p};
-  for (std::int64_t i = s; i < e; ++i)
-    for (int h = 0; h < p.heads_q; ++h) {
-      const int kvh = kv_head_for(h, p.heads_q, p.heads_kv);
-      const double* q = &in.q[ix.q(row0 + i, h)];
-      scratch.scores.clear();
-      scratch.values.clear();
-      for (std::int64_t slot = cache.first_slot_for(p.band, i); slot < cache.end_slot_for(p.band, i); ++slot) {
-        const std::int64_t pos = cache.position(slot);
-        if (pos < 0 || !band_visible(p.band, i, pos)) continue;
-        scratch.scores.push_back(p.scale * detail::dot_exact_products(q, cache.key(slot, kvh), p.head_size));
-        scratch.values.push_back(cache.value(slot, kvh));
-      }
-      detail::soft_cap(scratch.scores.data(), scratch.scores.size(), p.softcap);
-      if (include_chunk_keys)
-        gather_dense_keys(p, in, q, row0, std::max(s, band_first_key(p.band, i)), band_end_key(p.band, i, e), kvh,
-                          scratch);
-      const auto stats = detail::softmax_times_values(scratch, p.head_size, &o.out[ix.q(row0 + i, h)], sink_of(p, h));
-      o.lse[ix.lse(row0 + i, h)] = stats.lse;
-    }
+  const std::int64_t row0 = p.seq_offsets[b];
+  const std::int64_t lowest = band_first_key(p.band, s);
+  c.held.clear();
+  for (std::int64_t slot = cache.first_slot_for(p.band, s); slot < cache.end_slot_for(p.band, e - 1); ++slot) {
+    const std::int64_t pos = cache.position(slot);
+    if (pos >= lowest && pos < e) c.held.emplace_back(pos, slot);
+  }
+  std::sort(c.held.begin(), c.held.end());
+  c.positions.clear();
+  for (const auto& [pos, slot] : c.held) c.positions.push_back(pos);
+  if (include_chunk_keys)
+    for (std::int64_t j = s; j < e; ++j) c.positions.push_back(j);
+  const std::int64_t n = static_cast<std::int64_t>(c.positions.size());
+  const bool consecutive = n > 0 && c.positions[0] == lowest && c.positions[n - 1] - c.positions[0] == n - 1;
+  c.padding = consecutive ? lowest % detail::kKeyTile : 0;
+  c.keys.reset(p.head_size, c.padding + n);
+  for (std::int64_t j = 0; j < c.padding; ++j) c.keys.append_unused();
+  for (const auto& [pos, slot] : c.held) c.keys.append(cache.key(slot, cache_head), cache.value(slot, cache_head));
+  if (include_chunk_keys)
+    for (std::int64_t j = s; j < e; ++j) c.keys.append(&in.k[ix.kv(row0 + j, kvh)], &in.v[ix.kv(row0 + j, kvh)]);
+  const auto key_range = [&](std::int64_t i) {
+    const auto at = [&](std::int64_t pos) {
+      return c.padding + (std::lower_bound(c.positions.begin(), c.positions.end(), pos) - c.positions.begin());
+    };
+    return std::pair(at(band_first_key(p.band, i)), at(band_end_key(p.band, i, e)));
+  };
+  for (std::int64_t i0 = s; i0 < e; i0 += kQueryRows)
+    attend_rows(p, in, c.keys, b, kvh, i0, std::min(e, i0 + kQueryRows), key_range, c.block, o);
 }
 
 // A paged cache's pool is shared by the batch, so the schedule runs call by call as run_schedule
@@ -278,6 +217,7 @@ Output attention_paged(const AttnParams& p, const Fp64Inputs& in, Output o) {
     const std::int64_t row = p.seq_offsets[b] + w[0];
     cache.store(b, w[0], w[1], &in.k[ix.kv(row, 0)], &in.v[ix.kv(row, 0)], kv_row_stride);
   };
+  const std::int64_t units = static_cast<std::int64_t>(p.batch) * p.heads_kv;
   for (std::int64_t call = 0; call < chunks + steps; ++call) {
     const bool decoding = call >= chunks;
     for (int b = 0; b < p.batch; ++b)
@@ -287,12 +227,14 @@ Output attention_paged(const AttnParams& p, const Fp64Inputs& in, Output o) {
         if (const auto* w = write_at(b, call)) store(b, *w);
 #pragma omp parallel
     {
-      detail::RowScratch scratch;
+      CallScratch scratch;
 #pragma omp for schedule(dynamic, 1)
-      for (int b = 0; b < p.batch; ++b)
+      for (std::int64_t unit = 0; unit < units; ++unit) {
+        const int b = static_cast<int>(unit / p.heads_kv), kvh = static_cast<int>(unit % p.heads_kv);
         if (const auto* w = write_at(b, call))
-          attend_chunk(p, in, PagedSequenceView(cache, b), p.seq_offsets[b], (*w)[0], (*w)[1],
-                       /*include_chunk_keys=*/!decoding, o, scratch);
+          attend_call(p, in, PagedSequenceView(cache, b), kvh, b, kvh, (*w)[0], (*w)[1],
+                      /*include_chunk_keys=*/!decoding, scratch, o);
+      }
     }
     if (!decoding)
       for (int b = 0; b < p.batch; ++b)
@@ -313,27 +255,34 @@ Output attention_scheduled(const AttnParams& p) {
   Output o = allocate_output(p);
   const RowIndexing ix{p};
   const std::int64_t window = p.band.left + 1;  // ring slots; validate() bounds it for rings
+  const std::int64_t kv_row_stride = static_cast<std::int64_t>(p.heads_kv) * p.head_size;
+  // Tasks: (sequence, kv head), each through its own cache of that one head, so the tasks share
+  // nothing and the result does not depend on the thread count.
+  const std::int64_t units = static_cast<std::int64_t>(p.batch) * p.heads_kv;
 #pragma omp parallel
   {
-    detail::RowScratch scratch;
+    CallScratch scratch;
 #pragma omp for schedule(dynamic, 1)
-    for (int b = 0; b < p.batch; ++b) {
+    for (std::int64_t unit = 0; unit < units; ++unit) {
+      const int b = static_cast<int>(unit / p.heads_kv), kvh = static_cast<int>(unit % p.heads_kv);
       const std::int64_t row0 = p.seq_offsets[b];
       const std::int64_t len = p.seq_lens[b];
       const std::int64_t prompt = prompt_len(p, b);
-      KvCacheModel cache(p.cache, window, len, p.heads_kv, p.head_size);
-      const std::int64_t kv_row_stride = static_cast<std::int64_t>(p.heads_kv) * p.head_size;
+      KvCacheModel cache(p.cache, window, len, /*heads_kv=*/1, p.head_size);
+      const auto write = [&](std::int64_t s, std::int64_t count) {
+        cache.write(s, count, &in.k[ix.kv(row0 + s, kvh)], &in.v[ix.kv(row0 + s, kvh)], kv_row_stride);
+      };
       const std::int64_t chunk = p.chunk > 0 ? p.chunk : prompt;
       // Prefill chunks: attend to cache + chunk, then write the chunk.
       for (std::int64_t s = 0; s < prompt; s += chunk) {
         const std::int64_t e = std::min(prompt, s + chunk);
-        attend_chunk(p, in, cache, row0, s, e, /*include_chunk_keys=*/true, o, scratch);
-        cache.write(s, e - s, &in.k[ix.kv(row0 + s, 0)], &in.v[ix.kv(row0 + s, 0)], kv_row_stride);
+        attend_call(p, in, cache, 0, b, kvh, s, e, /*include_chunk_keys=*/true, scratch, o);
+        write(s, e - s);
       }
       // Decode steps: write the new token, then attend to the cache alone.
       for (std::int64_t i = prompt; i < len; ++i) {
-        cache.write(i, 1, &in.k[ix.kv(row0 + i, 0)], &in.v[ix.kv(row0 + i, 0)], kv_row_stride);
-        attend_chunk(p, in, cache, row0, i, i + 1, /*include_chunk_keys=*/false, o, scratch);
+        write(i, 1);
+        attend_call(p, in, cache, 0, b, kvh, i, i + 1, /*include_chunk_keys=*/false, scratch, o);
       }
     }
   }
@@ -345,25 +294,26 @@ Output run(const AttnParams& p) { return p.mode == RunMode::prefill ? attention_
 RowTrace trace_row(const AttnParams& p, int sequence, int q_head, std::int64_t token) {
   validate(p);
   const Fp64Inputs in = load_inputs(p);
-  TransposedKeys keys;
-  keys.load(p, in, sequence, kv_head_for(q_head, p.heads_q, p.heads_kv));
-  detail::RowScratch s;
+  const int kvh = kv_head_for(q_head, p.heads_q, p.heads_kv);
+  detail::KeyTiles keys;
+  list_sequence_keys(p, in, sequence, kvh, keys);
+  const std::int64_t first = band_first_key(p.band, token), end = band_end_key(p.band, token, keys.size());
+  const double* q = &in.q[RowIndexing{p}.q(p.seq_offsets[sequence] + token, q_head)];
   RowTrace t;
-  t.out.resize(p.head_size);
-  const std::int64_t first = band_first_key(p.band, token), end = band_end_key(p.band, token, keys.len);
   for (std::int64_t j = first; j < end; ++j) t.key_positions.push_back(j);
-  // dense_row leaves probabilities in s.scores; recompute the scores for the trace first.
-  detail::RowScratch scores_only;
-  if (end > first)
-    detail::scores_from_transposed(&in.q[RowIndexing{p}.q(p.seq_offsets[sequence] + token, q_head)], keys.kT.data(),
-                                   keys.len, first, end - first, p.head_size, p.scale, scores_only.scores,
-                                   scores_only.score_err);
-  detail::soft_cap(scores_only.scores.data(), scores_only.scores.size(), p.softcap);
-  t.scores = scores_only.scores;
-  const auto stats = dense_row(p, in, keys, sequence, q_head, token, s, t.out.data());
-  t.probabilities = s.scores;
-  t.row_max = stats.row_max;
-  t.lse = stats.lse;
+  if (end > first) detail::scores_from_tiles(q, keys.tile(0), first, end - first, p.head_size, p.scale, t.scores);
+  detail::soft_cap(t.scores.data(), t.scores.size(), p.softcap);
+  // The row as the dense block computes it (one row's bits do not depend on its block).
+  t.out.resize(p.head_size);
+  double lse = 0.0;
+  detail::BlockScratch s;
+  s.rows.push_back({q, first, end, sink_of(p, q_head), t.out.data(), &lse});
+  detail::attend_block(keys, p.head_size, p.scale, p.softcap, s);
+  const detail::RowNorm norm = s.norms[0];
+  const std::int64_t base = first - first % detail::kKeyTile;
+  for (std::int64_t j = first; j < end; ++j) t.probabilities.push_back(s.scores[j - base] / norm.l);
+  t.row_max = norm.row_max;
+  t.lse = lse;
   return t;
 }
 

@@ -113,6 +113,38 @@ BOOST_AUTO_TEST_CASE(each_decode_step_equals_its_dense_row) {
     for (int i = 0; i < 2 * 32; ++i) BOOST_TEST(dec.out[t * 64 + i] == dense.out[t * 64 + i], boost::test_tools::tolerance(1e-13));
 }
 
+BOOST_AUTO_TEST_CASE(a_cache_holding_every_visible_key_gives_the_dense_bits) {
+  // Both paths list a row's keys by position with the same list numbers modulo the key tile, so each
+  // scheduled row is its dense row bit for bit: chunks longer and shorter than the window and than a
+  // tile, chunks that do not divide the prompt, windows that are not a multiple of the tile, GQA.
+  struct Shape {
+    std::vector<std::int32_t> lens;
+    std::int64_t w;
+    Schedule s;
+  };
+  const std::vector<Shape> shapes = {
+      {{97, 40}, 21, {RunMode::chunked_prefill, 7, 0}},   {{130}, 33, {RunMode::chunked_prefill, 50, 0}},
+      {{64, 65}, 16, {RunMode::chunked_prefill, 16, 0}},  {{90}, 70, {RunMode::chunked_prefill, 3, 0}},
+      {{120, 61}, 30, {RunMode::decode, 16, 9}},          {{77}, 19, {RunMode::decode, 0, 30}},
+      {{50, 33}, 45, {RunMode::decode, 11, 20}},
+  };
+  for (const Shape& shape : shapes)
+    for (CachePolicy c : kAllCachePolicies) {
+      test::Problem pr = test::make_problem(shape.lens, 6, 2, 40, band_from_window(shape.w, WindowConvention::keys_including_self),
+                                            DType::fp16, 31, 2.0);
+      test::add_sinks(pr, 32);
+      const auto dense = golden::attention_dense(pr.params);
+      pr.params.mode = shape.s.mode;
+      pr.params.chunk = shape.s.chunk;
+      pr.params.decode_steps = shape.s.decode_steps;
+      pr.params.cache = c;
+      if (c == CachePolicy::paged) test::use_paged_cache(pr, 3, 33);
+      const auto sched = golden::attention_scheduled(pr.params);
+      BOOST_TEST((sched.out == dense.out), describe(pr, shape.w, shape.s, c));
+      BOOST_TEST((sched.lse == dense.lse), describe(pr, shape.w, shape.s, c));
+    }
+}
+
 BOOST_AUTO_TEST_CASE(ring_slot_arithmetic_matches_the_cache_model) {
   const int D = 2;
   for (CachePolicy policy : {CachePolicy::ring_modulo, CachePolicy::ring_compact})
@@ -180,7 +212,7 @@ BOOST_AUTO_TEST_CASE(invalid_schedules_are_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(any_thread_count_gives_the_same_bits) {
-  // Blocks of 16 query rows, tiles of 64 keys and P.V blocks at multiples of 16 in key numbering:
+  // Blocks of 16 query rows, tiles of 16 keys and P.V blocks at multiples of 16 in key numbering:
   // ragged lengths, GQA, a window wider than a tile, and a causal row range that grows past it.
   const test::Problem dense = test::make_problem({203, 17, 90}, 8, 2, 72, {100, 0}, DType::bf16, 21);
   const test::Problem causal = test::make_problem({150}, 4, 4, 40, causal_band(), DType::fp32, 22);

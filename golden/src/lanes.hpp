@@ -1,0 +1,40 @@
+#pragma once
+// Internal: four doubles as one value (GCC vector extension), lowered to whatever SIMD the build
+// targets, and the one fused multiply-add the golden allows itself.
+#include <cstring>
+
+#if defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+namespace swa::golden::detail {
+
+using Lanes4 = double __attribute__((vector_size(32)));
+
+inline Lanes4 load4(const double* p) {
+  Lanes4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store4(double* p, Lanes4 v) { std::memcpy(p, &v, sizeof v); }
+inline Lanes4 splat4(double x) { return Lanes4{x, x, x, x}; }
+
+// a * b + c for an a * b that is exact (float-valued factors: at most 48 significant bits), so the
+// fused and the unfused forms give the same bits; fusing only saves the instruction.
+inline Lanes4 add_exact_product(Lanes4 a, Lanes4 b, Lanes4 c) {
+#if defined(__FMA__)
+  return _mm256_fmadd_pd(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+// One TwoSum step on lanes of (sum, err) pairs (golden/include/swa/compensated.hpp, lane by lane).
+inline void accumulate4(Lanes4& sum, Lanes4& err, Lanes4 x) {
+  const Lanes4 s = sum + x;
+  const Lanes4 z = s - sum;
+  err += (sum - (s - z)) + (x - z);
+  sum = s;
+}
+
+}  // namespace swa::golden::detail
