@@ -43,26 +43,48 @@ __attribute__((target("avx2,f16c,fma"))) inline void prefetch_row(const std::uin
 }
 
 // R (1..4) query rows share each converted K chunk; R is a template argument so that the
-// accumulators stay in registers (a runtime row count put them on the stack: 5x slower).
+// accumulators stay in registers (a runtime row count put them on the stack: 5x slower). Two keys
+// per pass share each loaded query chunk: one query load feeds two FMAs, so loads no longer bound it.
 template <int R>
 __attribute__((target("avx2,f16c,fma"))) void dots_rows(const float* qg, int d, const std::uint16_t* k,
                                                          std::int64_t stride, std::int64_t n, bool bf16,
                                                          float* scores, std::int64_t ld) {
   const int vec = d / 8 * 8;
-  for (std::int64_t j = 0; j < n; ++j) {
+  auto finish = [&](const __m256* acc, const std::uint16_t* row, std::int64_t j) {
+    for (int r = 0; r < R; ++r) {
+      float s = hsum(acc[r]);
+      for (int x = vec; x < d; ++x) s += qg[r * d + x] * load1(row + x, bf16);
+      scores[r * ld + j] = s;
+    }
+  };
+  std::int64_t j = 0;
+  for (; j + 2 <= n; j += 2) {
+    const std::uint16_t* row0 = k + j * stride;
+    const std::uint16_t* row1 = row0 + stride;
+    prefetch_row(row0 + kAhead * stride, j + kAhead < n, d);
+    prefetch_row(row1 + kAhead * stride, j + 1 + kAhead < n, d);
+    __m256 acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    for (int x = 0; x < vec; x += 8) {
+      const __m256 k0 = load8(row0 + x, bf16), k1 = load8(row1 + x, bf16);
+      for (int r = 0; r < R; ++r) {
+        const __m256 qv = _mm256_loadu_ps(qg + r * d + x);
+        acc0[r] = _mm256_fmadd_ps(qv, k0, acc0[r]);
+        acc1[r] = _mm256_fmadd_ps(qv, k1, acc1[r]);
+      }
+    }
+    finish(acc0, row0, j);
+    finish(acc1, row1, j + 1);
+  }
+  for (; j < n; ++j) {
     const std::uint16_t* row = k + j * stride;
-    prefetch_row(row + kAhead * stride, j + kAhead < n, d);
     __m256 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     for (int x = 0; x < vec; x += 8) {
       const __m256 kv = load8(row + x, bf16);
       for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + r * d + x), kv, acc[r]);
     }
-    for (int r = 0; r < R; ++r) {
-      float s = hsum(acc[r]);
-      for (int x = vec; x < d; ++x) s += qg[r * d + x] * load1(row + x, bf16);
-      scores[r * ld + j] = s;
-    }
+    finish(acc, row, j);
   }
 }
 
@@ -81,22 +103,37 @@ __attribute__((target("avx2,f16c,fma"))) void dots_avx2(const float* q, int grou
   }
 }
 
-// Eight output columns of R (1..4) rows stay in registers while the value rows stream past.
+// C (1 or 2) chunks of eight output columns of R (1..4) rows stay in registers while the value rows
+// stream past; with two chunks one broadcast weight feeds two FMAs.
+template <int R, int C>
+__attribute__((target("avx2,f16c,fma"))) void accumulate_columns(const float* pg, std::int64_t ld,
+                                                                  const std::uint16_t* v, std::int64_t stride,
+                                                                  std::int64_t n, int d, int x, bool bf16,
+                                                                  float* og) {
+  __m256 acc[C][R];
+  for (int c = 0; c < C; ++c)
+    for (int r = 0; r < R; ++r) acc[c][r] = _mm256_loadu_ps(og + r * d + x + 8 * c);
+  for (std::int64_t j = 0; j < n; ++j) {
+    if (x == 0) prefetch_row(v + (j + kAhead) * stride, j + kAhead < n, d);
+    __m256 vv[C];
+    for (int c = 0; c < C; ++c) vv[c] = load8(v + j * stride + x + 8 * c, bf16);
+    for (int r = 0; r < R; ++r) {
+      const __m256 w = _mm256_broadcast_ss(pg + r * ld + j);
+      for (int c = 0; c < C; ++c) acc[c][r] = _mm256_fmadd_ps(w, vv[c], acc[c][r]);
+    }
+  }
+  for (int c = 0; c < C; ++c)
+    for (int r = 0; r < R; ++r) _mm256_storeu_ps(og + r * d + x + 8 * c, acc[c][r]);
+}
+
 template <int R>
 __attribute__((target("avx2,f16c,fma"))) void accumulate_rows(const float* pg, std::int64_t ld,
                                                                const std::uint16_t* v, std::int64_t stride,
                                                                std::int64_t n, int d, bool bf16, float* og) {
   const int vec = d / 8 * 8;
-  for (int x = 0; x < vec; x += 8) {
-    __m256 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_loadu_ps(og + r * d + x);
-    for (std::int64_t j = 0; j < n; ++j) {
-      if (x == 0) prefetch_row(v + (j + kAhead) * stride, j + kAhead < n, d);
-      const __m256 vv = load8(v + j * stride + x, bf16);
-      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(pg + r * ld + j), vv, acc[r]);
-    }
-    for (int r = 0; r < R; ++r) _mm256_storeu_ps(og + r * d + x, acc[r]);
-  }
+  int x = 0;
+  for (; x + 16 <= vec; x += 16) accumulate_columns<R, 2>(pg, ld, v, stride, n, d, x, bf16, og);
+  for (; x < vec; x += 8) accumulate_columns<R, 1>(pg, ld, v, stride, n, d, x, bf16, og);
   for (int x = vec; x < d; ++x)
     for (int r = 0; r < R; ++r)
       for (std::int64_t j = 0; j < n; ++j) og[r * d + x] += pg[r * ld + j] * load1(v + j * stride + x, bf16);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "swa/dut/fp8.hpp"
@@ -56,6 +57,7 @@ class MutantDut final : public Dut {
   Support supports(const AttnParams&) const override { return Support::yes(); }
 
   Status prefill(const AttnParams& p) override {
+    forget_rows();
     for (int b = 0; b < p.batch; ++b)
       for (std::int64_t i = (sequence_length_ = p.seq_lens[b], 0); i < p.seq_lens[b]; ++i)
         for (int h = 0; h < p.heads_q; ++h) {
@@ -74,6 +76,7 @@ class MutantDut final : public Dut {
   }
 
   Status chunked_prefill(const AttnParams& p, KvCache& cache, int chunk_index) override {
+    forget_rows();
     for (int b = 0; b < p.batch; ++b) {
       const std::int64_t s = chunk_begin(p, b, chunk_index), e = chunk_end(p, b, chunk_index);
       for (std::int64_t i = s; i < e; ++i)
@@ -92,6 +95,7 @@ class MutantDut final : public Dut {
   }
 
   Status decode_step(const AttnParams& p, KvCache& cache, int step) override {
+    forget_rows();
     decoding_ = true;
     for (int b = 0; b < p.batch; ++b) {
       const std::int64_t i = prompt_len(p, b) + step;
@@ -218,6 +222,7 @@ class MutantDut final : public Dut {
   }
 
   void write_cache(const AttnParams& p, KvCache& cache, int b, std::int64_t s, std::int64_t e) {
+    forget_rows();
     if (cache.tokens_written[b] == 0 && cache.policy == CachePolicy::ring_compact)
       cache.geometry[b].base = compact_ring_base(e - s, cache.slots);
     const std::size_t bytes = static_cast<std::size_t>(p.head_size) * dtype_bytes(p.dtype);
@@ -270,15 +275,35 @@ class MutantDut final : public Dut {
     return x;
   }
 
+  std::size_t converted_row(const AttnParams& p, const Key& key, bool value) {
+    const unsigned char* row = value ? key.v : key.k;
+    const auto [it, added] = row_offsets_.try_emplace(row, row_memo_.size());
+    if (added)
+      for (int d = 0; d < p.head_size; ++d) row_memo_.push_back(kv_element(p, key, value, d));
+    return it->second;
+  }
+  void forget_rows() {
+    row_offsets_.clear();
+    row_memo_.clear();
+  }
+
   // Softmax(scale q.k) . v over keys_ in fp32, output rounded to the dtype.
   void attend(const AttnParams& p, int b, std::int64_t i, int h) {
     const int D = p.head_size;
     const DType dt = p.dtype;
     const unsigned char* q = at(p, p.q, p.q_row_stride, p.q_head_stride, p.seq_offsets[b] + i, h);
+    // The same floats in the same order as converting element by element; each row converted once per call.
+    q_row_.resize(D);
+    for (int d = 0; d < D; ++d) q_row_[d] = load_from(dt, q + d * dtype_bytes(dt));
+    rows_.resize(keys_.size());
+    auto convert_rows = [&](bool value) {
+      for (std::size_t n = 0; n < keys_.size(); ++n) rows_[n] = converted_row(p, keys_[n], value);
+    };
+    convert_rows(false);
     scores_.resize(keys_.size());
     for (std::size_t n = 0; n < keys_.size(); ++n) {
       float s = 0.f;
-      for (int d = 0; d < D; ++d) s += load_from(dt, q + d * dtype_bytes(dt)) * kv_element(p, keys_[n], false, d);
+      for (int d = 0; d < D; ++d) s += q_row_[d] * row_memo_[rows_[n] + d];
       scores_[n] = s * p.scale + (adds_mask(p) ? bias_[n] : 0.f);
       if (p.softcap > 0.f) scores_[n] = keys_[n].hidden ? -p.softcap : p.softcap * std::tanh(scores_[n] / p.softcap);
       if (fault_ == Fault::scores_low_precision) scores_[n] = round_mantissa(scores_[n], mantissa_bits(dt) - 3);
@@ -295,10 +320,11 @@ class MutantDut final : public Dut {
       for (float& s : scores_) s = round_mantissa(s, mantissa_bits(dt) - 3);
     }
     acc_.assign(D, 0.f);
+    convert_rows(true);
     for (std::size_t k = 0; k < keys_.size(); ++k) {
       const std::size_t n = fault_ == Fault::none_reversed ? keys_.size() - 1 - k : k;
       for (int d = 0; d < D; ++d) {
-        const float x = scores_[n] * kv_element(p, keys_[n], true, d);
+        const float x = scores_[n] * row_memo_[rows_[n] + d];
         const bool half = fault_ == Fault::fp16_pv_accumulation || (fault_ == Fault::fp16_pv_decode_only && decoding_);
         acc_[d] = half ? static_cast<float>(Eigen::half(acc_[d] + x)) : acc_[d] + x;
       }
@@ -316,7 +342,11 @@ class MutantDut final : public Dut {
   bool decoding_ = false;
   std::vector<Key> keys_;
   std::vector<unsigned char> unwritten_k_, unwritten_v_;  // recycled_page_read: the new slot's K/V before the write
-  std::vector<float> scores_, acc_, bias_;
+  std::vector<float> scores_, acc_, bias_, q_row_;
+  std::vector<std::size_t> rows_;  // keys_[n]'s K or V row: its offset in row_memo_
+  // K/V rows as floats, by where they are read from; forgotten whenever the cache is written.
+  std::unordered_map<const unsigned char*, std::size_t> row_offsets_;
+  std::vector<float> row_memo_;
 };
 
 }  // namespace

@@ -62,13 +62,13 @@ Floats8 load8(const float* p) {
   return v;
 }
 
-// acc[d, d + 8V) = sum over keys j in [first, end), in position order, of p[j - first] * v[j][d, ...):
+// acc[d, d + 8V) += p[j - first] * v[j][d, d + 8V) for keys j in [first, end), in position order:
 // fp32 products then fp32 adds, the accumulators held in registers across the keys.
 template <int V>
-void weighted_values(const float* p, const float* v, int head_size, std::int64_t first, std::int64_t end, int d,
-                     float* acc) {
+void add_weighted_values(const float* p, const float* v, int head_size, std::int64_t first, std::int64_t end, int d,
+                         float* acc) {
   Floats8 sum[V];
-  for (int u = 0; u < V; ++u) sum[u] = Floats8{};
+  for (int u = 0; u < V; ++u) sum[u] = load8(acc + d + 8 * u);
   for (std::int64_t j = first; j < end; ++j) {
     const float pj = p[j - first];
     const Floats8 pv = {pj, pj, pj, pj, pj, pj, pj, pj};
@@ -77,6 +77,21 @@ void weighted_values(const float* p, const float* v, int head_size, std::int64_t
   }
   std::memcpy(acc + d, sum, sizeof sum);
 }
+
+void add_weighted_values(const float* p, const float* v, int head_size, std::int64_t first, std::int64_t end,
+                         float* acc) {
+  int d = 0;
+  for (; d + 64 <= head_size; d += 64) add_weighted_values<8>(p, v, head_size, first, end, d, acc);
+  for (; d + 8 <= head_size; d += 8) add_weighted_values<1>(p, v, head_size, first, end, d, acc);
+  for (; d < head_size; ++d)
+    for (std::int64_t j = first; j < end; ++j) acc[d] += p[j - first] * v[j * head_size + d];
+}
+
+// Query rows per block, and keys per tile: a tile of K or V rows (16 KB at D 128) stays in L1 while
+// every row of the block takes it, instead of each row streaming its whole window from memory.
+// Tiling changes no row's arithmetic: scores are per key, and P.V adds keys in position order.
+constexpr std::int64_t kBlockRows = 16;
+constexpr std::int64_t kTileKeys = 32;
 
 }  // namespace
 
@@ -89,7 +104,7 @@ std::vector<float> attention(const AttnParams& p) {
   const std::int64_t units = static_cast<std::int64_t>(p.batch) * p.heads_q;
 #pragma omp parallel
   {
-    std::vector<float> q, k, v, scores, acc(D);
+    std::vector<float> q, k, v, scores, acc;
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t unit = 0; unit < units; ++unit) {
       const int b = static_cast<int>(unit / p.heads_q);
@@ -104,33 +119,53 @@ std::vector<float> attention(const AttnParams& p) {
         for (float& x : v) x = static_cast<float>(kv_read_value(p.kv_format, p.v_descale, x));
       }
       for (float& x : q) x = round_to(dt, x * p.scale);
-      for (std::int64_t i = 0; i < len; ++i) {
-        const std::int64_t first = band_first_key(p.band, i), end = band_end_key(p.band, i, len);
-        float* o = &out[(static_cast<std::size_t>(p.seq_offsets[b] + i) * p.heads_q + h) * D];
-        if (first >= end) continue;  // no visible key: 0
-        scores.resize(static_cast<std::size_t>(end - first));
-        std::int64_t j = first;
-        for (; j + 4 <= end; j += 4) dot_fp32_keys<4>(&q[i * D], &k[j * D], D, &scores[j - first]);
-        for (; j < end; ++j) scores[j - first] = dot_fp32(&q[i * D], &k[j * D], D);
-        for (float& s : scores) s = round_to(dt, s);
-        if (p.softcap > 0.f)
-          for (float& s : scores) s = round_to(dt, p.softcap * std::tanh(s / p.softcap));
-        const float sink = p.sinks ? p.sinks[h] : -INFINITY;
-        const float m = std::max(*std::max_element(scores.begin(), scores.end()), sink);
-        float sum = p.sinks ? std::exp(sink - m) : 0.f;
-        for (float& s : scores) {
-          s = std::exp(s - m);
-          sum += s;
+      for (std::int64_t i0 = 0; i0 < len; i0 += kBlockRows) {
+        const std::int64_t i1 = std::min(len, i0 + kBlockRows);
+        const auto first_of = [&](std::int64_t i) { return band_first_key(p.band, i); };
+        const auto end_of = [&](std::int64_t i) { return band_end_key(p.band, i, len); };
+        std::int64_t lo = len, hi = 0;
+        for (std::int64_t i = i0; i < i1; ++i)
+          if (first_of(i) < end_of(i)) {
+            lo = std::min(lo, first_of(i));
+            hi = std::max(hi, end_of(i));
+          }
+        const std::int64_t span = std::max<std::int64_t>(0, hi - lo);
+        scores.assign(static_cast<std::size_t>((i1 - i0) * span), 0.f);
+        const auto row_scores = [&](std::int64_t i) { return &scores[(i - i0) * span - lo]; };  // index by key
+        for (std::int64_t t0 = lo; t0 < hi; t0 += kTileKeys)
+          for (std::int64_t i = i0; i < i1; ++i) {
+            const std::int64_t f = std::max(t0, first_of(i)), e = std::min(t0 + kTileKeys, end_of(i));
+            std::int64_t j = f;
+            for (; j + 4 <= e; j += 4) dot_fp32_keys<4>(&q[i * D], &k[j * D], D, row_scores(i) + j);
+            for (; j < e; ++j) row_scores(i)[j] = dot_fp32(&q[i * D], &k[j * D], D);
+          }
+        for (std::int64_t i = i0; i < i1; ++i) {
+          if (first_of(i) >= end_of(i)) continue;
+          float* const row = row_scores(i) + first_of(i);
+          float* const row_end = row_scores(i) + end_of(i);
+          for (float* s = row; s < row_end; ++s) *s = round_to(dt, *s);
+          if (p.softcap > 0.f)
+            for (float* s = row; s < row_end; ++s) *s = round_to(dt, p.softcap * std::tanh(*s / p.softcap));
+          const float sink = p.sinks ? p.sinks[h] : -INFINITY;
+          const float m = std::max(*std::max_element(row, row_end), sink);
+          float sum = p.sinks ? std::exp(sink - m) : 0.f;
+          for (float* s = row; s < row_end; ++s) {
+            *s = std::exp(*s - m);
+            sum += *s;
+          }
+          for (float* s = row; s < row_end; ++s) *s = round_to(dt, *s / sum);
         }
-        for (float& s : scores) s = round_to(dt, s / sum);
-        int d = 0;
-        for (; d + 64 <= D; d += 64) weighted_values<8>(scores.data(), v.data(), D, first, end, d, acc.data());
-        for (; d + 8 <= D; d += 8) weighted_values<1>(scores.data(), v.data(), D, first, end, d, acc.data());
-        for (; d < D; ++d) {
-          acc[d] = 0.f;
-          for (std::int64_t j = first; j < end; ++j) acc[d] += scores[j - first] * v[j * D + d];
+        acc.assign(static_cast<std::size_t>((i1 - i0) * D), 0.f);
+        for (std::int64_t t0 = lo; t0 < hi; t0 += kTileKeys)
+          for (std::int64_t i = i0; i < i1; ++i) {
+            const std::int64_t f = std::max(t0, first_of(i)), e = std::min(t0 + kTileKeys, end_of(i));
+            if (e > f) add_weighted_values(row_scores(i) + f, v.data(), D, f, e, &acc[(i - i0) * D]);
+          }
+        for (std::int64_t i = i0; i < i1; ++i) {
+          float* o = &out[(static_cast<std::size_t>(p.seq_offsets[b] + i) * p.heads_q + h) * D];
+          if (first_of(i) >= end_of(i)) continue;  // no visible key: 0
+          for (int d = 0; d < D; ++d) o[d] = round_to(dt, acc[(i - i0) * D + d]);
         }
-        for (int d = 0; d < D; ++d) o[d] = round_to(dt, acc[d]);
       }
     }
   }

@@ -27,8 +27,10 @@ std::atomic<int> request_counter{0};
 std::uintmax_t response_size_limit(const AttnParams& p) {
   const std::uintmax_t out = static_cast<std::uintmax_t>(total_tokens(p)) * p.heads_q * p.head_size * 4;
   const std::uintmax_t cache =
-      p.mode == RunMode::prefill ? 0 : 2 * static_cast<std::uintmax_t>(dut::make_kv_cache(p).k.size()) /
-                                           kv_element_bytes(p.kv_format, p.dtype) * 4;
+      p.mode == RunMode::prefill
+          ? 0
+          : 2 * static_cast<std::uintmax_t>(dut::kv_cache_storage_slots(dut::kv_cache_layout(p))) * p.heads_kv *
+                p.head_size * 4;
   return 2 * (out + cache) + (std::uintmax_t{16} << 20);
 }
 

@@ -1,4 +1,5 @@
 #include "swa/harness/golden_cache.hpp"
+#include "swa/harness/results_file.hpp"
 
 #include <openssl/evp.h>
 #include <unistd.h>
@@ -60,13 +61,6 @@ class Sha256 {
  private:
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
 };
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line;
-  return "unknown cpu";
-}
 
 struct Header {
   char magic[8];

@@ -104,9 +104,9 @@ ProblemFile problem_inputs(const AttnParams& p) {
     a["v_descale"] = static_cast<double>(p.v_descale);
   }
   a["cache"] = std::string(cache_name(p.cache));
-  if (p.mode != RunMode::prefill) a["cache_slots"] = dut::make_kv_cache(p).slots;
+  if (p.mode != RunMode::prefill) a["cache_slots"] = dut::kv_cache_layout(p).slots;
   if (p.mode != RunMode::prefill && p.cache == CachePolicy::paged) {  // only then: protocol 5
-    dut::KvCache pages = dut::make_kv_cache(p);
+    dut::KvCache pages = dut::kv_cache_layout(p);
     a["page_size"] = std::int64_t{p.page_size};
     a["pool_pages"] = std::int64_t{p.pool_pages};
     a["table_width"] = pages.table_width;

@@ -272,14 +272,6 @@ std::vector<std::pair<const char*, std::string Meta::*>> meta_fields() {
           {"command", &Meta::command}};
 }
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
-
 // ---- dumps -----------------------------------------------------------------------------------
 // The ID with '/' replaced; a long ID (a drawn batch of many sequences) is cut and given a hash of
 // the whole ID, so the name stays within a file system's 255 bytes and unique.
@@ -323,6 +315,14 @@ std::map<std::string, fs::path> read_dump_links(hid_t file, const fs::path& resu
 }
 
 }  // namespace
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
 
 Meta collect_meta(const std::string& sweep_file, const std::string& sweep_text, const std::string& command) {
   Meta m;

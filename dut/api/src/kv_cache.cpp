@@ -97,7 +97,7 @@ void write_rows_to_cache(const AttnParams& p, KvCache& cache, int b, std::int64_
   }
 }
 
-KvCache make_kv_cache(const AttnParams& p) {
+KvCache kv_cache_layout(const AttnParams& p) {
   KvCache c;
   c.policy = p.cache;
   c.dtype = p.dtype;
@@ -107,7 +107,6 @@ KvCache make_kv_cache(const AttnParams& p) {
   std::int64_t longest = 0;
   for (int b = 0; b < p.batch; ++b) longest = std::max<std::int64_t>(longest, p.seq_lens[b]);
   c.slots = p.cache == CachePolicy::linear ? longest : p.band.left + 1;
-  std::size_t pool_slots = static_cast<std::size_t>(p.batch) * c.slots;
   if (c.paged()) {
     c.page_size = p.page_size;
     c.pages = p.pool_pages;
@@ -117,11 +116,20 @@ KvCache make_kv_cache(const AttnParams& p) {
     c.page_table.assign(static_cast<std::size_t>(p.batch) * c.table_width, -1);
     c.free_pages.assign(p.page_order, p.page_order + p.pool_pages);
     std::reverse(c.free_pages.begin(), c.free_pages.end());
-    pool_slots = static_cast<std::size_t>(c.pages) * c.page_size;
   }
   c.geometry.assign(p.batch, RingGeometry{c.slots, 0});
   c.tokens_written.assign(p.batch, 0);
-  c.k.assign(pool_slots * p.heads_kv * p.head_size * c.element_bytes(), 0);
+  return c;
+}
+
+std::size_t kv_cache_storage_slots(const KvCache& c) {
+  return c.paged() ? static_cast<std::size_t>(c.pages) * c.page_size
+                   : static_cast<std::size_t>(c.geometry.size()) * c.slots;
+}
+
+KvCache make_kv_cache(const AttnParams& p) {
+  KvCache c = kv_cache_layout(p);
+  c.k.assign(kv_cache_storage_slots(c) * c.heads_kv * c.head_size * c.element_bytes(), 0);
   c.v.assign(c.k.size(), 0);
   return c;
 }

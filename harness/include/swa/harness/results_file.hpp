@@ -25,6 +25,10 @@ struct Meta {
   // chosen at run time). Outside digest_meta, so files written before it still verify; empty in them.
   std::string cpu_kernels;
 };
+// This machine's CPU model name from /proc/cpuinfo ("unknown" without one): /meta's cpu, and part of
+// a golden cache entry's key (fp64 results can differ between CPUs' libm).
+std::string cpu_model();
+
 Meta collect_meta(const std::string& sweep_file, const std::string& sweep_text, const std::string& command);
 
 struct ResultsContents {

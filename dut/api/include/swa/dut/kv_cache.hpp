@@ -88,6 +88,11 @@ void write_rows_to_cache(const AttnParams& p, KvCache& cache, int b, std::int64_
 // Window slots for a ring (band.left + 1), the longest sequence for a linear cache, a pool of
 // p.pool_pages pages for a paged cache (free stack from p.page_order).
 KvCache make_kv_cache(const AttnParams& p);
+// The same cache's shape and bookkeeping without its K/V storage (k and v empty), for its sizes and
+// page tables; kv_cache_storage_slots: the slots make_kv_cache allocates (batch x slots, or pages x
+// page_size), each heads_kv x head_size elements for K and again for V.
+KvCache kv_cache_layout(const AttnParams& p);
+std::size_t kv_cache_storage_slots(const KvCache& c);
 
 // The rows of sequence b's chunk c: [c * chunk, min((c + 1) * chunk, prompt)), chunk = whole prompt
 // when p.chunk == 0.
