@@ -277,13 +277,13 @@ class MutantDut final : public Dut {
 
   std::size_t converted_row(const AttnParams& p, const Key& key, bool value) {
     const unsigned char* row = value ? key.v : key.k;
-    const auto [it, added] = row_offsets_.try_emplace(row, row_memo_.size());
+    const auto [it, added] = row_offsets_[value].try_emplace(row, row_memo_.size());
     if (added)
       for (int d = 0; d < p.head_size; ++d) row_memo_.push_back(kv_element(p, key, value, d));
     return it->second;
   }
   void forget_rows() {
-    row_offsets_.clear();
+    for (auto& offsets : row_offsets_) offsets.clear();
     row_memo_.clear();
   }
 
@@ -344,8 +344,9 @@ class MutantDut final : public Dut {
   std::vector<unsigned char> unwritten_k_, unwritten_v_;  // recycled_page_read: the new slot's K/V before the write
   std::vector<float> scores_, acc_, bias_, q_row_;
   std::vector<std::size_t> rows_;  // keys_[n]'s K or V row: its offset in row_memo_
-  // K/V rows as floats, by where they are read from; forgotten whenever the cache is written.
-  std::unordered_map<const unsigned char*, std::size_t> row_offsets_;
+  // K ([0]) and V ([1]) rows as floats, by where they are read from (apart: an FP8 K and V that
+  // alias the same bytes decode with different descales); forgotten whenever the cache is written.
+  std::unordered_map<const unsigned char*, std::size_t> row_offsets_[2];
   std::vector<float> row_memo_;
 };
 

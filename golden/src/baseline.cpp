@@ -131,18 +131,19 @@ std::vector<float> attention(const AttnParams& p) {
           }
         const std::int64_t span = std::max<std::int64_t>(0, hi - lo);
         scores.assign(static_cast<std::size_t>((i1 - i0) * span), 0.f);
-        const auto row_scores = [&](std::int64_t i) { return &scores[(i - i0) * span - lo]; };  // index by key
+        // Row i's score of key j (lo <= j <= hi): a pointer inside the block's buffer, one past it at most.
+        const auto score_of = [&](std::int64_t i, std::int64_t j) { return scores.data() + (i - i0) * span + (j - lo); };
         for (std::int64_t t0 = lo; t0 < hi; t0 += kTileKeys)
           for (std::int64_t i = i0; i < i1; ++i) {
             const std::int64_t f = std::max(t0, first_of(i)), e = std::min(t0 + kTileKeys, end_of(i));
             std::int64_t j = f;
-            for (; j + 4 <= e; j += 4) dot_fp32_keys<4>(&q[i * D], &k[j * D], D, row_scores(i) + j);
-            for (; j < e; ++j) row_scores(i)[j] = dot_fp32(&q[i * D], &k[j * D], D);
+            for (; j + 4 <= e; j += 4) dot_fp32_keys<4>(&q[i * D], &k[j * D], D, score_of(i, j));
+            for (; j < e; ++j) *score_of(i, j) = dot_fp32(&q[i * D], &k[j * D], D);
           }
         for (std::int64_t i = i0; i < i1; ++i) {
           if (first_of(i) >= end_of(i)) continue;
-          float* const row = row_scores(i) + first_of(i);
-          float* const row_end = row_scores(i) + end_of(i);
+          float* const row = score_of(i, first_of(i));
+          float* const row_end = score_of(i, end_of(i));
           for (float* s = row; s < row_end; ++s) *s = round_to(dt, *s);
           if (p.softcap > 0.f)
             for (float* s = row; s < row_end; ++s) *s = round_to(dt, p.softcap * std::tanh(*s / p.softcap));
@@ -159,7 +160,7 @@ std::vector<float> attention(const AttnParams& p) {
         for (std::int64_t t0 = lo; t0 < hi; t0 += kTileKeys)
           for (std::int64_t i = i0; i < i1; ++i) {
             const std::int64_t f = std::max(t0, first_of(i)), e = std::min(t0 + kTileKeys, end_of(i));
-            if (e > f) add_weighted_values(row_scores(i) + f, v.data(), D, f, e, &acc[(i - i0) * D]);
+            if (e > f) add_weighted_values(score_of(i, f), v.data(), D, f, e, &acc[(i - i0) * D]);
           }
         for (std::int64_t i = i0; i < i1; ++i) {
           float* o = &out[(static_cast<std::size_t>(p.seq_offsets[b] + i) * p.heads_q + h) * D];
