@@ -12,34 +12,46 @@
 namespace swa::golden {
 namespace {
 
-// Q, K, V read once into contiguous fp64 [nTokens, heads, head_size]; the conversion is exact.
-struct Fp64Inputs {
-  std::vector<double> q, k, v;
-};
-
-std::vector<double> load_tensor(const void* base, DType dtype, std::int64_t rows, int heads, int head_size,
-                                std::int64_t row_stride, std::int64_t head_stride) {
-  std::vector<double> t(static_cast<std::size_t>(rows) * heads * head_size);
-  const auto* bytes = static_cast<const unsigned char*>(base);
+// One row of one head of an input tensor, exactly in fp64.
+void read_row(const void* base, DType dtype, std::int64_t row_stride, std::int64_t head_stride, std::int64_t row,
+              int head, int head_size, double* out) {
   const std::size_t elem = dtype_bytes(dtype);
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (int h = 0; h < heads; ++h)
-      for (int d = 0; d < head_size; ++d)
-        t[(static_cast<std::size_t>(r) * heads + h) * head_size + d] =
-            load_from(dtype, bytes + (r * row_stride + h * head_stride + d) * elem);
-  return t;
+  const auto* first = static_cast<const unsigned char*>(base) + (row * row_stride + head * head_stride) * elem;
+  for (int d = 0; d < head_size; ++d) out[d] = load_from(dtype, first + d * elem);
 }
 
-// K and V as attention reads them: through the FP8 KV format when there is one (exact in fp64).
-Fp64Inputs load_inputs(const AttnParams& p) {
+void read_q_row(const AttnParams& p, std::int64_t row, int head, double* out) {
+  read_row(p.q, p.dtype, p.q_row_stride, p.q_head_stride, row, head, p.head_size, out);
+}
+
+// K and V rows as attention reads them: through the FP8 KV format when there is one (exact in fp64).
+void read_k_row(const AttnParams& p, std::int64_t row, int head, double* out) {
+  read_row(p.k, p.dtype, p.k_row_stride, p.k_head_stride, row, head, p.head_size, out);
+  if (is_fp8(p.kv_format))
+    for (int d = 0; d < p.head_size; ++d) out[d] = kv_read_value(p.kv_format, p.k_descale, out[d]);
+}
+void read_v_row(const AttnParams& p, std::int64_t row, int head, double* out) {
+  read_row(p.v, p.dtype, p.v_row_stride, p.v_head_stride, row, head, p.head_size, out);
+  if (is_fp8(p.kv_format))
+    for (int d = 0; d < p.head_size; ++d) out[d] = kv_read_value(p.kv_format, p.v_descale, out[d]);
+}
+
+// K and V read once into contiguous fp64 [nTokens, heads_kv, head_size], for the cache models of the
+// scheduled paths (the dense path reads rows straight into its key tiles).
+struct Fp64KeysValues {
+  std::vector<double> k, v;
+};
+
+Fp64KeysValues load_keys_values(const AttnParams& p) {
   const std::int64_t n = total_tokens(p);
-  Fp64Inputs in{load_tensor(p.q, p.dtype, n, p.heads_q, p.head_size, p.q_row_stride, p.q_head_stride),
-                load_tensor(p.k, p.dtype, n, p.heads_kv, p.head_size, p.k_row_stride, p.k_head_stride),
-                load_tensor(p.v, p.dtype, n, p.heads_kv, p.head_size, p.v_row_stride, p.v_head_stride)};
-  if (is_fp8(p.kv_format)) {
-    for (double& x : in.k) x = kv_read_value(p.kv_format, p.k_descale, x);
-    for (double& x : in.v) x = kv_read_value(p.kv_format, p.v_descale, x);
-  }
+  const std::size_t row = static_cast<std::size_t>(p.heads_kv) * p.head_size;
+  Fp64KeysValues in{std::vector<double>(n * row), std::vector<double>(n * row)};
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < n; ++r)
+    for (int h = 0; h < p.heads_kv; ++h) {
+      read_k_row(p, r, h, &in.k[r * row + h * p.head_size]);
+      read_v_row(p, r, h, &in.v[r * row + h * p.head_size]);
+    }
   return in;
 }
 
@@ -76,28 +88,33 @@ namespace {
 constexpr std::int64_t kQueryRows = 16;
 
 // One sequence's keys of one kv head, numbered by position.
-void list_sequence_keys(const AttnParams& p, const Fp64Inputs& in, int b, int kvh, detail::KeyTiles& keys) {
-  const RowIndexing ix{p};
+void list_sequence_keys(const AttnParams& p, int b, int kvh, detail::KeyTiles& keys) {
   keys.reset(p.head_size, p.seq_lens[b]);
-  for (std::int64_t j = 0; j < p.seq_lens[b]; ++j)
-    keys.append(&in.k[ix.kv(p.seq_offsets[b] + j, kvh)], &in.v[ix.kv(p.seq_offsets[b] + j, kvh)]);
+  std::vector<double> k(p.head_size), v(p.head_size);
+  for (std::int64_t j = 0; j < p.seq_lens[b]; ++j) {
+    read_k_row(p, p.seq_offsets[b] + j, kvh, k.data());
+    read_v_row(p, p.seq_offsets[b] + j, kvh, v.data());
+    keys.append(k.data(), v.data());
+  }
 }
 
 // Rows [i0, i1) of sequence b, every q head of kv head kvh, against the listed keys: row i's keys are
 // list numbers [key_range(i).first, key_range(i).second).
 template <class KeyRange>
-void attend_rows(const AttnParams& p, const Fp64Inputs& in, const detail::KeyTiles& keys, int b, int kvh,
-                 std::int64_t i0, std::int64_t i1, KeyRange key_range, detail::BlockScratch& s, Output& o) {
+void attend_rows(const AttnParams& p, const detail::KeyTiles& keys, int b, int kvh, std::int64_t i0, std::int64_t i1,
+                 KeyRange key_range, detail::BlockScratch& s, Output& o) {
   const RowIndexing ix{p};
   const int group = p.heads_q / p.heads_kv;
   const std::int64_t row0 = p.seq_offsets[b];
   s.rows.clear();
+  s.queries.resize(static_cast<std::size_t>(i1 - i0) * group * p.head_size);
+  double* q = s.queries.data();
   for (std::int64_t i = i0; i < i1; ++i) {
     const auto [first, end] = key_range(i);
-    for (int g = 0; g < group; ++g) {
+    for (int g = 0; g < group; ++g, q += p.head_size) {
       const int h = kvh * group + g;
-      s.rows.push_back({&in.q[ix.q(row0 + i, h)], first, end, sink_of(p, h), &o.out[ix.q(row0 + i, h)],
-                        &o.lse[ix.lse(row0 + i, h)]});
+      read_q_row(p, row0 + i, h, q);
+      s.rows.push_back({q, first, end, sink_of(p, h), &o.out[ix.q(row0 + i, h)], &o.lse[ix.lse(row0 + i, h)]});
     }
   }
   detail::attend_block(keys, p.head_size, p.scale, p.softcap, s);
@@ -107,13 +124,12 @@ void attend_rows(const AttnParams& p, const Fp64Inputs& in, const detail::KeyTil
 
 Output attention_dense(const AttnParams& p) {
   validate(p);
-  const Fp64Inputs in = load_inputs(p);
   Output o = allocate_output(p);
   const std::int64_t units = static_cast<std::int64_t>(p.batch) * p.heads_kv;
   std::vector<detail::KeyTiles> keys(static_cast<std::size_t>(units));
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t unit = 0; unit < units; ++unit)
-    list_sequence_keys(p, in, static_cast<int>(unit / p.heads_kv), static_cast<int>(unit % p.heads_kv), keys[unit]);
+    list_sequence_keys(p, static_cast<int>(unit / p.heads_kv), static_cast<int>(unit % p.heads_kv), keys[unit]);
   // Tasks: (sequence, kv head, block of query rows). Blocks write disjoint rows and compute each row
   // the same way whoever runs it, so the result does not depend on the thread count.
   struct Task {
@@ -132,7 +148,7 @@ Output attention_dense(const AttnParams& p) {
     for (std::size_t t = 0; t < tasks.size(); ++t) {
       const Task& task = tasks[t];
       const std::int64_t len = p.seq_lens[task.b];
-      attend_rows(p, in, keys[task.b * p.heads_kv + task.kvh], task.b, task.kvh, task.i0, task.i1,
+      attend_rows(p, keys[task.b * p.heads_kv + task.kvh], task.b, task.kvh, task.i0, task.i1,
                   [&](std::int64_t i) { return std::pair(band_first_key(p.band, i), band_end_key(p.band, i, len)); },
                   s, o);
     }
@@ -157,7 +173,7 @@ struct CallScratch {
 // positions modulo kKeyTile, and every row then gets its dense row's bits. Cache: a KvCacheModel or
 // a PagedSequenceView.
 template <class Cache>
-void attend_call(const AttnParams& p, const Fp64Inputs& in, const Cache& cache, int cache_head, int b, int kvh,
+void attend_call(const AttnParams& p, const Fp64KeysValues& in, const Cache& cache, int cache_head, int b, int kvh,
                  std::int64_t s, std::int64_t e, bool include_chunk_keys, CallScratch& c, Output& o) {
   const RowIndexing ix{p};
   const std::int64_t row0 = p.seq_offsets[b];
@@ -187,14 +203,14 @@ void attend_call(const AttnParams& p, const Fp64Inputs& in, const Cache& cache, 
     return std::pair(at(band_first_key(p.band, i)), at(band_end_key(p.band, i, e)));
   };
   for (std::int64_t i0 = s; i0 < e; i0 += kQueryRows)
-    attend_rows(p, in, c.keys, b, kvh, i0, std::min(e, i0 + kQueryRows), key_range, c.block, o);
+    attend_rows(p, c.keys, b, kvh, i0, std::min(e, i0 + kQueryRows), key_range, c.block, o);
 }
 
 // A paged cache's pool is shared by the batch, so the schedule runs call by call as run_schedule
 // drives a DUT: every sequence takes its pages in batch order, the call attends and stores (a chunk
 // attends first, a decode step stores first), then every sequence frees its dead pages in batch
 // order (paging.hpp).
-Output attention_paged(const AttnParams& p, const Fp64Inputs& in, Output o) {
+Output attention_paged(const AttnParams& p, const Fp64KeysValues& in, Output o) {
   const RowIndexing ix{p};
   PagedKvModel cache(p);
   const std::int64_t kv_row_stride = static_cast<std::int64_t>(p.heads_kv) * p.head_size;
@@ -250,7 +266,7 @@ Output attention_paged(const AttnParams& p, const Fp64Inputs& in, Output o) {
 Output attention_scheduled(const AttnParams& p) {
   validate(p);
   if (p.mode == RunMode::prefill) return attention_dense(p);
-  const Fp64Inputs in = load_inputs(p);
+  const Fp64KeysValues in = load_keys_values(p);
   if (p.cache == CachePolicy::paged) return attention_paged(p, in, allocate_output(p));
   Output o = allocate_output(p);
   const RowIndexing ix{p};
@@ -293,12 +309,13 @@ Output run(const AttnParams& p) { return p.mode == RunMode::prefill ? attention_
 
 RowTrace trace_row(const AttnParams& p, int sequence, int q_head, std::int64_t token) {
   validate(p);
-  const Fp64Inputs in = load_inputs(p);
   const int kvh = kv_head_for(q_head, p.heads_q, p.heads_kv);
   detail::KeyTiles keys;
-  list_sequence_keys(p, in, sequence, kvh, keys);
+  list_sequence_keys(p, sequence, kvh, keys);
   const std::int64_t first = band_first_key(p.band, token), end = band_end_key(p.band, token, keys.size());
-  const double* q = &in.q[RowIndexing{p}.q(p.seq_offsets[sequence] + token, q_head)];
+  std::vector<double> q_row(p.head_size);
+  read_q_row(p, p.seq_offsets[sequence] + token, q_head, q_row.data());
+  const double* q = q_row.data();
   RowTrace t;
   for (std::int64_t j = first; j < end; ++j) t.key_positions.push_back(j);
   if (end > first) detail::scores_from_tiles(q, keys.tile(0), first, end - first, p.head_size, p.scale, t.scores);

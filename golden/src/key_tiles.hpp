@@ -42,6 +42,7 @@ struct BlockRow {
 };
 
 struct BlockScratch {
+  std::vector<double> queries;        // the rows' q, fp64 (BlockRow::q points here)
   std::vector<BlockRow> rows;
   std::vector<double> scores;         // [rows][span]
   std::vector<RowNorm> norms;

@@ -5,6 +5,9 @@
 #include <limits>
 
 #include "lanes.hpp"
+#if SWA_GOLDEN_LIBMVEC
+#include <immintrin.h>
+#endif
 #include "swa/compensated.hpp"
 
 namespace swa::golden::detail {
@@ -94,21 +97,75 @@ void soft_cap(double* scores, std::size_t count, double cap) {
   for (std::size_t j = 0; j < count; ++j) scores[j] = cap * std::tanh(scores[j] / cap);
 }
 
+namespace {
+
+#if SWA_GOLDEN_LIBMVEC
+// glibc's libmvec, four lanes per call (AVX2; within 4 ulp by glibc's contract, golden/README.md).
+extern "C" __m256d _ZGVdN4v_exp(__m256d);
+#endif
+
+// x -> exp(x - shift) over scores.
+void exp_shifted(double* x, std::size_t count, double shift) {
+  std::size_t j = 0;
+#if SWA_GOLDEN_LIBMVEC
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2)
+    for (; j + 4 <= count; j += 4)
+      _mm256_storeu_pd(x + j, _ZGVdN4v_exp(_mm256_sub_pd(_mm256_loadu_pd(x + j), _mm256_set1_pd(shift))));
+#endif
+  for (; j < count; ++j) x[j] = std::exp(x[j] - shift);
+}
+
+}  // namespace
+
 RowNorm exponentiate(double* scores, std::size_t count, double sink) {
   if (count == 0) return {sink, 0.0};
   const double row_max = std::max(*std::max_element(scores, scores + count), sink);
+  exp_shifted(scores, count, row_max);
+  // Four interleaved compensated lanes (key j in lane j % 4), folded lane by lane after the sink.
+  Lanes4 sum = splat4(0.0), err = splat4(0.0);
+  std::size_t j = 0;
+  for (; j + 4 <= count; j += 4) accumulate4(sum, err, load4(scores + j));
   CompensatedSum denominator;
   if (sink > -std::numeric_limits<double>::infinity()) denominator.add(std::exp(sink - row_max));
-  for (std::size_t j = 0; j < count; ++j) {
-    scores[j] = std::exp(scores[j] - row_max);
-    denominator.add(scores[j]);
+  for (int lane = 0; lane < 4; ++lane) {
+    denominator.add(sum[lane]);
+    denominator.add(err[lane]);
   }
+  for (; j < count; ++j) denominator.add(scores[j]);
   return {row_max, denominator.value()};
 }
 
 namespace {
 
 // (sum, err)[d, d + 4V) += the plain sum over keys t of p[t] * values[t][d, d + 4V), in registers.
+// The V = 8 case spelled out in named registers: as an array, GCC kept the eight block sums on the
+// stack around the loop (a memset before it, spills after it), which cost as much as the loop over
+// a 16-key block itself. Same arithmetic, same order.
+inline void accumulate_32_value_dims(const double* p, const double* values, std::size_t count, int head_size,
+                                     int d, double* sum, double* err) {
+  Lanes4 b0 = splat4(0.0), b1 = b0, b2 = b0, b3 = b0, b4 = b0, b5 = b0, b6 = b0, b7 = b0;
+  for (std::size_t t = 0; t < count; ++t) {
+    const Lanes4 pt = splat4(p[t]);
+    const double* vt = values + t * head_size + d;
+    b0 = b0 + pt * load4(vt);
+    b1 = b1 + pt * load4(vt + 4);
+    b2 = b2 + pt * load4(vt + 8);
+    b3 = b3 + pt * load4(vt + 12);
+    b4 = b4 + pt * load4(vt + 16);
+    b5 = b5 + pt * load4(vt + 20);
+    b6 = b6 + pt * load4(vt + 24);
+    b7 = b7 + pt * load4(vt + 28);
+  }
+  const Lanes4 blocks[8] = {b0, b1, b2, b3, b4, b5, b6, b7};
+  for (int v = 0; v < 8; ++v) {
+    Lanes4 s = load4(sum + d + 4 * v), c = load4(err + d + 4 * v);
+    accumulate4(s, c, blocks[v]);
+    store4(sum + d + 4 * v, s);
+    store4(err + d + 4 * v, c);
+  }
+}
+
 template <int V>
 inline void accumulate_value_dims(const double* p, const double* values, std::size_t count, int head_size,
                                   int d, double* sum, double* err) {
@@ -138,7 +195,7 @@ void accumulate_values(const double* p, const double* values, std::int64_t first
     const double* block_values = values + j * head_size;
     int d = 0;
     // Eight vectors of dims per pass (measured fastest: eight independent add chains).
-    for (; d + 32 <= head_size; d += 32) accumulate_value_dims<8>(p + j, block_values, n, head_size, d, sum, err);
+    for (; d + 32 <= head_size; d += 32) accumulate_32_value_dims(p + j, block_values, n, head_size, d, sum, err);
     for (; d + 4 <= head_size; d += 4) accumulate_value_dims<1>(p + j, block_values, n, head_size, d, sum, err);
     for (; d < head_size; ++d) {
       double block = 0.0;

@@ -57,6 +57,18 @@ BOOST_AUTO_TEST_CASE(store_load_round_trip) {
     }
 }
 
+// The harness's metrics give it unrounded floats (harness/src/metrics.cpp).
+BOOST_AUTO_TEST_CASE(ulp_distance_rounds_both_values_to_the_dtype_first) {
+  for (DType dt : {DType::fp16, DType::bf16, DType::fp32})
+    for (int i = 0; i < 2000; ++i) {
+      const float a = std::ldexp(1.f + 0.000731f * static_cast<float>(i), i % 40 - 20);
+      const float b = -0.37f * a + std::ldexp(1.f, -(i % 30));
+      BOOST_TEST(swa::ulp_distance(dt, a, b) == swa::ulp_distance(dt, swa::round_to(dt, a), swa::round_to(dt, b)));
+    }
+  BOOST_TEST(swa::ulp_distance(DType::fp16, 1.f + 0x1p-12f, 1.f + 0x1p-10f) == 1);
+  BOOST_TEST(swa::ulp_distance(DType::fp16, 70000.f, 65504.f) == 1);  // beyond the range: inf
+}
+
 BOOST_AUTO_TEST_CASE(ulp_distance_counts_representable_steps) {
   BOOST_TEST(swa::ulp_distance(DType::fp16, 1.f, 1.f + 0x1p-10f) == 1);
   BOOST_TEST(swa::ulp_distance(DType::bf16, 1.f, 1.f + 0x1p-7f) == 1);

@@ -29,8 +29,9 @@ float load_from(DType dtype, const void* src);
 // Unit roundoff u = 2^-p (fp32 2^-24, fp16 2^-11, bf16 2^-8).
 double unit_roundoff(DType dtype);
 
-// Distance in units in the last place between two values of the dtype (both must be finite and
-// representable in it); monotone integer ordering of the bit patterns, so +0 and -0 are 0 apart.
+// Distance in units in the last place between two finite floats once each is rounded to the dtype
+// (as round_to rounds it; a value beyond fp16's range becomes inf); monotone integer ordering of the
+// bit patterns, so +0 and -0 are 0 apart.
 std::int64_t ulp_distance(DType dtype, float a, float b);
 
 }  // namespace swa
