@@ -138,10 +138,9 @@ RowNorm exponentiate(double* scores, std::size_t count, double sink) {
 
 namespace {
 
-// (sum, err)[d, d + 4V) += the plain sum over keys t of p[t] * values[t][d, d + 4V), in registers.
-// The V = 8 case spelled out in named registers: as an array, GCC kept the eight block sums on the
-// stack around the loop (a memset before it, spills after it), which cost as much as the loop over
-// a 16-key block itself. Same arithmetic, same order.
+// accumulate_value_dims<8> (below) spelled out in named registers: as an array, GCC kept the eight
+// block sums on the stack around the loop (a memset before it, spills after it), which cost as much
+// as the loop over a 16-key block itself. Same arithmetic, same order.
 inline void accumulate_32_value_dims(const double* p, const double* values, std::size_t count, int head_size,
                                      int d, double* sum, double* err) {
   Lanes4 b0 = splat4(0.0), b1 = b0, b2 = b0, b3 = b0, b4 = b0, b5 = b0, b6 = b0, b7 = b0;
@@ -166,6 +165,7 @@ inline void accumulate_32_value_dims(const double* p, const double* values, std:
   }
 }
 
+// (sum, err)[d, d + 4V) += the plain sum over keys t of p[t] * values[t][d, d + 4V), in registers.
 template <int V>
 inline void accumulate_value_dims(const double* p, const double* values, std::size_t count, int head_size,
                                   int d, double* sum, double* err) {
