@@ -24,16 +24,14 @@ void read_q_row(const AttnParams& p, std::int64_t row, int head, double* out) {
   read_row(p.q, p.dtype, p.q_row_stride, p.q_head_stride, row, head, p.head_size, out);
 }
 
-// K and V rows as attention reads them: through the FP8 KV format when there is one (exact in fp64).
-void read_k_row(const AttnParams& p, std::int64_t row, int head, double* out) {
-  read_row(p.k, p.dtype, p.k_row_stride, p.k_head_stride, row, head, p.head_size, out);
+// A K or V row as attention reads it: through the FP8 KV format when there is one (exact in fp64).
+enum class KvTensor { k, v };
+void read_kv_row(const AttnParams& p, KvTensor t, std::int64_t row, int head, double* out) {
+  const bool k = t == KvTensor::k;
+  read_row(k ? p.k : p.v, p.dtype, k ? p.k_row_stride : p.v_row_stride, k ? p.k_head_stride : p.v_head_stride, row,
+           head, p.head_size, out);
   if (is_fp8(p.kv_format))
-    for (int d = 0; d < p.head_size; ++d) out[d] = kv_read_value(p.kv_format, p.k_descale, out[d]);
-}
-void read_v_row(const AttnParams& p, std::int64_t row, int head, double* out) {
-  read_row(p.v, p.dtype, p.v_row_stride, p.v_head_stride, row, head, p.head_size, out);
-  if (is_fp8(p.kv_format))
-    for (int d = 0; d < p.head_size; ++d) out[d] = kv_read_value(p.kv_format, p.v_descale, out[d]);
+    for (int d = 0; d < p.head_size; ++d) out[d] = kv_read_value(p.kv_format, k ? p.k_descale : p.v_descale, out[d]);
 }
 
 // K and V read once into contiguous fp64 [nTokens, heads_kv, head_size], for the cache models of the
@@ -49,8 +47,8 @@ Fp64KeysValues load_keys_values(const AttnParams& p) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < n; ++r)
     for (int h = 0; h < p.heads_kv; ++h) {
-      read_k_row(p, r, h, &in.k[r * row + h * p.head_size]);
-      read_v_row(p, r, h, &in.v[r * row + h * p.head_size]);
+      read_kv_row(p, KvTensor::k, r, h, &in.k[r * row + h * p.head_size]);
+      read_kv_row(p, KvTensor::v, r, h, &in.v[r * row + h * p.head_size]);
     }
   return in;
 }
@@ -92,8 +90,8 @@ void list_sequence_keys(const AttnParams& p, int b, int kvh, detail::KeyTiles& k
   keys.reset(p.head_size, p.seq_lens[b]);
   std::vector<double> k(p.head_size), v(p.head_size);
   for (std::int64_t j = 0; j < p.seq_lens[b]; ++j) {
-    read_k_row(p, p.seq_offsets[b] + j, kvh, k.data());
-    read_v_row(p, p.seq_offsets[b] + j, kvh, v.data());
+    read_kv_row(p, KvTensor::k, p.seq_offsets[b] + j, kvh, k.data());
+    read_kv_row(p, KvTensor::v, p.seq_offsets[b] + j, kvh, v.data());
     keys.append(k.data(), v.data());
   }
 }
