@@ -327,6 +327,7 @@ class CpuDut final : public Dut {
     {
       std::vector<float> q(static_cast<std::size_t>(group) * d * p.heads_kv), k_buf, v_buf;
       RowMatrix scores;
+      std::vector<RowMatrix> head_scores(p.heads_kv);
       std::vector<cpu::SoftmaxState> states(p.heads_kv);
 #pragma omp for schedule(dynamic, 1)
       for (std::int64_t task = 0; task < static_cast<std::int64_t>(p.batch) * splits; ++task) {
@@ -348,11 +349,11 @@ class CpuDut final : public Dut {
         for (std::int64_t t0 = s0; t0 < s1; t0 += tile) {
           const std::int64_t t1 = std::min(s1, t0 + tile);
           const bool all_visible = slots_all_visible(p, cache, b, i, t0, t1);
+          if (fused && all_visible) {
+            fused_tile(p, cache, b, t0, t1, q.data(), head_scores, states);
+            continue;
+          }
           for (int g = 0; g < p.heads_kv; ++g) {
-            if (fused && all_visible) {
-              fused_tile(p, cache, b, g, t0, t1, &q[static_cast<std::size_t>(g) * group * d], scores, states[g]);
-              continue;
-            }
             const float *keys = nullptr, *values = nullptr;
             std::int64_t stride = d;
             const std::int64_t n =
@@ -383,30 +384,58 @@ class CpuDut final : public Dut {
     return Status::success();
   }
 
-  // Decode's visible cache slots [t0, t1) of kv head g, read in place from fp16/bf16 storage: scores
-  // by fused dot products, the softmax state rescaled, weights x value rows fused into its output,
-  // page-contiguous run by run.
-  static void fused_tile(const AttnParams& p, const KvCache& cache, int b, int g, std::int64_t t0, std::int64_t t1,
-                         const float* q, RowMatrix& scores, cpu::SoftmaxState& state) {
+  // Decode's visible cache slots [t0, t1), every kv head, read in place from fp16/bf16 storage:
+  // scores by fused dot products, each head's softmax state rescaled, weights x value rows fused into
+  // its output. Slots are walked in memory order, a block of them at a time and every kv head within
+  // the block, so the cache streams front to back (rows of one kv head alone are 2 * Hkv * D bytes
+  // apart, which neither the prefetchers nor L1's sets serve well); a block is contiguous within a
+  // page.
+  static void fused_tile(const AttnParams& p, const KvCache& cache, int b, std::int64_t t0, std::int64_t t1,
+                         const float* q, std::vector<RowMatrix>& scores, std::vector<cpu::SoftmaxState>& states) {
     const int group = p.heads_q / p.heads_kv, d = p.head_size;
     const std::int64_t n = t1 - t0, stride = static_cast<std::int64_t>(cache.heads_kv) * d;
     const bool bf16 = p.dtype == DType::bf16;
-    auto rows = [&](const std::vector<unsigned char>& bytes, std::int64_t a) {
+    auto rows = [&](const std::vector<unsigned char>& bytes, std::int64_t a, int g) {
       return reinterpret_cast<const std::uint16_t*>(bytes.data() + cache.offset(b, a, g));
     };
-    scores.resize(group, n);
-    for (std::int64_t a = t0, m = 0; a < t1; a += m) {
-      m = std::min(t1 - a, cache.contiguous_slots(a));
-      cpu::fused::dots(q, group, d, rows(cache.k, a), stride, m, bf16, scores.data() + (a - t0), n);
+    // Calls f(first slot, slots) for blocks of at most decode_slot_block slots, none across a page,
+    // after asking for the block decode_blocks_ahead further on: within a block each head's rows are
+    // read in turn, an order the hardware prefetchers do not follow.
+    const std::size_t row_bytes = static_cast<std::size_t>(d) * cache.element_bytes();
+    auto blocks = [&](const std::vector<unsigned char>& bytes, auto&& f) {
+      for (std::int64_t a = t0; a < t1;) {
+        const std::int64_t m = std::min({t1 - a, cache.contiguous_slots(a), decode_slot_block});
+        const std::int64_t ahead = a + decode_blocks_ahead * decode_slot_block;
+        if (ahead < t1) {
+          const std::int64_t slots = std::min({t1 - ahead, cache.contiguous_slots(ahead), decode_slot_block});
+          const unsigned char* from = bytes.data() + cache.offset(b, ahead, 0);
+          for (std::size_t x = 0; x < slots * cache.heads_kv * row_bytes; x += 64) __builtin_prefetch(from + x, 0, 2);
+        }
+        f(a, m);
+        a += m;
+      }
+    };
+    for (int g = 0; g < p.heads_kv; ++g) scores[g].resize(group, n);
+    blocks(cache.k, [&](std::int64_t a, std::int64_t m) {
+      for (int g = 0; g < p.heads_kv; ++g)
+        cpu::fused::dots(q + static_cast<std::size_t>(g) * group * d, group, d, rows(cache.k, a, g), stride, m, bf16,
+                         scores[g].data() + (a - t0), n);
+    });
+    for (int g = 0; g < p.heads_kv; ++g) {
+      score_rule(p, g).cap(scores[g]);
+      states[g].absorb(scores[g]);
     }
-    score_rule(p, g).cap(scores);
-    state.absorb(scores);
-    for (std::int64_t a = t0, m = 0; a < t1; a += m) {
-      m = std::min(t1 - a, cache.contiguous_slots(a));
-      cpu::fused::accumulate(scores.data() + (a - t0), n, group, rows(cache.v, a), stride, m, d, bf16,
-                             state.out.data());
-    }
+    blocks(cache.v, [&](std::int64_t a, std::int64_t m) {
+      for (int g = 0; g < p.heads_kv; ++g)
+        cpu::fused::accumulate(scores[g].data() + (a - t0), n, group, rows(cache.v, a, g), stride, m, d, bf16,
+                               states[g].out.data());
+    });
   }
+
+  // Slots per block of fused_tile's walk: a block's K or V rows of every kv head (block * Hkv * D
+  // elements; 16 KiB for 8 slots at Hkv 8, D 128, fp16) stay in L1 while each head reads its own.
+  static constexpr std::int64_t decode_slot_block = 8;
+  static constexpr std::int64_t decode_blocks_ahead = 1;
 
   // Keys per decode tile: larger than prefill's, since one query row per head leaves the tile's
   // fixed costs (a small GEMM call, the softmax update) to be spread over more keys.

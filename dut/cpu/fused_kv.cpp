@@ -114,7 +114,6 @@ __attribute__((target("avx2,f16c,fma"))) void accumulate_columns(const float* pg
   for (int c = 0; c < C; ++c)
     for (int r = 0; r < R; ++r) acc[c][r] = _mm256_loadu_ps(og + r * d + x + 8 * c);
   for (std::int64_t j = 0; j < n; ++j) {
-    if (x == 0) prefetch_row(v + (j + kAhead) * stride, j + kAhead < n, d);
     __m256 vv[C];
     for (int c = 0; c < C; ++c) vv[c] = load8(v + j * stride + x + 8 * c, bf16);
     for (int r = 0; r < R; ++r) {
@@ -126,14 +125,24 @@ __attribute__((target("avx2,f16c,fma"))) void accumulate_columns(const float* pg
     for (int r = 0; r < R; ++r) _mm256_storeu_ps(og + r * d + x + 8 * c, acc[c][r]);
 }
 
+// Value rows are 2 * Hkv * D bytes apart, so their cache lines share few L1 sets: a tile's rows do
+// not stay in L1 across the column passes. Blocks of kRowBlock rows do; each row is read from
+// memory once and from L1 once per column pass.
+constexpr std::int64_t kRowBlock = 8;
+
 template <int R>
 __attribute__((target("avx2,f16c,fma"))) void accumulate_rows(const float* pg, std::int64_t ld,
                                                                const std::uint16_t* v, std::int64_t stride,
                                                                std::int64_t n, int d, bool bf16, float* og) {
   const int vec = d / 8 * 8;
-  int x = 0;
-  for (; x + 16 <= vec; x += 16) accumulate_columns<R, 2>(pg, ld, v, stride, n, d, x, bf16, og);
-  for (; x < vec; x += 8) accumulate_columns<R, 1>(pg, ld, v, stride, n, d, x, bf16, og);
+  for (std::int64_t j0 = 0; j0 < n; j0 += kRowBlock) {
+    const std::int64_t m = n - j0 < kRowBlock ? n - j0 : kRowBlock;
+    const std::uint16_t* vb = v + j0 * stride;
+    for (std::int64_t j = j0 + kRowBlock; j < j0 + 2 * kRowBlock; ++j) prefetch_row(v + j * stride, j < n, d);
+    int x = 0;
+    for (; x + 16 <= vec; x += 16) accumulate_columns<R, 2>(pg + j0, ld, vb, stride, m, d, x, bf16, og);
+    for (; x < vec; x += 8) accumulate_columns<R, 1>(pg + j0, ld, vb, stride, m, d, x, bf16, og);
+  }
   for (int x = vec; x < d; ++x)
     for (int r = 0; r < R; ++r)
       for (std::int64_t j = 0; j < n; ++j) og[r * d + x] += pg[r * ld + j] * load1(v + j * stride + x, bf16);

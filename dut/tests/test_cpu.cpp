@@ -8,6 +8,7 @@
 
 #include "convert.hpp"
 #include "cpu_dut.hpp"
+#include "fused_kv.hpp"
 #include "dut_case.hpp"
 #include "swa/atb_masks.hpp"
 #include "swa/dut/fp8.hpp"
@@ -89,6 +90,65 @@ BOOST_AUTO_TEST_CASE(fp16_and_bf16_conversion_is_exact_for_every_bit_pattern) {
     }
     BOOST_TEST(wrong == 0, "bf16, scale " << scale);
   }
+}
+
+BOOST_AUTO_TEST_CASE(fused_dots_and_accumulate_match_an_fp64_loop) {
+  // decode's in-place fp16/bf16 kernels on their own, against fp64 sums of the same converted values:
+  // 1..5 query rows (the 4-row blocks and their remainder), key counts past one 8-row block with a
+  // remainder, head sizes with an 8-lane tail, rows strided as in a cache of 3 kv heads.
+  if (!cpu::fused::available()) {
+    BOOST_TEST_MESSAGE("skipped: no AVX2+F16C+FMA (or SWA_CPU_ISA=portable)");
+    return;
+  }
+  std::uint32_t state = 12345;
+  auto uniform = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) / 16777216.f - 0.5f;
+  };
+  for (bool bf16 : {false, true})
+    for (int d : {72, 128, 13})
+      for (int group : {1, 4, 5})
+        for (std::int64_t n : {1, 8, 21}) {
+          const std::int64_t stride = 3 * d;
+          std::vector<std::uint16_t> rows(static_cast<std::size_t>(n * stride));
+          std::vector<double> value(rows.size());
+          for (std::size_t e = 0; e < rows.size(); ++e) {
+            const float f = uniform();
+            if (bf16) {
+              const auto h = Eigen::bfloat16(f);
+              rows[e] = Eigen::numext::bit_cast<std::uint16_t>(h);
+              value[e] = static_cast<float>(h);
+            } else {
+              const auto h = Eigen::half(f);
+              rows[e] = Eigen::numext::bit_cast<std::uint16_t>(h);
+              value[e] = static_cast<float>(h);
+            }
+          }
+          std::vector<float> q(static_cast<std::size_t>(group) * d), weights(static_cast<std::size_t>(group) * n);
+          for (float& x : q) x = uniform();
+          for (float& x : weights) x = uniform();
+          std::vector<float> scores(weights.size(), std::nanf(""));
+          cpu::fused::dots(q.data(), group, d, rows.data(), stride, n, bf16, scores.data(), n);
+          std::vector<float> out(static_cast<std::size_t>(group) * d, 0.25f);
+          cpu::fused::accumulate(weights.data(), n, group, rows.data(), stride, n, d, bf16, out.data());
+          double worst_dot = 0, worst_out = 0;
+          for (int r = 0; r < group; ++r) {
+            for (std::int64_t j = 0; j < n; ++j) {
+              double want = 0;
+              for (int x = 0; x < d; ++x) want += double(q[r * d + x]) * value[j * stride + x];
+              worst_dot = std::max(worst_dot, std::abs(scores[r * n + j] - want));
+            }
+            for (int x = 0; x < d; ++x) {
+              double want = 0.25;
+              for (std::int64_t j = 0; j < n; ++j) want += double(weights[r * n + j]) * value[j * stride + x];
+              worst_out = std::max(worst_out, std::abs(out[r * d + x] - want));
+            }
+          }
+          // fp32 accumulation of at most 128 terms of magnitude <= 0.25: far below 1e-5 when right,
+          // O(0.1) when a row, weight or column is wrong (NaN fails too).
+          BOOST_TEST(worst_dot < 1e-5, "dots bf16=" << bf16 << " D=" << d << " rows=" << group << " n=" << n);
+          BOOST_TEST(worst_out < 1e-5, "accumulate bf16=" << bf16 << " D=" << d << " rows=" << group << " n=" << n);
+        }
 }
 
 BOOST_AUTO_TEST_CASE(fp8_kv_in_every_mode_and_cache) {
