@@ -118,7 +118,8 @@ std::vector<float> attention(const AttnParams& p) {
         for (float& x : k) x = static_cast<float>(kv_read_value(p.kv_format, p.k_descale, x));
         for (float& x : v) x = static_cast<float>(kv_read_value(p.kv_format, p.v_descale, x));
       }
-      for (float& x : q) x = round_to(dt, x * p.scale);
+      for (float& x : q) x *= p.scale;
+      round_all_to(dt, q.data(), q.size());
       for (std::int64_t i0 = 0; i0 < len; i0 += kBlockRows) {
         const std::int64_t i1 = std::min(len, i0 + kBlockRows);
         const auto first_of = [&](std::int64_t i) { return band_first_key(p.band, i); };
@@ -137,6 +138,7 @@ std::vector<float> attention(const AttnParams& p) {
           for (std::int64_t i = i0; i < i1; ++i) {
             const std::int64_t f = std::max(t0, first_of(i)), e = std::min(t0 + kTileKeys, end_of(i));
             std::int64_t j = f;
+            for (; j + 8 <= e; j += 8) dot_fp32_keys<8>(&q[i * D], &k[j * D], D, score_of(i, j));
             for (; j + 4 <= e; j += 4) dot_fp32_keys<4>(&q[i * D], &k[j * D], D, score_of(i, j));
             for (; j < e; ++j) *score_of(i, j) = dot_fp32(&q[i * D], &k[j * D], D);
           }
@@ -144,7 +146,7 @@ std::vector<float> attention(const AttnParams& p) {
           if (first_of(i) >= end_of(i)) continue;
           float* const row = score_of(i, first_of(i));
           float* const row_end = score_of(i, end_of(i));
-          for (float* s = row; s < row_end; ++s) *s = round_to(dt, *s);
+          round_all_to(dt, row, static_cast<std::size_t>(row_end - row));
           if (p.softcap > 0.f)
             for (float* s = row; s < row_end; ++s) *s = round_to(dt, p.softcap * std::tanh(*s / p.softcap));
           const float sink = p.sinks ? p.sinks[h] : -INFINITY;
@@ -154,7 +156,8 @@ std::vector<float> attention(const AttnParams& p) {
             *s = std::exp(*s - m);
             sum += *s;
           }
-          for (float* s = row; s < row_end; ++s) *s = round_to(dt, *s / sum);
+          for (float* s = row; s < row_end; ++s) *s = *s / sum;
+          round_all_to(dt, row, static_cast<std::size_t>(row_end - row));
         }
         acc.assign(static_cast<std::size_t>((i1 - i0) * D), 0.f);
         for (std::int64_t t0 = lo; t0 < hi; t0 += kTileKeys)
@@ -165,7 +168,8 @@ std::vector<float> attention(const AttnParams& p) {
         for (std::int64_t i = i0; i < i1; ++i) {
           float* o = &out[(static_cast<std::size_t>(p.seq_offsets[b] + i) * p.heads_q + h) * D];
           if (first_of(i) >= end_of(i)) continue;  // no visible key: 0
-          for (int d = 0; d < D; ++d) o[d] = round_to(dt, acc[(i - i0) * D + d]);
+          std::copy_n(&acc[(i - i0) * D], D, o);
+          round_all_to(dt, o, static_cast<std::size_t>(D));
         }
       }
     }

@@ -5,6 +5,9 @@
 #include <cstring>
 #include <cstdlib>
 #include "swa/enum_names.hpp"
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 namespace swa {
 
@@ -30,6 +33,26 @@ float round_to(DType dtype, float value) {
     case DType::bf16: return static_cast<float>(Eigen::bfloat16(value));
   }
   return value;
+}
+
+void round_all_to(DType dtype, float* values, std::size_t count) {
+  switch (dtype) {
+    case DType::fp32: return;
+    case DType::fp16: {
+      std::size_t j = 0;
+#if defined(__F16C__)
+      // Eight at a time with the instruction Eigen::half uses for one in an F16C build (to nearest even).
+      for (; j + 8 <= count; j += 8)
+        _mm256_storeu_ps(values + j,
+                         _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(values + j), _MM_FROUND_TO_NEAREST_INT)));
+#endif
+      for (; j < count; ++j) values[j] = static_cast<float>(Eigen::half(values[j]));
+      return;
+    }
+    case DType::bf16:
+      for (std::size_t j = 0; j < count; ++j) values[j] = static_cast<float>(Eigen::bfloat16(values[j]));
+      return;
+  }
 }
 
 void store_as(DType dtype, float value, void* dst) {

@@ -1,7 +1,10 @@
 #define BOOST_TEST_MODULE golden_dtype
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <bit>
+#include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "swa/dtype.hpp"
 
@@ -76,6 +79,25 @@ BOOST_AUTO_TEST_CASE(ulp_distance_counts_representable_steps) {
   BOOST_TEST(swa::ulp_distance(DType::fp16, 0.f, -0.f) == 0);
   BOOST_TEST(swa::ulp_distance(DType::fp16, 0x1p-24f, -0x1p-24f) == 2);
   BOOST_TEST(swa::ulp_distance(DType::fp16, 65504.f, 65472.f) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(round_all_to_equals_round_to_on_every_value) {
+  // Every 251st float bit pattern (all signs, exponents, NaNs and subnormals), and an odd count so
+  // a vector loop's tail runs too: the batch rounding must give round_to's bits.
+  std::vector<float> in;
+  for (std::uint64_t bits = 0; bits <= 0xffffffffull; bits += 251) in.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(bits)));
+  in.push_back(65519.f);
+  in.push_back(65520.f);
+  for (DType dt : swa::kAllDTypes) {
+    std::vector<float> got = in;
+    swa::round_all_to(dt, got.data(), got.size());
+    std::size_t wrong = 0;
+    for (std::size_t j = 0; j < in.size(); ++j) {
+      const float want = round_to(dt, in[j]);
+      wrong += std::isnan(want) ? !std::isnan(got[j]) : std::bit_cast<std::uint32_t>(want) != std::bit_cast<std::uint32_t>(got[j]);
+    }
+    BOOST_TEST(wrong == 0u, swa::dtype_name(dt) << ": " << wrong << " of " << in.size());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(names_parse_back) {

@@ -21,6 +21,8 @@ std::size_t dtype_bytes(DType dtype);
 // Round-to-nearest-even from float to the dtype, returned as the (exactly representable) float.
 // fp16 overflows to ±inf at |x| >= 65520; NaN stays NaN.
 float round_to(DType dtype, float value);
+// round_to over values[0, count) in place, the dtype dispatched once (fp32: nothing to do).
+void round_all_to(DType dtype, float* values, std::size_t count);
 
 // Raw storage conversion: `dst` points to dtype_bytes(dtype) bytes.
 void store_as(DType dtype, float value, void* dst);
