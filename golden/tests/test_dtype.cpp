@@ -94,9 +94,38 @@ BOOST_AUTO_TEST_CASE(round_all_to_equals_round_to_on_every_value) {
     std::size_t wrong = 0;
     for (std::size_t j = 0; j < in.size(); ++j) {
       const float want = round_to(dt, in[j]);
-      wrong += std::isnan(want) ? !std::isnan(got[j]) : std::bit_cast<std::uint32_t>(want) != std::bit_cast<std::uint32_t>(got[j]);
+      wrong += std::bit_cast<std::uint32_t>(want) != std::bit_cast<std::uint32_t>(got[j]);  // NaN payloads too
     }
     BOOST_TEST(wrong == 0u, swa::dtype_name(dt) << ": " << wrong << " of " << in.size());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ulp_distances_equal_ulp_distance_on_every_pair) {
+  // Every 4093rd float bit pattern (NaNs and infinities among them) against its neighbours 1, 7 and
+  // 4099 patterns on, against its negation and sometimes a NaN; an odd count so a vector loop's tail
+  // runs too.
+  std::vector<float> a, b;
+  for (std::uint64_t bits = 0; bits <= 0xffffffffull; bits += 4093) {
+    const auto x = static_cast<std::uint32_t>(bits);
+    for (std::uint32_t step : {1u, 7u, 4099u}) {
+      a.push_back(std::bit_cast<float>(x));
+      b.push_back(std::bit_cast<float>(x + step));
+    }
+    a.push_back(std::bit_cast<float>(x));
+    b.push_back(-std::bit_cast<float>(x));
+    if (bits % (4093 * 64) == 0) {
+      a.push_back(std::numeric_limits<float>::quiet_NaN());
+      b.push_back(std::bit_cast<float>(x));
+    }
+  }
+  a.push_back(65519.f);
+  b.push_back(65520.f);
+  for (DType dt : swa::kAllDTypes) {
+    std::vector<std::int64_t> got(a.size(), -1);
+    swa::ulp_distances(dt, a.data(), b.data(), a.size(), got.data());
+    std::size_t wrong = 0;
+    for (std::size_t j = 0; j < a.size(); ++j) wrong += got[j] != swa::ulp_distance(dt, a[j], b[j]);
+    BOOST_TEST(wrong == 0u, swa::dtype_name(dt) << ": " << wrong << " of " << a.size());
   }
 }
 

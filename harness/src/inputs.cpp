@@ -67,13 +67,14 @@ std::vector<float> generate_tensor(std::uint64_t seed, TensorRole role, InputDis
   std::vector<float> t(static_cast<std::size_t>(rows * row_elems));
   // Each element is a pure function of its index, so any thread count gives the same tensor.
 #pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t e = 0; e < row_elems; ++e) {
-      // constant-rows: every K row repeats row 0.
-      const std::int64_t source_row = dist == InputDistribution::constant_rows && role == TensorRole::k ? 0 : r;
-      const auto index = static_cast<std::uint64_t>(source_row * row_elems + e);
-      t[r * row_elems + e] = round_to(dtype, static_cast<float>(sample(seed, role, dist, index, head_size)));
-    }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = t.data() + r * row_elems;
+    // constant-rows: every K row repeats row 0.
+    const std::int64_t source_row = dist == InputDistribution::constant_rows && role == TensorRole::k ? 0 : r;
+    for (std::int64_t e = 0; e < row_elems; ++e)
+      row[e] = static_cast<float>(sample(seed, role, dist, static_cast<std::uint64_t>(source_row * row_elems + e), head_size));
+    round_all_to(dtype, row, static_cast<std::size_t>(row_elems));
+  }
   return t;
 }
 

@@ -1,5 +1,7 @@
 #include "swa/harness/metrics.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace swa::harness {
@@ -11,7 +13,19 @@ Comparison compare(std::span<const float> out, std::span<const double> ref, DTyp
   c.rel_floor = 1e-2 * c.ref_max_abs;
   double sum_abs = 0, sum_sq = 0, ref_sq = 0, out_sq = 0, dot = 0, sum_ulp = 0;
   std::int64_t finite = 0;
+  // ULP distances go a chunk at a time through the batch conversion (ulp_distances).
+  constexpr std::int64_t kChunk = 1024;
+  std::array<float, kChunk> out_f, ref_f;
+  std::array<std::int64_t, kChunk> ulps;
   for (std::int64_t i = 0; i < c.elements; ++i) {
+    if (i % kChunk == 0) {
+      const std::int64_t n = std::min(kChunk, c.elements - i);
+      for (std::int64_t k = 0; k < n; ++k) {
+        out_f[k] = out[i + k];
+        ref_f[k] = static_cast<float>(ref[i + k]);
+      }
+      ulp_distances(dtype, out_f.data(), ref_f.data(), static_cast<std::size_t>(n), ulps.data());
+    }
     const double o = out[i], r = ref[i];
     if (!std::isfinite(o)) {
       (std::isnan(o) ? c.nan_count : c.inf_count)++;
@@ -31,8 +45,7 @@ Comparison compare(std::span<const float> out, std::span<const double> ref, DTyp
     out_sq += o * o;
     dot += o * r;
     c.out_max_abs = std::max(c.out_max_abs, std::abs(o));
-    // ulp_distance rounds both to the dtype itself (round_to's rounding): one conversion each.
-    const std::int64_t ulp = ulp_distance(dtype, static_cast<float>(o), static_cast<float>(r));
+    const std::int64_t ulp = ulps[i % kChunk];
     c.max_ulp = std::max(c.max_ulp, ulp);
     sum_ulp += static_cast<double>(ulp);
     if (threshold > 0 && e > threshold) ++c.over_threshold;

@@ -36,4 +36,8 @@ double unit_roundoff(DType dtype);
 // bit patterns, so +0 and -0 are 0 apart.
 std::int64_t ulp_distance(DType dtype, float a, float b);
 
+// ulp_distance of each pair (a[i], b[i]), i < count, into distances[i]: the same values, several
+// pairs per instruction where the build allows.
+void ulp_distances(DType dtype, const float* a, const float* b, std::size_t count, std::int64_t* distances);
+
 }  // namespace swa
