@@ -72,15 +72,15 @@ class CpuDut final : public Dut {
     }
   }
 
-  // Q rows of one GQA group, scaled, stacked head-major into q (heads * rows x D).
+  // Q rows of one GQA group, times `scale`, stacked head-major into q (heads * rows x D).
   template <class T>
   static void load_queries(const AttnParams& p, int b, int kv_head, std::int64_t row0, std::int64_t rows,
-                           float* q) {
+                           float scale, float* q) {
     const int group = p.heads_q / p.heads_kv;
     for (int g = 0; g < group; ++g) {
       const int h = kv_head * group + g;
       const T* src = typed<T>(p.q) + (p.seq_offsets[b] + row0) * p.q_row_stride + h * p.q_head_stride;
-      cpu::rows_to_fp32(src, p.q_row_stride, rows, p.head_size, p.scale, q + g * rows * p.head_size);
+      cpu::rows_to_fp32(src, p.q_row_stride, rows, p.head_size, scale, q + g * rows * p.head_size);
     }
   }
 
@@ -151,12 +151,27 @@ class CpuDut final : public Dut {
         const Task& task = tasks[t];
         q.resize(static_cast<std::size_t>(group) * task.rows * p.head_size);
         o.resize(q.size());
-        load_queries<T>(p, task.b, task.kv_head, task.row0, task.rows, q.data());
-        cpu::attend_rows(q.data(), group, task.rows, task.row0, p.head_size, keys_for(task.b, task.kv_head), vis,
-                         p.band, score_rule(p, task.kv_head), tuning_.key_tile, ws, o.data());
+        const KeyBlock keys = keys_for(task.b, task.kv_head);
+        // The AMX path takes the bf16 queries unscaled (exact) and scales the scores instead.
+        const float q_scale = keys.packed ? 1.f : p.scale;
+        load_queries<T>(p, task.b, task.kv_head, task.row0, task.rows, q_scale, q.data());
+        cpu::attend_rows(q.data(), p.scale / q_scale, group, task.rows, task.row0, p.head_size, keys, vis, p.band,
+                         score_rule(p, task.kv_head), tuning_.key_tile, ws, o.data());
         store_outputs<T>(p, task.b, task.kv_head, task.row0, task.rows, o.data());
       }
     }
+  }
+
+  // bf16 storage on a CPU with AMX-BF16 takes the tile products (amx_bf16.hpp); FP8 KV formats keep
+  // the fp32 path.
+  template <class T>
+  static bool use_amx(const AttnParams& p) {
+    return std::is_same_v<T, Eigen::bfloat16> && !is_fp8(p.kv_format) && cpu::amx::available();
+  }
+
+  static void pack_for_amx(KeyBlock& block, int head_size, cpu::amx::PackedKeys& pack) {
+    pack.pack(block.k, block.v, block.stride, block.count, head_size);
+    block.packed = &pack;
   }
 
   static cpu::ScoreRule score_rule(const AttnParams& p, int kv_head) {
@@ -172,10 +187,12 @@ class CpuDut final : public Dut {
     // fp16/bf16 K/V converted once per (sequence, kv head); fp32 is read in place.
     std::vector<std::vector<float>> k_bufs(static_cast<std::size_t>(p.batch) * p.heads_kv), v_bufs(k_bufs.size());
     std::vector<KeyBlock> blocks(k_bufs.size());
+    std::vector<cpu::amx::PackedKeys> packs(use_amx<T>(p) ? blocks.size() : 0);
 #pragma omp parallel for schedule(dynamic, 1)
     for (std::int64_t u = 0; u < static_cast<std::int64_t>(blocks.size()); ++u) {
       const int b = static_cast<int>(u / p.heads_kv), g = static_cast<int>(u % p.heads_kv);
       blocks[u] = sequence_keys<T>(p, b, g, 0, p.seq_lens[b], k_bufs[u], v_bufs[u]);
+      if (!packs.empty()) pack_for_amx(blocks[u], p.head_size, packs[u]);
     }
     std::vector<Task> tasks;
     const int tile = query_tile(p);
@@ -215,6 +232,7 @@ class CpuDut final : public Dut {
   Status chunk_typed(const AttnParams& p, KvCache& cache, int chunk_index) const {
     std::vector<std::vector<float>> k_bufs(static_cast<std::size_t>(p.batch) * p.heads_kv), v_bufs(k_bufs.size());
     std::vector<KeyBlock> blocks(k_bufs.size());
+    std::vector<cpu::amx::PackedKeys> packs(use_amx<T>(p) ? blocks.size() : 0);
     std::vector<Task> tasks;
     for (int b = 0; b < p.batch; ++b) {
       const std::int64_t s = chunk_begin(p, b, chunk_index), e = chunk_end(p, b, chunk_index);
@@ -222,6 +240,7 @@ class CpuDut final : public Dut {
       for (int g = 0; g < p.heads_kv; ++g) {
         const std::size_t u = static_cast<std::size_t>(b) * p.heads_kv + g;
         if (Status st = gather_chunk_keys<T>(p, cache, b, g, s, e, k_bufs[u], v_bufs[u], blocks[u]); !st.ok) return st;
+        if (!packs.empty()) pack_for_amx(blocks[u], p.head_size, packs[u]);
         for (std::int64_t r = s; r < e; r += tuning_.query_tile)
           tasks.push_back({b, g, r, std::min<std::int64_t>(tuning_.query_tile, e - r)});
       }
@@ -341,7 +360,7 @@ class CpuDut final : public Dut {
         const std::int64_t per = ((hi - lo + splits - 1) / splits + tile - 1) / tile * tile;
         const std::int64_t s0 = std::min(hi, lo + split * per), s1 = std::min(hi, s0 + per);
         for (int g = 0; g < p.heads_kv; ++g) {
-          load_queries<T>(p, b, g, i, 1, &q[static_cast<std::size_t>(g) * group * d]);
+          load_queries<T>(p, b, g, i, 1, p.scale, &q[static_cast<std::size_t>(g) * group * d]);
           states[g].reset(group, d);
         }
         // Tile-outer, kv-head-inner: a tile's slots hold every kv head contiguously, so the task
@@ -464,7 +483,8 @@ std::string cpu_kernel_path() {
 #endif
   return "GEMM (Eigen, build time): " + gemm + "; fp16/bf16 conversion (run time): " +
          std::string(cpu::conversion_path()) + "; fp16/bf16 decode (run time): " +
-         (cpu::fused::available() ? "fused avx2+f16c+fma" : "converted, then GEMM");
+         (cpu::fused::available() ? "fused avx2+f16c+fma" : "converted, then GEMM") +
+         "; bf16 prefill products (run time): " + (cpu::amx::available() ? "amx-bf16" : "fp32 GEMM after conversion");
 }
 
 }  // namespace swa::dut

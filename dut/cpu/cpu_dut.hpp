@@ -10,7 +10,7 @@ namespace swa::dut {
 
 struct CpuTuning {
   int query_tile = 64;  // query positions per task (all heads of a GQA group are stacked)
-  int key_tile = 64;    // keys per inner tile
+  int key_tile = 128;    // keys per inner tile
 };
 
 std::unique_ptr<Dut> make_cpu_dut(CpuTuning tuning = {});

@@ -1,13 +1,24 @@
 #include "flash_tile.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <limits>
 
 namespace swa::dut::cpu {
 
 namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// To nearest even, in place; the weights are finite and non-negative (no NaN case), and the loop has
+// no branch, so it vectorises.
+void round_to_bf16(float* x, Eigen::Index n) {
+  for (Eigen::Index j = 0; j < n; ++j) {
+    const std::uint32_t bits = std::bit_cast<std::uint32_t>(x[j]);
+    x[j] = std::bit_cast<float>((bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u);
+  }
 }
+}  // namespace
 
 void SoftmaxState::reset(std::int64_t rows, int head_size) {
   max.setConstant(rows, kNegInf);
@@ -20,7 +31,7 @@ void SoftmaxState::update(RowMatrix& scores, const ConstRowsView& values) {
   out.noalias() += scores * values;
 }
 
-void SoftmaxState::absorb(RowMatrix& scores) {
+void SoftmaxState::absorb(RowMatrix& scores, bool bf16_weights) {
   const Eigen::Index rows = scores.rows();
   Eigen::VectorXf correction(rows);
   for (Eigen::Index i = 0; i < rows; ++i) {
@@ -28,12 +39,15 @@ void SoftmaxState::absorb(RowMatrix& scores) {
     const float new_max = std::max(max[i], tile_max);
     // A row with no visible key so far keeps max = -inf; subtracting 0 then keeps exp(-inf) = 0.
     const float shift = new_max == kNegInf ? 0.f : new_max;
-    correction[i] = max[i] == kNegInf ? 0.f : std::exp(max[i] - shift);
+    correction[i] = max[i] == kNegInf ? 0.f : max[i] == new_max ? 1.f : std::exp(max[i] - shift);  // exp(0) = 1
     max[i] = new_max;
     scores.row(i).array() = (scores.row(i).array() - shift).exp();
+    if (bf16_weights) round_to_bf16(scores.row(i).data(), scores.cols());
   }
   sum = sum.cwiseProduct(correction) + scores.rowwise().sum();
-  out = correction.asDiagonal() * out;
+  // Most tiles leave a row's max where it was (correction exactly 1): those rows need no rescale.
+  for (Eigen::Index i = 0; i < rows; ++i)
+    if (correction[i] != 1.f) out.row(i) *= correction[i];
 }
 
 void ScoreRule::cap(RowMatrix& scores) const {
@@ -71,12 +85,13 @@ void SoftmaxState::merge(const Eigen::VectorXf& other_max, const Eigen::VectorXf
   }
 }
 
-void attend_rows(const float* q, int heads, std::int64_t rows, std::int64_t q_pos0, int head_size,
+void attend_rows(const float* q, float score_scale, int heads, std::int64_t rows, std::int64_t q_pos0, int head_size,
                  const KeyBlock& keys, const Visibility& vis, WindowBand band, const ScoreRule& rule, int key_tile,
                  Workspace& ws, float* out) {
   const std::int64_t stacked = heads * rows;
   const Eigen::Map<const RowMatrix> queries(q, stacked, head_size);
   ws.state.reset(stacked, head_size);
+  if (keys.packed) ws.amx_queries.pack(q, stacked, head_size, keys.packed->dims);
   const std::int64_t block_end = keys.first_pos + keys.count;
   const KeyRange range = band_key_range(band, q_pos0, q_pos0 + rows, keys.first_pos, block_end);
   std::int64_t first = range.first, end = range.end;
@@ -89,18 +104,45 @@ void attend_rows(const float* q, int heads, std::int64_t rows, std::int64_t q_po
     const std::int64_t cs = std::max(c0, first), ce = std::min(c0 + tile, end);
     const TileClass cls = vis.classify(q_pos0, q_pos0 + rows, cs, ce);
     if (cls == TileClass::hidden) continue;
-    const std::int64_t cols = ce - cs;
-    const ConstRowsView k(keys.k + (cs - keys.first_pos) * keys.stride, cols, head_size, Eigen::OuterStride<>(keys.stride));
-    const ConstRowsView v(keys.v + (cs - keys.first_pos) * keys.stride, cols, head_size, Eigen::OuterStride<>(keys.stride));
-    ws.scores.resize(stacked, cols);
-    ws.scores.noalias() = queries * k.transpose();
+    // Score column c is key position col0 + c. The AMX path reads whole packed blocks of 32 keys, so
+    // its columns may reach past [cs, ce) on either side; those are masked below.
+    std::int64_t col0 = cs, cols = ce - cs, first_block = 0, block_count = 0;
+    if (keys.packed) {
+      first_block = (cs - keys.first_pos) / 32;
+      block_count = (ce - keys.first_pos + 31) / 32 - first_block;
+      col0 = keys.first_pos + first_block * 32;
+      cols = block_count * 32;
+      if (ws.amx_queries.padded_rows == stacked) {  // whole tiles of rows: the products land in place
+        ws.scores.resize(stacked, cols);
+        amx::tile_scores(ws.amx_queries, *keys.packed, first_block, block_count, ws.scores.data());
+        ws.scores *= score_scale;
+      } else {
+        ws.amx_scores.resize(static_cast<std::size_t>(ws.amx_queries.padded_rows * cols));
+        amx::tile_scores(ws.amx_queries, *keys.packed, first_block, block_count, ws.amx_scores.data());
+        ws.scores = Eigen::Map<const RowMatrix>(ws.amx_scores.data(), stacked, cols) * score_scale;
+      }
+    } else {
+      const ConstRowsView k(keys.k + (cs - keys.first_pos) * keys.stride, cols, head_size, Eigen::OuterStride<>(keys.stride));
+      ws.scores.resize(stacked, cols);
+      ws.scores.noalias() = queries * k.transpose();
+      if (score_scale != 1.f) ws.scores *= score_scale;
+    }
     rule.cap(ws.scores);
-    if (cls == TileClass::partial)
+    if (cls == TileClass::partial || col0 != cs || cols != ce - cs)
       for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t c = 0; c < cols; ++c)
-          if (!vis.visible(q_pos0 + r, cs + c))
+        for (std::int64_t c = 0; c < cols; ++c) {
+          const std::int64_t pos = col0 + c;
+          if (pos < cs || pos >= ce || (cls == TileClass::partial && !vis.visible(q_pos0 + r, pos)))
             for (int h = 0; h < heads; ++h) ws.scores(h * rows + r, c) = kNegInf;
-    ws.state.update(ws.scores, v);
+        }
+    if (keys.packed) {
+      ws.state.absorb(ws.scores, /*bf16_weights=*/true);
+      amx::add_weighted_values(ws.scores.data(), stacked, *keys.packed, first_block, block_count, ws.amx_values,
+                               ws.state.out.data());
+    } else {
+      const ConstRowsView v(keys.v + (cs - keys.first_pos) * keys.stride, cols, head_size, Eigen::OuterStride<>(keys.stride));
+      ws.state.update(ws.scores, v);
+    }
   }
   ws.state.finish(out, rule, rows);
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "amx_bf16.hpp"
 #include "visibility.hpp"
 
 namespace swa::dut::cpu {
@@ -21,6 +22,9 @@ struct KeyBlock {
   std::int64_t stride = 0;
   std::int64_t first_pos = 0;
   std::int64_t count = 0;
+  // The same keys packed for the AMX bf16 tile products (bf16 storage on a CPU with AMX), or null:
+  // then the products are fp32 Eigen GEMMs.
+  const amx::PackedKeys* packed = nullptr;
 };
 
 // What a layer adds to plain softmax(scale q.k): a soft-cap of the scaled scores (0 = off) and
@@ -42,8 +46,10 @@ struct SoftmaxState {
   // Folds in one tile of scores (rows x cols, -inf where masked) and its value rows.
   void update(RowMatrix& scores, const ConstRowsView& values);
   // update's first half: scores become the tile's weights under the new running max, sum and out are
-  // rescaled; the caller adds weights x value rows to out (decode's fused fp16/bf16 path).
-  void absorb(RowMatrix& scores);
+  // rescaled; the caller adds weights x value rows to out (decode's fused fp16/bf16 path, the AMX
+  // path). `bf16_weights`: the weights are rounded to bf16 before the row sums take them, so the sum
+  // weighs the values exactly as the bf16 P x V product does.
+  void absorb(RowMatrix& scores, bool bf16_weights = false);
   // Folds in another state over a disjoint set of keys (log-sum-exp merge).
   void merge(const Eigen::VectorXf& other_max, const Eigen::VectorXf& other_sum, const RowMatrix& other_out);
   // out / sum into dst (rows x head_size, contiguous); rows that saw no key get 0. With sinks, row
@@ -54,11 +60,15 @@ struct SoftmaxState {
 struct Workspace {
   RowMatrix scores;
   SoftmaxState state;
+  amx::PackedQueries amx_queries;  // the AMX path's operands and products
+  std::vector<float> amx_scores;
+  amx::ValueScratch amx_values;
 };
 
-// q: `heads * rows` stacked rows (head-major) of already scaled fp32 queries at positions
-// [q_pos0, q_pos0 + rows). Writes the normalised outputs, same layout, to `out`.
-void attend_rows(const float* q, int heads, std::int64_t rows, std::int64_t q_pos0, int head_size,
+// q: `heads * rows` stacked rows (head-major) of fp32 queries at positions [q_pos0, q_pos0 + rows);
+// scores are q.k times `score_scale` (1 when the queries come scaled; the AMX path takes the bf16
+// queries unscaled, so they stay exact). Writes the normalised outputs, same layout, to `out`.
+void attend_rows(const float* q, float score_scale, int heads, std::int64_t rows, std::int64_t q_pos0, int head_size,
                  const KeyBlock& keys, const Visibility& vis, WindowBand band, const ScoreRule& rule, int key_tile,
                  Workspace& ws, float* out);
 

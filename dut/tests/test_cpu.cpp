@@ -6,6 +6,7 @@
 #include <Eigen/Core>
 #include <cmath>
 
+#include "amx_bf16.hpp"
 #include "convert.hpp"
 #include "cpu_dut.hpp"
 #include "fused_kv.hpp"
@@ -151,6 +152,71 @@ BOOST_AUTO_TEST_CASE(fused_dots_and_accumulate_match_an_fp64_loop) {
         }
 }
 
+BOOST_AUTO_TEST_CASE(amx_tile_products_match_an_fp64_loop) {
+  // The AMX bf16 products on their own, against fp64 sums of the same bf16 values: query rows past
+  // one 32-row pair of tiles with a remainder or filling two, key counts with a partial 32-key block, runs of blocks
+  // that start past the first, head sizes padded to 32 (13, 40, 72) or not (128), and keys strided
+  // as in a block of 2 kv heads.
+  if (!cpu::amx::available()) {
+    BOOST_TEST_MESSAGE("skipped: no AMX-BF16 (or SWA_CPU_ISA=portable / no-amx)");
+    return;
+  }
+  std::uint32_t state = 777;
+  auto bf16_value = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(Eigen::bfloat16(static_cast<float>(state >> 8) / 16777216.f - 0.5f));
+  };
+  for (int d : {13, 40, 72, 128})
+    for (std::int64_t rows : {1, 17, 40, 64})  // 64: whole tiles, so P x V accumulates on out in place at D 128
+      for (std::int64_t count : {5, 33, 100}) {
+        const std::int64_t stride = 2 * d;
+        std::vector<float> k(static_cast<std::size_t>(count * stride)), v(k.size()), q(static_cast<std::size_t>(rows * d));
+        for (float& x : k) x = bf16_value();
+        for (float& x : v) x = bf16_value();
+        for (float& x : q) x = bf16_value();
+        cpu::amx::PackedKeys keys;
+        keys.pack(k.data(), v.data(), stride, count, d);
+        cpu::amx::PackedQueries queries;
+        queries.pack(q.data(), rows, d, keys.dims);
+        for (std::int64_t first_block = 0; first_block < keys.blocks(); ++first_block) {
+          const std::int64_t blocks = keys.blocks() - first_block, cols = 32 * blocks;
+          std::vector<float> scores(static_cast<std::size_t>(queries.padded_rows * cols), std::nanf(""));
+          cpu::amx::tile_scores(queries, keys, first_block, blocks, scores.data());
+          std::vector<float> weights(static_cast<std::size_t>(rows * cols));
+          for (float& w : weights) w = bf16_value() + 0.5f + 1e-3f;  // rounded again to bf16 inside
+          std::vector<float> out(static_cast<std::size_t>(rows * d), 0.25f);
+          cpu::amx::ValueScratch scratch;
+          cpu::amx::add_weighted_values(weights.data(), rows, keys, first_block, blocks, scratch, out.data());
+          double worst_score = 0, worst_out = 0;
+          for (std::int64_t r = 0; r < rows; ++r) {
+            for (std::int64_t c = 0; c < cols; ++c) {
+              const std::int64_t key = first_block * 32 + c;
+              double want = 0, size = 1e-30;
+              for (int x = 0; key < count && x < d; ++x) {
+                want += double(q[r * d + x]) * k[key * stride + x];
+                size += std::abs(double(q[r * d + x]) * k[key * stride + x]);
+              }
+              worst_score = std::max(worst_score, std::abs(scores[r * cols + c] - want) / size);
+            }
+            for (int x = 0; x < d; ++x) {
+              double want = 0.25, size = 0.25;
+              for (std::int64_t c = 0; c < cols && first_block * 32 + c < count; ++c) {
+                const double w = static_cast<float>(Eigen::bfloat16(weights[r * cols + c]));
+                want += w * v[(first_block * 32 + c) * stride + x];
+                size += std::abs(w * v[(first_block * 32 + c) * stride + x]);
+              }
+              worst_out = std::max(worst_out, std::abs(out[r * d + x] - want) / size);
+            }
+          }
+          // fp32 sums of exact products: a few units of 2^-24 relative to the sum of magnitudes.
+          BOOST_TEST(worst_score < 1e-6, "scores D=" << d << " rows=" << rows << " keys=" << count << " from block "
+                                                    << first_block << ": " << worst_score);
+          BOOST_TEST(worst_out < 1e-6, "P.V D=" << d << " rows=" << rows << " keys=" << count << " from block "
+                                                << first_block << ": " << worst_out);
+        }
+      }
+}
+
 BOOST_AUTO_TEST_CASE(fp8_kv_in_every_mode_and_cache) {
   for (KvFormat f : {KvFormat::fp8_e4m3, KvFormat::fp8_e5m2})
     for (DType dt : kAllDTypes) {
@@ -251,10 +317,12 @@ BOOST_AUTO_TEST_CASE(sinks_soft_cap_and_two_sided_windows) {
 }
 
 BOOST_AUTO_TEST_CASE(tile_sizes_do_not_change_the_answer) {
-  for (CpuTuning t : {CpuTuning{16, 16}, CpuTuning{64, 64}, CpuTuning{128, 32}, CpuTuning{7, 13}}) {
-    Case c = make_case({301, 45}, 4, 1, 80, 70, RunMode::prefill, CachePolicy::ring_modulo, 0, 0);
-    BOOST_TEST(cpu_verdict(c, t) == "pass", "tiles " << t.query_tile << "x" << t.key_tile);
-  }
+  // bf16 too: on an AMX CPU its tiles read whole 32-key blocks that odd tile sizes cut across.
+  for (DType dt : {DType::fp32, DType::bf16})
+    for (CpuTuning t : {CpuTuning{16, 16}, CpuTuning{64, 64}, CpuTuning{128, 32}, CpuTuning{7, 13}, CpuTuning{64, 128}}) {
+      Case c = make_case({301, 45}, 4, 1, 80, 70, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, dt);
+      BOOST_TEST(cpu_verdict(c, t) == "pass", dtype_name(dt) << " tiles " << t.query_tile << "x" << t.key_tile);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(one_and_two_threads_both_match_the_golden_and_repeat_exactly) {

@@ -8,6 +8,7 @@
 
 #include "cases.hpp"
 #include "cuda_bench.hpp"
+#include "swa/harness/dut_registry.hpp"
 #include "torch_cpu.hpp"
 
 namespace po = boost::program_options;
@@ -94,6 +95,8 @@ void print_targets(const std::map<std::string, PerfRow>& by_case, const std::str
   std::cout << "  KV bytes at context " << plan.contexts.back() << ": ring "
             << by_case.at("decode_ring_" + std::to_string(plan.contexts.back())).kv_bytes << ", linear "
             << by_case.at("decode_linear_" + std::to_string(plan.contexts.back())).kv_bytes << "\n";
+  std::cout << "  bf16 prefill / SGEMM rate:            " << by_case.at("prefill_bf16").ceiling_fraction
+            << "   (target >= 1.5)\n";
   std::cout << "  fp16 / fp32 prefill time: " << t("prefill_fp16") / t("prefill_fp32")
             << ", bf16 / fp32: " << t("prefill_bf16") / t("prefill_fp32") << "   (target <= 1.5)\n";
   for (auto c : plan.bandwidth_contexts) {
@@ -245,5 +248,6 @@ int main(int argc, char** argv) {
   std::cout << "SGEMM " << plan.sgemm_n << "^3 (Eigen, same run): " << std::setprecision(1) << (rows.empty() ? 0.0 : rows.front().ceiling_gflops)
             << " GFLOP/s; STREAM triad (" << (plan.triad_elements >> 20) << " Mi doubles per array, same run): "
             << std::setprecision(2) << triad << " GB/s\n";
+  if (dut == "cpu") std::cout << "CPU kernels: " << harness::cpu_kernel_path() << "\n";
   return 0;
 }

@@ -1,0 +1,56 @@
+#pragma once
+// bf16 tile products on Intel AMX (TDPBF16PS: pairs of bf16 products summed into fp32), for the
+// prefill and chunked-prefill tiles of bf16 storage. Chosen at run time: `available()` is true only
+// when the CPU has AMX-TILE and AMX-BF16, Linux lets this process use tile data (arch_prctl), and
+// SWA_CPU_ISA is not "portable" or "no-amx"; otherwise the caller keeps the fp32 Eigen GEMMs.
+//
+// Numerics: the operands are the bf16 inputs themselves (exact), products are exact in fp32 and summed
+// in fp32; the softmax weights P are rounded to bf16 (to nearest even) before P x V, as
+// FlashAttention's bf16 kernels do. Row sums stay those of the fp32 weights.
+#include <cstdint>
+#include <vector>
+
+namespace swa::dut::cpu::amx {
+
+bool available();
+
+// Keys and values of one key block as the tile instructions read them, in blocks of 32 keys from
+// the block's first position: K as [dims / 2][32 keys][2] (a B operand of Q x K^T), V as
+// [16 key pairs][value dims][2] (a B operand of P x V); dims and value dims padded with zeros to a
+// multiple of 32, keys past the block's end are zero.
+struct PackedKeys {
+  int head_size = 0, dims = 0, value_dims = 0;
+  std::int64_t count = 0;  // keys
+  std::vector<std::uint16_t> k, v;
+
+  // From fp32 rows holding bf16 values (`stride` floats apart).
+  void pack(const float* keys, const float* values, std::int64_t stride, std::int64_t rows, int d);
+  std::int64_t blocks() const { return (count + 31) / 32; }
+};
+
+// The query rows of one task, packed once: [rows padded to 32][dims] bf16.
+struct PackedQueries {
+  std::int64_t rows = 0, padded_rows = 0;
+  int dims = 0;
+  std::vector<std::uint16_t> q;
+
+  // From fp32 rows holding bf16 values, contiguous, `d` each.
+  void pack(const float* queries, std::int64_t rows, int d, int padded_dims);
+};
+
+// scores (padded_rows x 32 * block_count, row-major) = Q x K^T over key blocks
+// [first_block, first_block + block_count).
+void tile_scores(const PackedQueries& q, const PackedKeys& keys, std::int64_t first_block, std::int64_t block_count,
+                 float* scores);
+
+// out (rows x head_size, row-major) += P x V over the same key blocks, P given as fp32 weights
+// (rows x 32 * block_count, row-major), rounded to bf16 here. `scratch` holds the packed P and the
+// product.
+struct ValueScratch {
+  std::vector<std::uint16_t> p;
+  std::vector<float> product;
+};
+void add_weighted_values(const float* weights, std::int64_t rows, const PackedKeys& keys, std::int64_t first_block,
+                         std::int64_t block_count, ValueScratch& scratch, float* out);
+
+}  // namespace swa::dut::cpu::amx
