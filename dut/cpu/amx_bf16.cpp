@@ -131,7 +131,23 @@ bool available() {
 #endif
 }
 
+namespace {
+std::uint16_t bits_of(float x) { return bf16_bits_exact(x); }
+std::uint16_t bits_of(std::uint16_t x) { return x; }
+}  // namespace
+
 void PackedKeys::pack(const float* keys, const float* values, std::int64_t stride, std::int64_t rows, int d) {
+  pack_rows(keys, stride, values, stride, rows, d);
+}
+
+void PackedKeys::pack(const std::uint16_t* keys, std::int64_t k_stride, const std::uint16_t* values,
+                      std::int64_t v_stride, std::int64_t rows, int d) {
+  pack_rows(keys, k_stride, values, v_stride, rows, d);
+}
+
+template <class T>
+void PackedKeys::pack_rows(const T* keys, std::int64_t k_stride, const T* values, std::int64_t v_stride,
+                           std::int64_t rows, int d) {
   head_size = d;
   dims = round_up(d, 32);
   value_dims = round_up(d, 32);
@@ -144,11 +160,11 @@ void PackedKeys::pack(const float* keys, const float* values, std::int64_t strid
     const std::int64_t j = i / kBlockKeys, key = i % kBlockKeys;
     std::uint16_t* kd = k.data() + j * k_block + key * 2;
     std::uint16_t* vd = v.data() + j * v_block + (key / 2) * value_dims * 2 + (key & 1);
-    const float* ks = keys + i * stride;
-    const float* vs = values + i * stride;
+    const T* ks = keys + i * k_stride;
+    const T* vs = values + i * v_stride;
     for (int e = 0; e < d; ++e) {
-      kd[(e / 2) * kBlockKeys * 2 + (e & 1)] = bf16_bits_exact(ks[e]);
-      vd[e * 2] = bf16_bits_exact(vs[e]);
+      kd[(e / 2) * kBlockKeys * 2 + (e & 1)] = bits_of(ks[e]);
+      vd[e * 2] = bits_of(vs[e]);
     }
   }
 }

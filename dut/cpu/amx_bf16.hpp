@@ -25,7 +25,15 @@ struct PackedKeys {
 
   // From fp32 rows holding bf16 values (`stride` floats apart).
   void pack(const float* keys, const float* values, std::int64_t stride, std::int64_t rows, int d);
+  // From bf16 storage (rows `k_stride` / `v_stride` elements apart): no fp32 copy on the way.
+  void pack(const std::uint16_t* keys, std::int64_t k_stride, const std::uint16_t* values, std::int64_t v_stride,
+            std::int64_t rows, int d);
   std::int64_t blocks() const { return (count + 31) / 32; }
+
+ private:
+  template <class T>
+  void pack_rows(const T* keys, std::int64_t k_stride, const T* values, std::int64_t v_stride, std::int64_t rows,
+                 int d);
 };
 
 // The query rows of one task, packed once: [rows padded to 32][dims] bf16.

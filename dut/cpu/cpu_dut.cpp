@@ -191,8 +191,16 @@ class CpuDut final : public Dut {
 #pragma omp parallel for schedule(dynamic, 1)
     for (std::int64_t u = 0; u < static_cast<std::int64_t>(blocks.size()); ++u) {
       const int b = static_cast<int>(u / p.heads_kv), g = static_cast<int>(u % p.heads_kv);
-      blocks[u] = sequence_keys<T>(p, b, g, 0, p.seq_lens[b], k_bufs[u], v_bufs[u]);
-      if (!packs.empty()) pack_for_amx(blocks[u], p.head_size, packs[u]);
+      if (packs.empty()) {
+        blocks[u] = sequence_keys<T>(p, b, g, 0, p.seq_lens[b], k_bufs[u], v_bufs[u]);
+        continue;
+      }
+      // The AMX path reads only the packed keys: packed from storage, with no fp32 copy.
+      const std::int64_t first = p.seq_offsets[b];
+      packs[u].pack(typed<std::uint16_t>(p.k) + first * p.k_row_stride + g * p.k_head_stride, p.k_row_stride,
+                    typed<std::uint16_t>(p.v) + first * p.v_row_stride + g * p.v_head_stride, p.v_row_stride,
+                    p.seq_lens[b], p.head_size);
+      blocks[u] = {nullptr, nullptr, 0, 0, p.seq_lens[b], &packs[u]};
     }
     std::vector<Task> tasks;
     const int tile = query_tile(p);
