@@ -153,9 +153,9 @@ class CpuDut final : public Dut {
         o.resize(q.size());
         const KeyBlock keys = keys_for(task.b, task.kv_head);
         // The AMX path takes the bf16 queries unscaled (exact) and scales the scores instead.
-        const float q_scale = keys.packed ? 1.f : p.scale;
+        const float q_scale = keys.packed ? 1.f : p.scale, score_scale = keys.packed ? p.scale : 1.f;
         load_queries<T>(p, task.b, task.kv_head, task.row0, task.rows, q_scale, q.data());
-        cpu::attend_rows(q.data(), p.scale / q_scale, group, task.rows, task.row0, p.head_size, keys, vis, p.band,
+        cpu::attend_rows(q.data(), score_scale, group, task.rows, task.row0, p.head_size, keys, vis, p.band,
                          score_rule(p, task.kv_head), tuning_.key_tile, ws, o.data());
         store_outputs<T>(p, task.b, task.kv_head, task.row0, task.rows, o.data());
       }
