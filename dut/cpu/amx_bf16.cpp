@@ -198,6 +198,11 @@ void tile_scores(const PackedQueries& q, const PackedKeys& keys, std::int64_t fi
 #endif
 }
 
+void round_weights_to_bf16(float* weights, std::int64_t count) {
+  for (std::int64_t j = 0; j < count; ++j)
+    weights[j] = std::bit_cast<float>(static_cast<std::uint32_t>(bf16_bits_rounded(weights[j])) << 16);
+}
+
 void add_weighted_values(const float* weights, std::int64_t rows, const PackedKeys& keys, std::int64_t first_block,
                          std::int64_t block_count, ValueScratch& scratch, float* out) {
 #if defined(SWA_AMX_BUILD)

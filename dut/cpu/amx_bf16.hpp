@@ -51,6 +51,9 @@ struct PackedQueries {
 void tile_scores(const PackedQueries& q, const PackedKeys& keys, std::int64_t first_block, std::int64_t block_count,
                  float* scores);
 
+// Softmax weights (finite, non-negative) rounded in place to bf16 values, as P x V takes them.
+void round_weights_to_bf16(float* weights, std::int64_t count);
+
 // out (rows x head_size, row-major) += P x V over the same key blocks, P given as fp32 weights
 // (rows x 32 * block_count, row-major), rounded to bf16 here. `scratch` holds the packed P and the
 // product.

@@ -1,23 +1,12 @@
 #include "flash_tile.hpp"
 
 #include <algorithm>
-#include <bit>
-#include <cstdint>
 #include <limits>
 
 namespace swa::dut::cpu {
 
 namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// To nearest even, in place; the weights are finite and non-negative (no NaN case), and the loop has
-// no branch, so it vectorises.
-void round_to_bf16(float* x, Eigen::Index n) {
-  for (Eigen::Index j = 0; j < n; ++j) {
-    const std::uint32_t bits = std::bit_cast<std::uint32_t>(x[j]);
-    x[j] = std::bit_cast<float>((bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u);
-  }
-}
 }  // namespace
 
 void SoftmaxState::reset(std::int64_t rows, int head_size) {
@@ -42,7 +31,7 @@ void SoftmaxState::absorb(RowMatrix& scores, bool bf16_weights) {
     correction[i] = max[i] == kNegInf ? 0.f : max[i] == new_max ? 1.f : std::exp(max[i] - shift);  // exp(0) = 1
     max[i] = new_max;
     scores.row(i).array() = (scores.row(i).array() - shift).exp();
-    if (bf16_weights) round_to_bf16(scores.row(i).data(), scores.cols());
+    if (bf16_weights) amx::round_weights_to_bf16(scores.row(i).data(), scores.cols());
   }
   sum = sum.cwiseProduct(correction) + scores.rowwise().sum();
   // Most tiles leave a row's max where it was (correction exactly 1): those rows need no rescale.
