@@ -19,6 +19,8 @@ struct Registry {
   std::set<std::filesystem::path> paths;
   std::set<pid_t> groups;
   std::string hint;
+  std::mutex flush_mutex;
+  std::function<std::string()> flush;
 };
 Registry& registry() {
   static Registry r;
@@ -27,13 +29,20 @@ Registry& registry() {
 
 [[noreturn]] void clean_up_and_exit(int sig) {
   Registry& r = registry();
+  std::string not_flushed;
+  {
+    // Before r.mutex: a commit writes a temporary, which registers itself.
+    std::lock_guard lock(r.flush_mutex);
+    if (r.flush) not_flushed = r.flush();
+  }
   std::lock_guard lock(r.mutex);  // held to the end: nothing registers or unregisters meanwhile
   for (pid_t g : r.groups) end_process_group(g);
   std::error_code ignored;
   for (const auto& p : r.paths) std::filesystem::remove_all(p, ignored);
   std::cerr << "\nswa-harness: interrupted by " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
-            << "; stopped the DUTs' processes and removed their temporary files. Every finished scenario is in the "
-               "results file; "
+            << "; stopped the DUTs' processes and removed their temporary files. "
+            << (not_flushed.empty() ? "Every finished scenario is in the results file; "
+                                    : "The last finished scenarios could not be stored (" + not_flushed + "); ")
             << r.hint << "\n";
   std::cerr.flush();
   std::_Exit(128 + sig);
@@ -52,6 +61,11 @@ void end_process_group(pid_t pgid) {
     if (reaped < 0) return;  // ECHILD: nobody of the group is left (another thread may have reaped one)
     if (reaped == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+void set_interrupt_flush(std::function<std::string()> flush) {
+  std::lock_guard lock(registry().flush_mutex);
+  registry().flush = std::move(flush);
 }
 
 void install_interrupt_handler(std::string resume_hint) {

@@ -272,22 +272,6 @@ std::vector<std::pair<const char*, std::string Meta::*>> meta_fields() {
           {"command", &Meta::command}};
 }
 
-// ---- dumps -----------------------------------------------------------------------------------
-// The ID with '/' replaced; a long ID (a drawn batch of many sequences) is cut and given a hash of
-// the whole ID, so the name stays within a file system's 255 bytes and unique.
-std::string dump_file_name(const std::string& id) {
-  std::string name = id;
-  std::replace(name.begin(), name.end(), '/', '_');
-  if (name.size() > 180) {
-    char hash[17];
-    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(std::hash<std::string>{}(id)));
-    name = name.substr(0, 160) + "-" + hash;
-  }
-  return name + ".h5";
-}
-
-fs::path dumps_dir(const fs::path& results) { return fs::path(results.string() + ".dumps"); }
-
 std::map<std::string, fs::path> read_dump_links(hid_t file, const fs::path& results_path) {
   std::map<std::string, fs::path> links;
   if (H5Lexists(file, "dumps", H5P_DEFAULT) <= 0) return links;
@@ -315,6 +299,21 @@ std::map<std::string, fs::path> read_dump_links(hid_t file, const fs::path& resu
 }
 
 }  // namespace
+
+// The ID with '/' replaced; a long ID (a drawn batch of many sequences) is cut and given a hash of
+// the whole ID, so the name stays within a file system's 255 bytes and unique.
+std::string dump_file_name(const std::string& id) {
+  std::string name = id;
+  std::replace(name.begin(), name.end(), '/', '_');
+  if (name.size() > 180) {
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(std::hash<std::string>{}(id)));
+    name = name.substr(0, 160) + "-" + hash;
+  }
+  return name + ".h5";
+}
+
+fs::path dumps_dir(const fs::path& results) { return fs::path(results.string() + ".dumps"); }
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -566,103 +565,6 @@ void write_results(const fs::path& path, const ResultsContents& c) {
     }
   }
   f.commit();
-}
-
-ResultsStore::ResultsStore(fs::path path, Meta meta, bool resume, bool other_sweep_text_ok) : path_(std::move(path)) {
-  // Temporaries of earlier runs killed while writing (kill -9, power loss) go now.
-  remove_orphaned_temporaries(path_);
-  if (resume && fs::exists(path_)) {
-    contents_ = read_results(path_);
-    // /meta describes the sweep the rows came from; rows of another sweep under it would lie.
-    if (contents_.meta.sweep_text != meta.sweep_text && !other_sweep_text_ok)
-      throw h5::Error("--resume: " + path_.string() + " was written from another sweep file text (" +
-                      contents_.meta.sweep_file + ", not " + meta.sweep_file +
-                      " as it is now); resume with the same sweep file, write to a new --out, or pass --force to "
-                      "add these rows under its old /meta");
-    contents_.meta.command += " ; resumed: " + meta.command;
-  } else {
-    contents_.meta = std::move(meta);
-  }
-  write_results(path_, contents_);  // an empty but valid file from the start
-}
-
-bool ResultsStore::done(const std::string& scenario_id, const std::string& dut) const {
-  std::lock_guard lock(mutex_);
-  return std::any_of(contents_.results.begin(), contents_.results.end(),
-                     [&](const ResultRow& r) { return r.scenario_id == scenario_id && r.dut == dut; });
-}
-
-std::vector<ResultRow> ResultsStore::add(const ScenarioRow& scenario, std::vector<ResultRow> rows,
-                                         const std::vector<PerfRow>& perf, const std::optional<ProblemFile>& dump) {
-  std::lock_guard lock(mutex_);
-  // All or nothing: the rows join the store only once the file holding them is in place, so a
-  // failed rewrite (a full disk) leaves store and file as they were, and nothing is counted twice.
-  ResultsContents next = contents_;
-  std::optional<fs::path> dump_written;
-  if (dump) try {
-      const fs::path dir = dumps_dir(path_);
-      fs::create_directories(dir);
-      const fs::path file = fs::absolute(dir / dump_file_name(dump->scenario_id));
-      write_problem_file(file, *dump);
-      next.dump_files[dump->scenario_id] = file;
-      dump_written = file;
-    } catch (const std::exception& e) {
-      for (auto& r : rows)
-        if (std::any_of(dump->duts.begin(), dump->duts.end(), [&](const ProblemFile::DutOutput& o) { return o.dut == r.dut; }))
-          r.reason += (r.reason.empty() ? "" : "; ") + std::string("tensor dump not written: ") + e.what();
-    }
-  const bool known = std::any_of(next.scenarios.begin(), next.scenarios.end(),
-                                 [&](const ScenarioRow& s) { return s.id == scenario.id; });
-  if (!known) next.scenarios.push_back(scenario);
-  next.results.insert(next.results.end(), rows.begin(), rows.end());
-  next.perf.insert(next.perf.end(), perf.begin(), perf.end());
-  try {
-    write_results(path_, next);
-  } catch (const std::exception& e) {
-    std::error_code ignored;
-    if (dump_written) fs::remove(*dump_written, ignored);
-    throw ResultsNotWritten(e.what());
-  }
-  contents_ = std::move(next);
-  return rows;
-}
-
-std::size_t ResultsStore::scenarios_stored() const {
-  std::lock_guard lock(mutex_);
-  return contents_.scenarios.size();
-}
-
-void ResultsStore::begin(const std::string& scenario_id) {
-  std::lock_guard lock(mutex_);
-  in_flight_.push_back(scenario_id);
-  write_in_flight();
-}
-
-void ResultsStore::end(const std::string& scenario_id) {
-  std::lock_guard lock(mutex_);
-  std::erase(in_flight_, scenario_id);
-  write_in_flight();
-}
-
-void ResultsStore::write_in_flight() const {
-  const fs::path marker = path_.string() + ".inflight";
-  if (in_flight_.empty()) {
-    std::error_code ignored;
-    fs::remove(marker, ignored);
-    return;
-  }
-  std::string text;
-  for (const auto& id : in_flight_) text += id + "\n";
-  try {
-    write_file_atomically(marker, text, /*durable=*/false);
-  } catch (const std::runtime_error&) {
-    // Only a hint for after a crash; a full disk is reported by the results file itself.
-  }
-}
-
-std::vector<ResultRow> ResultsStore::results() const {
-  std::lock_guard lock(mutex_);
-  return contents_.results;
 }
 
 ResultsContents merge_results(const std::vector<fs::path>& inputs, std::vector<std::string>& warnings) {

@@ -17,14 +17,14 @@
 
 namespace swa::harness {
 
-std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::string>& duts, ResultsStore& store,
-                                    const RunOptions& options) {
+ResultsStore::Added run_scenario(const Scenario& s, const std::vector<std::string>& duts, ResultsStore& store,
+                                 const RunOptions& options) {
   const DumpPolicy dump_policy = options.dump;
   const std::optional<PerfSettings> perf = options.perf ? options.perf : s.perf;
   std::vector<std::string> todo;
   for (const auto& d : duts)
     if (!store.done(s.id(), d)) todo.push_back(d);
-  if (todo.empty()) return {};
+  if (todo.empty()) return {};  // ticket 0: nothing to commit
 
   const Reference ref(s, options.golden_cache);
   const Problem& pr = ref.problem;
@@ -79,12 +79,42 @@ RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& s
   int failed = 0;
   const int jobs = std::max(1, options.jobs);
   const int threads_each = std::max(1, omp_get_num_procs() / jobs);
-  // Nothing more can be kept: no new scenario starts; the file holds what was stored before.
-  auto not_stored = [&](const Scenario& s, const ResultsNotWritten& e) {
+  // A scenario's progress line is printed once its rows are committed to the file (results_store.hpp),
+  // so every scenario the console calls finished is in the file, whenever the run is killed.
+  struct Line {
+    std::uint64_t ticket;
+    const Scenario* scenario;
+    std::vector<ResultRow> rows;
+  };
+  std::vector<Line> waiting;  // in ticket order
+  auto print = [&](const Line& line) {
+    const Scenario& s = *line.scenario;
+    ++finished;
+    std::string verdicts;
+    for (const auto& r : line.rows) {
+      verdicts += " " + r.dut + "=" + std::string(verdict_name(r.status));
+      failed += is_failure(r.status);
+    }
+    if (options.progress_on_terminal) {
+      progress << "\r\033[K[" << finished << "/" << scenarios.size() << "] " << failed << " failing  " << s.id()
+               << std::flush;
+    } else {
+      progress << "[" << finished << "/" << scenarios.size() << "] " << s.id()
+               << (line.rows.empty() ? " (already done)" : verdicts) << "\n";
+    }
+  };
+  auto print_committed = [&] {  // log_mutex held
+    const std::uint64_t committed = store.committed_ticket();
+    auto it = waiting.begin();
+    for (; it != waiting.end() && it->ticket <= committed; ++it) print(*it);
+    waiting.erase(waiting.begin(), it);
+  };
+  // Nothing more can be kept: no new scenario starts; the file holds what was committed before.
+  auto not_stored = [&](const ResultsNotWritten& e) {
     std::lock_guard lock(log_mutex);
     if (!stop.exchange(true)) outcome.storage_error = e.what();
-    outcome.not_stored.push_back(s.id());
-    store.end(s.id());
+    outcome.not_stored.insert(outcome.not_stored.end(), e.scenario_ids.begin(), e.scenario_ids.end());
+    std::erase_if(waiting, [&](const Line& l) { return l.ticket > store.committed_ticket(); });
   };
   auto worker = [&] {
     omp_set_num_threads(threads_each);
@@ -92,43 +122,45 @@ RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& s
       const Scenario& s = scenarios[i];
       const auto& duts = options.duts.empty() ? s.duts : options.duts;
       store.begin(s.id());
-      std::vector<ResultRow> rows;
+      ResultsStore::Added added;
       try {
-        rows = run_scenario(s, duts, store, options);
+        added = run_scenario(s, duts, store, options);
       } catch (const ResultsNotWritten& e) {
-        not_stored(s, e);
+        store.end(s.id());
+        not_stored(e);
         continue;
       } catch (const std::exception& e) {
         // Never let one scenario take the sweep down: its DUTs get error rows, the rest runs on.
+        std::vector<ResultRow> rows;
         for (const auto& d : duts) rows.push_back(unjudged_row(s, d, Verdict::error, std::string("harness: ") + e.what()));
         try {
-          store.add(scenario_row(s), rows, {}, std::nullopt);
+          added = store.add(scenario_row(s), rows, {}, std::nullopt);
         } catch (const ResultsNotWritten& w) {
-          not_stored(s, w);
+          store.end(s.id());
+          not_stored(w);
           continue;
         }
       }
       store.end(s.id());
       std::lock_guard lock(log_mutex);
-      ++finished;
-      std::string verdicts;
-      for (const auto& r : rows) {
-        verdicts += " " + r.dut + "=" + std::string(verdict_name(r.status));
-        failed += is_failure(r.status);
-      }
-      if (options.progress_on_terminal) {
-        progress << "\r\033[K[" << finished << "/" << scenarios.size() << "] " << failed << " failing  " << s.id()
-                 << std::flush;
-      } else {
-        progress << "[" << finished << "/" << scenarios.size() << "] " << s.id()
-                 << (rows.empty() ? " (already done)" : verdicts) << "\n";
-      }
+      const auto at = std::find_if(waiting.begin(), waiting.end(), [&](const Line& l) { return l.ticket > added.ticket; });
+      waiting.insert(at, Line{added.ticket, &s, std::move(added.rows)});
+      print_committed();
     }
   };
   std::vector<std::thread> pool;
   for (int j = 1; j < jobs; ++j) pool.emplace_back(worker);
   worker();
   for (auto& t : pool) t.join();
+  try {
+    store.flush();
+  } catch (const ResultsNotWritten& e) {
+    not_stored(e);
+  }
+  {
+    std::lock_guard lock(log_mutex);
+    print_committed();
+  }
   if (options.progress_on_terminal) progress << "\n";
   return outcome;
 }

@@ -384,6 +384,26 @@ class CrashSafety(unittest.TestCase):
             for key, value in rows(full).items():
                 self.assertEqual(resumed[key], value, key)
 
+    def test_every_scenario_the_console_calls_finished_is_in_the_file_after_kill_9(self):
+        # Commits are batched (results_store.hpp); a progress line waits for its commit.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            proc = subprocess.Popen([HARNESS, "run", CI_YAML, "--sweep", "head_sizes", "--dut", "cpu", "--jobs", "2",
+                                     "--out", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            printed = []
+            for line in proc.stderr:
+                if line.startswith("["):
+                    printed.append(line.split()[1])
+                if len(printed) >= 25:
+                    break
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            proc.stderr.close()
+            self.assertGreaterEqual(len(printed), 25, "the sweep ended before it could be killed")
+            stored = {scenario for scenario, _ in rows(out)}
+            self.assertLess(len(stored), 63, "killed too late to test anything")
+            self.assertEqual([s for s in printed if s not in stored], [])
+
     def test_shards_merge_into_the_whole(self):
         with tempfile.TemporaryDirectory() as tmp:
             whole = os.path.join(tmp, "whole.h5")

@@ -127,6 +127,19 @@ int cmd_run(const std::vector<std::string>& args) {
   std::string command = "swa-harness run";
   for (const auto& a : args) command += " " + a;
   harness::ResultsStore store(out, harness::collect_meta(path, file.text, command), vm.count("resume") > 0, force);
+  // A plugin in this process can kill it mid-call: then every finished scenario must already be in the file.
+  if (vm.count("in-process")) store.commit_every_scenario();
+  harness::set_interrupt_flush([&store]() -> std::string {
+    try {
+      store.flush();
+      return {};
+    } catch (const harness::ResultsNotWritten& e) {
+      return e.what();
+    }
+  });
+  struct ForgetFlush {
+    ~ForgetFlush() { harness::set_interrupt_flush({}); }
+  } forget_flush;
   if (vm.count("resume") && store.scenarios_stored() > 0)
     std::cerr << "resuming " << out << ": " << store.scenarios_stored()
               << " scenarios already stored are kept; running what is missing\n";

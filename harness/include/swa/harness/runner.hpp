@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "swa/harness/results_file.hpp"
+#include "swa/harness/results_store.hpp"
 #include "swa/harness/scenario.hpp"
 
 namespace swa::harness {
@@ -28,15 +28,16 @@ struct RunOptions {
 // Runs one scenario against its DUTs: inputs from the seed, golden, baseline, then each DUT on a
 // NaN-poisoned output; metrics and verdict per DUT. (scenario, DUT) pairs already in `store` are
 // skipped. Never throws for a DUT's failure: that is a row with status error.
-std::vector<ResultRow> run_scenario(const Scenario& s, const std::vector<std::string>& duts, ResultsStore& store,
-                                    const RunOptions& options);
+// The rows come back with their ticket: they are in the file once store.committed_ticket() reaches it.
+ResultsStore::Added run_scenario(const Scenario& s, const std::vector<std::string>& duts, ResultsStore& store,
+                                 const RunOptions& options);
 
 struct RunOutcome {
   std::string storage_error;            // why the results file could not be written; empty: it always could
   std::vector<std::string> not_stored;  // scenarios that ran but are not in the file (rerun with --resume)
 };
 
-// All scenarios, `jobs` at a time, appending to `store` as each finishes. Results do not depend on
+// All scenarios, `jobs` at a time, adding to `store` as each finishes (committed at the end). Results do not depend on
 // `jobs`. Progress goes to `progress`. When the results file cannot be written, no new scenario
 // starts and the outcome says why.
 RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, const RunOptions& options,

@@ -1,0 +1,173 @@
+#include "swa/harness/results_store.hpp"
+
+#include <algorithm>
+#include <iostream>
+
+#include "swa/harness/durable_file.hpp"
+#include "swa/harness/h5.hpp"
+
+namespace fs = std::filesystem;
+
+namespace swa::harness {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kCommitCostShare = 0.1;                  // rewriting stays under about this share of the run
+constexpr std::chrono::duration<double> kMaxDelay{1.0};  // and nothing finished waits longer than this
+
+}  // namespace
+
+ResultsStore::ResultsStore(fs::path path, Meta meta, bool resume, bool other_sweep_text_ok) : path_(std::move(path)) {
+  // Temporaries of earlier runs killed while writing (kill -9, power loss) go now.
+  remove_orphaned_temporaries(path_);
+  if (resume && fs::exists(path_)) {
+    contents_ = read_results(path_);
+    // /meta describes the sweep the rows came from; rows of another sweep under it would lie.
+    if (contents_.meta.sweep_text != meta.sweep_text && !other_sweep_text_ok)
+      throw h5::Error("--resume: " + path_.string() + " was written from another sweep file text (" +
+                      contents_.meta.sweep_file + ", not " + meta.sweep_file +
+                      " as it is now); resume with the same sweep file, write to a new --out, or pass --force to "
+                      "add these rows under its old /meta");
+    contents_.meta.command += " ; resumed: " + meta.command;
+  } else {
+    contents_.meta = std::move(meta);
+  }
+  const auto t0 = Clock::now();
+  write_results(path_, contents_);  // an empty but valid file from the start
+  last_commit_end_ = Clock::now();
+  last_commit_cost_ = last_commit_end_ - t0;
+  committed_ = {contents_.scenarios.size(), contents_.results.size(), contents_.perf.size()};
+}
+
+ResultsStore::~ResultsStore() {
+  try {
+    flush();
+  } catch (const ResultsNotWritten& e) {
+    std::cerr << "swa-harness: " << e.scenario_ids.size() << " finished scenarios could not be stored in "
+              << path_.string() << ": " << e.what() << "\n";
+  } catch (...) {
+  }
+}
+
+bool ResultsStore::done(const std::string& scenario_id, const std::string& dut) const {
+  std::lock_guard lock(mutex_);
+  return std::any_of(contents_.results.begin(), contents_.results.end(),
+                     [&](const ResultRow& r) { return r.scenario_id == scenario_id && r.dut == dut; });
+}
+
+ResultsStore::Added ResultsStore::add(const ScenarioRow& scenario, std::vector<ResultRow> rows,
+                                      const std::vector<PerfRow>& perf, const std::optional<ProblemFile>& dump) {
+  std::lock_guard lock(mutex_);
+  if (dump) try {
+      const fs::path dir = dumps_dir(path_);
+      fs::create_directories(dir);
+      const fs::path file = fs::absolute(dir / dump_file_name(dump->scenario_id));
+      write_problem_file(file, *dump);
+      contents_.dump_files[dump->scenario_id] = file;
+      pending_dumps_.push_back(file);
+    } catch (const std::exception& e) {
+      for (auto& r : rows)
+        if (std::any_of(dump->duts.begin(), dump->duts.end(), [&](const ProblemFile::DutOutput& o) { return o.dut == r.dut; }))
+          r.reason += (r.reason.empty() ? "" : "; ") + std::string("tensor dump not written: ") + e.what();
+    }
+  const bool known = std::any_of(contents_.scenarios.begin(), contents_.scenarios.end(),
+                                 [&](const ScenarioRow& s) { return s.id == scenario.id; });
+  if (!known) contents_.scenarios.push_back(scenario);
+  contents_.results.insert(contents_.results.end(), rows.begin(), rows.end());
+  contents_.perf.insert(contents_.perf.end(), perf.begin(), perf.end());
+  pending_ids_.push_back(scenario.id);
+  const std::uint64_t ticket = ++added_ticket_;
+  if (commit_due_locked()) commit_locked();
+  return {std::move(rows), ticket};
+}
+
+bool ResultsStore::commit_due_locked() const {
+  if (every_scenario_) return true;
+  const auto waited = std::chrono::duration<double>(Clock::now() - last_commit_end_);
+  return waited >= std::min(kMaxDelay, last_commit_cost_ / kCommitCostShare);
+}
+
+// All or nothing: pending rows join the file only once the file holding them is in place, so a
+// failed rewrite (a full disk) leaves store and file as they were at the last commit.
+void ResultsStore::commit_locked() {
+  if (pending_ids_.empty()) return;
+  const auto t0 = Clock::now();
+  try {
+    write_results(path_, contents_);
+  } catch (const std::exception& e) {
+    std::error_code ignored;
+    for (const auto& file : pending_dumps_) fs::remove(file, ignored);
+    for (auto it = contents_.dump_files.begin(); it != contents_.dump_files.end();)
+      it = std::find(pending_dumps_.begin(), pending_dumps_.end(), it->second) != pending_dumps_.end()
+               ? contents_.dump_files.erase(it)
+               : std::next(it);
+    contents_.scenarios.resize(committed_.scenarios);
+    contents_.results.resize(committed_.results);
+    contents_.perf.resize(committed_.perf);
+    std::vector<std::string> lost = std::move(pending_ids_);
+    pending_ids_.clear();
+    pending_dumps_.clear();
+    added_ticket_ = committed_ticket_;
+    write_in_flight();
+    throw ResultsNotWritten(e.what(), std::move(lost));
+  }
+  last_commit_end_ = Clock::now();
+  last_commit_cost_ = last_commit_end_ - t0;
+  committed_ = {contents_.scenarios.size(), contents_.results.size(), contents_.perf.size()};
+  committed_ticket_ = added_ticket_;
+  pending_ids_.clear();
+  pending_dumps_.clear();
+  write_in_flight();
+}
+
+void ResultsStore::flush() {
+  std::lock_guard lock(mutex_);
+  commit_locked();
+}
+
+std::uint64_t ResultsStore::committed_ticket() const {
+  std::lock_guard lock(mutex_);
+  return committed_ticket_;
+}
+
+std::size_t ResultsStore::scenarios_stored() const {
+  std::lock_guard lock(mutex_);
+  return committed_.scenarios;
+}
+
+std::vector<ResultRow> ResultsStore::results() const {
+  std::lock_guard lock(mutex_);
+  return contents_.results;
+}
+
+void ResultsStore::begin(const std::string& scenario_id) {
+  std::lock_guard lock(mutex_);
+  in_flight_.push_back(scenario_id);
+  write_in_flight();
+}
+
+void ResultsStore::end(const std::string& scenario_id) {
+  std::lock_guard lock(mutex_);
+  std::erase(in_flight_, scenario_id);
+  write_in_flight();
+}
+
+void ResultsStore::write_in_flight() const {
+  const fs::path marker = path_.string() + ".inflight";
+  if (in_flight_.empty() && pending_ids_.empty()) {
+    std::error_code ignored;
+    fs::remove(marker, ignored);
+    return;
+  }
+  std::string text;
+  for (const auto& id : in_flight_) text += id + "\n";
+  for (const auto& id : pending_ids_)
+    if (std::find(in_flight_.begin(), in_flight_.end(), id) == in_flight_.end()) text += id + "\n";
+  try {
+    write_file_atomically(marker, text, /*durable=*/false);
+  } catch (const std::runtime_error&) {
+    // Only a hint for after a crash; a full disk is reported by the results file itself.
+  }
+}
+
+}  // namespace swa::harness
