@@ -60,6 +60,37 @@ double sample(std::uint64_t seed, TensorRole role, InputDistribution dist, std::
   return 0.0;
 }
 
+// Elements first .. first + n - 1 (n <= kBlock) of a stream: Philox for the whole block at once, then
+// each transcendental over the block, so the independent calls overlap. The same operations on the
+// same values as sample(), only in another order: bit for bit its result (tests/test_inputs.cpp).
+constexpr int kBlock = 64;
+
+void sample_block(std::uint64_t seed, TensorRole role, InputDistribution dist, std::uint64_t first, int n, int head_size,
+                  float* out) {
+  if (dist == InputDistribution::outlier) {  // rare spikes, drawn per element
+    for (int i = 0; i < n; ++i) out[i] = static_cast<float>(sample(seed, role, dist, first + i, head_size));
+    return;
+  }
+  std::uint32_t r[4][kBlock];
+  philox4x32_10_lanes<kBlock>(first, static_cast<std::uint32_t>(role), 0u,
+                              {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}, r);
+  if (dist == InputDistribution::uniform) {
+    for (int i = 0; i < n; ++i) out[i] = static_cast<float>(2.0 * philox_uniform(r[0][i]) - 1.0);
+    return;
+  }
+  double log_u[kBlock], cos_u[kBlock];
+  for (int i = 0; i < n; ++i) log_u[i] = std::log(philox_uniform(r[0][i]));
+  for (int i = 0; i < n; ++i) cos_u[i] = std::cos(2.0 * std::numbers::pi * philox_uniform(r[1][i]));
+  const double sigma = dist == InputDistribution::large_logit && role != TensorRole::v
+                           ? std::sqrt(65504.0 / 16.0 / std::sqrt(double(head_size)))
+                           : 1.0;
+  if (dist == InputDistribution::large_logit) {
+    for (int i = 0; i < n; ++i) out[i] = static_cast<float>(sigma * (std::sqrt(-2.0 * log_u[i]) * cos_u[i]));
+  } else {
+    for (int i = 0; i < n; ++i) out[i] = static_cast<float>(std::sqrt(-2.0 * log_u[i]) * cos_u[i]);
+  }
+}
+
 }  // namespace
 
 std::vector<float> generate_tensor(std::uint64_t seed, TensorRole role, InputDistribution dist, std::int64_t rows,
@@ -71,8 +102,9 @@ std::vector<float> generate_tensor(std::uint64_t seed, TensorRole role, InputDis
     float* row = t.data() + r * row_elems;
     // constant-rows: every K row repeats row 0.
     const std::int64_t source_row = dist == InputDistribution::constant_rows && role == TensorRole::k ? 0 : r;
-    for (std::int64_t e = 0; e < row_elems; ++e)
-      row[e] = static_cast<float>(sample(seed, role, dist, static_cast<std::uint64_t>(source_row * row_elems + e), head_size));
+    for (std::int64_t e = 0; e < row_elems; e += kBlock)
+      sample_block(seed, role, dist, static_cast<std::uint64_t>(source_row * row_elems + e),
+                   static_cast<int>(std::min<std::int64_t>(kBlock, row_elems - e)), head_size, row + e);
     round_all_to(dtype, row, static_cast<std::size_t>(row_elems));
   }
   return t;

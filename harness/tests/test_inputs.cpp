@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE harness_inputs
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstring>
 
 #include "swa/harness/inputs.hpp"
 #include "swa/harness/philox.hpp"
@@ -16,6 +17,62 @@ BOOST_AUTO_TEST_CASE(philox_known_answers) {
               PhiloxBlock{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
   BOOST_TEST((philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}) ==
               PhiloxBlock{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+}
+
+BOOST_AUTO_TEST_CASE(philox_lanes_equal_philox_one_counter_at_a_time) {
+  for (const std::uint64_t first : {std::uint64_t{0}, std::uint64_t{0xffffffe0u}, ~std::uint64_t{0} - 20}) {
+    std::uint32_t lanes[4][64];
+    philox4x32_10_lanes<64>(first, 3u, 0u, {0x12345678u, 0x9abcdef0u}, lanes);
+    int wrong = 0;
+    for (int i = 0; i < 64; ++i) {
+      const std::uint64_t index = first + static_cast<std::uint64_t>(i);
+      const PhiloxBlock one = philox4x32_10(
+          {static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32), 3u, 0u}, {0x12345678u, 0x9abcdef0u});
+      for (int w = 0; w < 4; ++w) wrong += lanes[w][i] != one[w];
+    }
+    BOOST_TEST(wrong == 0, "first counter " << first);
+  }
+}
+
+// The definition of element `index` (harness/README.md, "Inputs"), one element at a time.
+double element(std::uint64_t seed, TensorRole role, InputDistribution dist, std::uint64_t index, int head_size) {
+  const PhiloxBlock r = philox4x32_10({static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32),
+                                       static_cast<std::uint32_t>(role), 0u},
+                                      {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+  const auto u = [](std::uint32_t bits) { return (static_cast<double>(bits) + 0.5) * 0x1p-32; };
+  const auto normal = [&](std::uint32_t a, std::uint32_t b) {
+    return std::sqrt(-2.0 * std::log(u(a))) * std::cos(2.0 * 3.141592653589793 * u(b));
+  };
+  switch (dist) {
+    case InputDistribution::normal:
+    case InputDistribution::constant_rows: return normal(r[0], r[1]);
+    case InputDistribution::uniform: return 2.0 * u(r[0]) - 1.0;
+    case InputDistribution::large_logit:
+      return (role == TensorRole::v ? 1.0 : std::sqrt(65504.0 / 16.0 / std::sqrt(double(head_size)))) * normal(r[0], r[1]);
+    case InputDistribution::outlier: {
+      const double base = normal(r[0], r[1]);
+      return u(r[2]) < 0.001 ? base + 10.0 * normal(r[3], r[2] ^ 0x5bd1e995u) : base;
+    }
+  }
+  return 0;
+}
+
+// generate_tensor draws a block of elements at a time; every element must still be its definition,
+// bit for bit, across block boundaries and in a row's last partial block.
+BOOST_AUTO_TEST_CASE(generated_tensors_equal_the_element_by_element_definition) {
+  const std::int64_t rows = 9, row_elems = 150;
+  for (const auto dist : kAllInputDistributions)
+    for (const auto role : {TensorRole::q, TensorRole::k, TensorRole::v}) {
+      const auto t = generate_tensor(0x1234567890abull, role, dist, rows, row_elems, 96, DType::fp32);
+      int wrong = 0;
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t e = 0; e < row_elems; ++e) {
+          const std::int64_t source = dist == InputDistribution::constant_rows && role == TensorRole::k ? 0 : r;
+          const auto want = static_cast<float>(element(0x1234567890abull, role, dist, source * row_elems + e, 96));
+          wrong += std::memcmp(&want, &t[r * row_elems + e], sizeof want) != 0;
+        }
+      BOOST_TEST(wrong == 0, distribution_name(dist) << " role " << static_cast<int>(role));
+    }
 }
 
 BOOST_AUTO_TEST_CASE(tensors_are_pure_functions_of_seed_role_and_index) {

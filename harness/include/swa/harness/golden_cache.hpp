@@ -3,11 +3,11 @@
 // a resumed or resharded sweep) reads the fp64 golden and the baseline instead of recomputing them.
 //
 // Key: SHA-256 of the scenario ID, golden::build_id() (the golden's sources, compiler and flags),
-// the CPU model (libm picks its code paths at run time) and a SHA-256 of the generated inputs
+// the CPU model (libm picks its code paths at run time) and an XXH3-128 of the generated inputs
 // themselves, which stands in for an input-generator version: a generator change that forgets a
 // version bump cannot serve a stale entry.
-// Entry: "<key>.golden" = magic, key, sizes, golden out and LSE (fp64), baseline (fp32), and a
-// SHA-256 of all that; a file that fails the check is deleted and recomputed. A hit refreshes the
+// Entry: "<key>.golden" = magic, key, sizes, golden out and LSE (fp64), baseline (fp32), and an
+// XXH3-128 of all that; a file that fails the check is deleted and recomputed. A hit refreshes the
 // entry's modification time; after each store, the least recently used entries are deleted until the
 // folder is under its size cap. Writers go through a temporary and a rename, so processes sharing the
 // folder (--jobs, Slurm shards) never read half an entry.
