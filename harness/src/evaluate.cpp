@@ -59,27 +59,29 @@ Reference::Reference(const Scenario& s, GoldenCache* cache) {
   using clock = std::chrono::steady_clock;
   const auto seconds = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
   const auto t0 = clock::now();
-  build_problem(s.problem_spec(), problem);
-  const auto t1 = clock::now();
-  times.inputs = seconds(t0, t1);
+  const ProblemSpec spec = s.problem_spec();
   std::string key;
   if (cache) {
-    key = GoldenCache::key(s.id(), problem);
-    if (auto entry = cache->load(key)) {
+    key = GoldenCache::key(s.id());
+    // A hit gives the inputs as well: nothing is drawn or computed.
+    if (auto entry = cache->load(key); entry && build_problem(spec, problem, std::move(entry->inputs))) {
       golden = std::move(entry->golden);
       baseline = std::move(entry->baseline);
       times.from_cache = true;
-      times.golden = seconds(t1, clock::now());
+      times.golden = seconds(t0, clock::now());
       return;
     }
   }
+  build_problem(spec, problem);
+  const auto t1 = clock::now();
+  times.inputs = seconds(t0, t1);
   golden = golden::run(problem.params);
   const auto t2 = clock::now();
   baseline = baseline::attention(problem.params);
   const auto t3 = clock::now();
   times.golden = seconds(t1, t2);
   times.baseline = seconds(t2, t3);
-  if (cache) cache->store(key, golden, baseline);
+  if (cache) cache->store(key, golden, baseline, problem);
 }
 
 ProblemFile problem_file(const Scenario& s, const Reference& ref, ProblemFileKind kind) {

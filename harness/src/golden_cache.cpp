@@ -2,6 +2,7 @@
 #include "swa/harness/results_file.hpp"
 
 #include <openssl/evp.h>
+#include <gnu/libc-version.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -19,10 +20,10 @@ namespace swa::harness {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr char kMagic[8] = {'S', 'W', 'A', 'G', 'O', 'L', 'D', '2'};
+constexpr char kMagic[8] = {'S', 'W', 'A', 'G', 'O', 'L', 'D', '3'};
 constexpr std::size_t kKeyChars = 64;
 constexpr std::size_t kDigestBytes = 32;  // SHA-256: the key
-constexpr std::size_t kChecksumBytes = 16;  // XXH3-128: the inputs' digest and an entry's checksum
+constexpr std::size_t kChecksumBytes = 16;  // XXH3-128: an entry's checksum
 constexpr std::string_view kExtension = ".golden";
 
 class Sha256 {
@@ -59,9 +60,9 @@ class Sha256 {
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
 };
 
-// XXH3-128 (Debian's libxxhash): the bulk hashing, the inputs and an entry's hundreds of MB, at
-// tens of GB/s where SHA-256 ran at about 1 GB/s (a second of a warm ci.yaml run). It guards
-// against corruption and stale inputs, not against an adversary; the key itself stays SHA-256.
+// XXH3-128 (Debian's libxxhash): an entry's checksum over its hundreds of MB, at tens of GB/s where
+// SHA-256 ran at about 1 GB/s. It guards against corruption, not against an adversary; the key
+// itself stays SHA-256.
 class Xxh3 {
  public:
   Xxh3() : state_(XXH3_createState(), XXH3_freeState) {
@@ -71,11 +72,6 @@ class Xxh3 {
   Xxh3& add(const void* data, std::size_t bytes) {
     XXH3_128bits_update(state_.get(), data, bytes);
     return *this;
-  }
-  template <class T>
-  Xxh3& add_vector(const std::vector<T>& v) {
-    const std::uint64_t n = v.size();  // length-prefixed, so tensor boundaries are part of the hash
-    return add(&n, sizeof n).add(v.data(), v.size() * sizeof(T));
   }
   std::array<unsigned char, kChecksumBytes> digest() {
     XXH128_canonical_t c;
@@ -92,7 +88,8 @@ class Xxh3 {
 struct Header {
   char magic[8];
   char key[kKeyChars];
-  std::uint64_t out, lse, baseline;
+  std::uint64_t out, lse, baseline;  // elements
+  std::uint64_t q, k, v;             // bytes of dtype storage
 };
 
 template <class T>
@@ -120,15 +117,11 @@ std::optional<fs::path> GoldenCache::default_dir() {
   return std::nullopt;
 }
 
-std::string GoldenCache::key(const std::string& scenario_id, const Problem& problem) {
+std::string GoldenCache::key(const std::string& scenario_id) {
   static const std::string model = cpu_model();
-  Xxh3 inputs;
-  inputs.add_vector(problem.q_storage).add_vector(problem.k_storage).add_vector(problem.v_storage);
-  inputs.add_vector(problem.mask).add_vector(problem.sinks);
-  const auto input_digest = inputs.digest();
   Sha256 k;
-  k.add("swa-golden-cache 2").add(scenario_id).add(golden::build_id()).add(model);
-  k.add(input_digest.data(), input_digest.size());
+  k.add("swa-golden-cache 3").add(scenario_id).add(golden::build_id()).add(SWA_INPUTS_BUILD_ID);
+  k.add(gnu_get_libc_version()).add(model);
   return k.hex();
 }
 
@@ -148,13 +141,14 @@ std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
   const bool ok = [&] {
     if (ec || !in.read(reinterpret_cast<char*>(&h), sizeof h)) return false;
     if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || std::string_view(h.key, kKeyChars) != key) return false;
-    const std::uint64_t body = (h.out + h.lse) * sizeof(double) + h.baseline * sizeof(float);
-    if (h.out > file_bytes || h.lse > file_bytes || h.baseline > file_bytes ||
-        sizeof h + body + kChecksumBytes != file_bytes)
-      return false;
+    for (const std::uint64_t n : {h.out, h.lse, h.baseline, h.q, h.k, h.v})
+      if (n > file_bytes) return false;
+    const std::uint64_t body = (h.out + h.lse) * sizeof(double) + h.baseline * sizeof(float) + h.q + h.k + h.v;
+    if (sizeof h + body + kChecksumBytes != file_bytes) return false;
     check.add(&h, sizeof h);
     if (!read_array(in, e.golden.out, h.out, check) || !read_array(in, e.golden.lse, h.lse, check) ||
-        !read_array(in, e.baseline, h.baseline, check))
+        !read_array(in, e.baseline, h.baseline, check) || !read_array(in, e.inputs.q, h.q, check) ||
+        !read_array(in, e.inputs.k, h.k, check) || !read_array(in, e.inputs.v, h.v, check))
       return false;
     if (!in.read(reinterpret_cast<char*>(stored.data()), kChecksumBytes)) return false;
     return check.digest() == stored;
@@ -169,9 +163,11 @@ std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
   return e;
 }
 
-void GoldenCache::store(const std::string& key, const golden::Output& golden, const std::vector<float>& baseline) {
-  const std::int64_t bytes = static_cast<std::int64_t>(sizeof(Header) + (golden.out.size() + golden.lse.size()) * sizeof(double) +
-                                                       baseline.size() * sizeof(float) + kChecksumBytes);
+void GoldenCache::store(const std::string& key, const golden::Output& golden, const std::vector<float>& baseline,
+                        const Problem& problem) {
+  const std::int64_t bytes = static_cast<std::int64_t>(
+      sizeof(Header) + (golden.out.size() + golden.lse.size()) * sizeof(double) + baseline.size() * sizeof(float) +
+      problem.q_storage.size() + problem.k_storage.size() + problem.v_storage.size() + kChecksumBytes);
   if (bytes > max_bytes_) return;
   const fs::path path = path_for(key);
   const std::string tid = std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
@@ -182,6 +178,9 @@ void GoldenCache::store(const std::string& key, const golden::Output& golden, co
   h.out = golden.out.size();
   h.lse = golden.lse.size();
   h.baseline = baseline.size();
+  h.q = problem.q_storage.size();
+  h.k = problem.k_storage.size();
+  h.v = problem.v_storage.size();
   Xxh3 check;
   std::error_code ec;
   {
@@ -194,6 +193,9 @@ void GoldenCache::store(const std::string& key, const golden::Output& golden, co
     put(golden.out.data(), golden.out.size() * sizeof(double));
     put(golden.lse.data(), golden.lse.size() * sizeof(double));
     put(baseline.data(), baseline.size() * sizeof(float));
+    put(problem.q_storage.data(), problem.q_storage.size());
+    put(problem.k_storage.data(), problem.k_storage.size());
+    put(problem.v_storage.data(), problem.v_storage.size());
     const auto digest = check.digest();
     out.write(reinterpret_cast<const char*>(digest.data()), kChecksumBytes);
     out.close();

@@ -42,13 +42,25 @@ void attach_mask(const ProblemSpec& spec, Problem& pr) {
   }
 }
 
-}  // namespace
+std::vector<float> from_storage(const std::vector<unsigned char>& bytes, DType dtype) {
+  std::vector<float> values(bytes.size() / dtype_bytes(dtype));
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = load_from(dtype, &bytes[i * dtype_bytes(dtype)]);
+  return values;
+}
 
-void build_problem(const ProblemSpec& spec, Problem& pr) {
+void finish_problem(const ProblemSpec& spec, Problem& pr);
+
+void start_problem(const ProblemSpec& spec, Problem& pr) {
   pr.spec = spec;
   pr.seq_offsets.assign(spec.seq_lens.size() + 1, 0);
   for (std::size_t b = 0; b < spec.seq_lens.size(); ++b)
     pr.seq_offsets[b + 1] = pr.seq_offsets[b] + spec.seq_lens[b];
+}
+
+}  // namespace
+
+void build_problem(const ProblemSpec& spec, Problem& pr) {
+  start_problem(spec, pr);
   const std::int64_t n = pr.seq_offsets.back();
   const std::int64_t q_row = static_cast<std::int64_t>(spec.heads_q) * spec.head_size;
   const std::int64_t kv_row = static_cast<std::int64_t>(spec.heads_kv) * spec.head_size;
@@ -58,7 +70,30 @@ void build_problem(const ProblemSpec& spec, Problem& pr) {
   pr.q_storage = to_storage(pr.q, spec.dtype);
   pr.k_storage = to_storage(pr.k, spec.dtype);
   pr.v_storage = to_storage(pr.v, spec.dtype);
+  finish_problem(spec, pr);
+}
 
+bool build_problem(const ProblemSpec& spec, Problem& pr, ProblemTensors&& given) {
+  start_problem(spec, pr);
+  const auto n = static_cast<std::size_t>(pr.seq_offsets.back());
+  const std::size_t elem = dtype_bytes(spec.dtype);
+  if (given.q.size() != n * spec.heads_q * spec.head_size * elem ||
+      given.k.size() != n * spec.heads_kv * spec.head_size * elem || given.v.size() != given.k.size())
+    return false;
+  pr.q_storage = std::move(given.q);
+  pr.k_storage = std::move(given.k);
+  pr.v_storage = std::move(given.v);
+  pr.q = from_storage(pr.q_storage, spec.dtype);  // exact: the values were rounded to the dtype when drawn
+  pr.k = from_storage(pr.k_storage, spec.dtype);
+  pr.v = from_storage(pr.v_storage, spec.dtype);
+  finish_problem(spec, pr);
+  return true;
+}
+
+namespace {
+
+// Everything but Q, K and V: params, paging, descales, sinks, the mask; then validation.
+void finish_problem(const ProblemSpec& spec, Problem& pr) {
   AttnParams& p = pr.params;
   p = AttnParams{};
   p.q = pr.q_storage.data();
@@ -103,6 +138,8 @@ void build_problem(const ProblemSpec& spec, Problem& pr) {
   attach_mask(spec, pr);
   validate(p);
 }
+
+}  // namespace
 
 std::int64_t estimate_memory_bytes(const ProblemSpec& spec) {
   // In double, clamped: the sizes of a hostile sweep overflow int64 (a huge scenario once

@@ -141,6 +141,33 @@ BOOST_AUTO_TEST_CASE(values_are_rounded_to_the_dtype_and_stored_bit_exactly) {
   BOOST_TEST(pr.params.scale == 1.0f / std::sqrt(8.0f));
 }
 
+// A golden cache hit builds the problem from the stored Q, K and V: the same problem as drawing them.
+BOOST_AUTO_TEST_CASE(a_problem_from_given_tensors_equals_the_drawn_one_and_wrong_sizes_are_refused) {
+  ProblemSpec spec;
+  spec.seq_lens = {5, 2};
+  spec.heads_q = 4;
+  spec.heads_kv = 2;
+  spec.head_size = 8;
+  spec.dtype = DType::bf16;
+  spec.kv_format = KvFormat::fp8_e4m3;  // descales come from the values' amax
+  spec.sinks = true;
+  spec.seed = 4;
+  Problem drawn, given;
+  build_problem(spec, drawn);
+  BOOST_TEST_REQUIRE(build_problem(spec, given, ProblemTensors{drawn.q_storage, drawn.k_storage, drawn.v_storage}));
+  BOOST_TEST((given.q == drawn.q && given.k == drawn.k && given.v == drawn.v));
+  BOOST_TEST((given.q_storage == drawn.q_storage && given.k_storage == drawn.k_storage && given.v_storage == drawn.v_storage));
+  BOOST_TEST(given.params.k_descale == drawn.params.k_descale);
+  BOOST_TEST(given.params.v_descale == drawn.params.v_descale);
+  BOOST_TEST(given.sinks == drawn.sinks);
+  BOOST_TEST(given.params.k == static_cast<const void*>(given.k_storage.data()));
+  Problem refused;
+  auto short_k = drawn.k_storage;
+  short_k.pop_back();
+  BOOST_TEST(!build_problem(spec, refused, ProblemTensors{drawn.q_storage, short_k, drawn.v_storage}));
+  BOOST_TEST(!build_problem(spec, refused, ProblemTensors{drawn.q_storage, drawn.v_storage, {}}));
+}
+
 BOOST_AUTO_TEST_CASE(memory_estimate_grows_with_the_problem) {
   ProblemSpec small;
   small.seq_lens = {100};

@@ -28,8 +28,8 @@ DutOutput run_dut(dut::Dut& dut, const Problem& problem, dut::ScheduleObserver* 
 
 // Where a Reference's time went, in seconds.
 struct ReferenceTimes {
-  double inputs = 0, golden = 0, baseline = 0;  // golden: the golden, or the cache read on a hit
-  bool from_cache = false;                      // golden and baseline read from the golden cache
+  double inputs = 0, golden = 0, baseline = 0;  // golden: the golden, or on a hit the cache read (inputs too)
+  bool from_cache = false;                      // inputs, golden and baseline read from the golden cache
 };
 
 // A scenario's problem with its fp64 golden and same-precision baseline, computed once for every

@@ -49,8 +49,16 @@ struct Problem {
   Problem& operator=(const Problem&) = delete;
 };
 
-// Throws std::invalid_argument when the spec is inconsistent (see swa::validate).
+// Q, K and V in dtype storage, as a golden cache entry keeps them.
+struct ProblemTensors {
+  std::vector<unsigned char> q, k, v;
+};
+
+// Throws std::invalid_argument when the spec is inconsistent (see swa::validate). With `given`, Q, K
+// and V are taken from it (moved) instead of drawn; false when their sizes do not fit the spec
+// (nothing is built then).
 void build_problem(const ProblemSpec& spec, Problem& out);
+bool build_problem(const ProblemSpec& spec, Problem& out, ProblemTensors&& given);
 
 // Bytes the golden, the baseline and one DUT hold at once for this spec (inputs in float and in
 // dtype storage, fp64 golden inputs and output, baseline and DUT outputs).
