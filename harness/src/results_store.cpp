@@ -107,7 +107,6 @@ void ResultsStore::commit_locked() {
     std::vector<std::string> lost = std::move(pending_ids_);
     pending_ids_.clear();
     pending_dumps_.clear();
-    added_ticket_ = committed_ticket_;
     write_in_flight();
     throw ResultsNotWritten(e.what(), std::move(lost));
   }

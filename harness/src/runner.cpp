@@ -143,6 +143,8 @@ RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& s
       }
       store.end(s.id());
       std::lock_guard lock(log_mutex);
+      // A failed commit may have taken this scenario's rows with it after add returned.
+      if (std::find(outcome.not_stored.begin(), outcome.not_stored.end(), s.id()) != outcome.not_stored.end()) continue;
       const auto at = std::find_if(waiting.begin(), waiting.end(), [&](const Line& l) { return l.ticket > added.ticket; });
       waiting.insert(at, Line{added.ticket, &s, std::move(added.rows)});
       print_committed();

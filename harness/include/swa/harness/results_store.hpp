@@ -53,7 +53,8 @@ class ResultsStore {
 
   struct Added {
     std::vector<ResultRow> rows;  // as stored
-    std::uint64_t ticket = 0;     // in the file once committed_ticket() reaches it
+    std::uint64_t ticket = 0;     // in the file once committed_ticket() reaches it, unless a
+                                  // failed commit named its scenario (tickets are never reused)
   };
   // Adds the rows, committing them now or later (see above). A dump that cannot be written never
   // changes a verdict or a metric: the rows of the dumped DUTs say so in their reason. Throws
