@@ -40,17 +40,18 @@ double box_muller(std::uint32_t a, std::uint32_t b) {
   return std::sqrt(-2.0 * std::log(philox_uniform(a))) * std::cos(2.0 * std::numbers::pi * philox_uniform(b));
 }
 
+// large-logit's scale of Q and K (V stays N(0, 1)): q.k ~ N(0, s^4 D); 4 sigma of it at 65504 / 4.
+double large_logit_sigma(TensorRole role, int head_size) {
+  return role == TensorRole::v ? 1.0 : std::sqrt(65504.0 / 16.0 / std::sqrt(double(head_size)));
+}
+
 double sample(std::uint64_t seed, TensorRole role, InputDistribution dist, std::uint64_t index, int head_size) {
   const PhiloxBlock r = draw(seed, role, index);
   switch (dist) {
     case InputDistribution::normal:
     case InputDistribution::constant_rows: return box_muller(r[0], r[1]);
     case InputDistribution::uniform: return 2.0 * philox_uniform(r[0]) - 1.0;
-    case InputDistribution::large_logit: {
-      // q.k ~ N(0, s^4 D); 4 sigma of it at 65504 / 4.
-      const double sigma = role == TensorRole::v ? 1.0 : std::sqrt(65504.0 / 16.0 / std::sqrt(double(head_size)));
-      return sigma * box_muller(r[0], r[1]);
-    }
+    case InputDistribution::large_logit: return large_logit_sigma(role, head_size) * box_muller(r[0], r[1]);
     case InputDistribution::outlier: {
       const double base = box_muller(r[0], r[1]);
       const bool spike = philox_uniform(r[2]) < 0.001;
@@ -81,10 +82,8 @@ void sample_block(std::uint64_t seed, TensorRole role, InputDistribution dist, s
   double log_u[kBlock], cos_u[kBlock];
   for (int i = 0; i < n; ++i) log_u[i] = std::log(philox_uniform(r[0][i]));
   for (int i = 0; i < n; ++i) cos_u[i] = std::cos(2.0 * std::numbers::pi * philox_uniform(r[1][i]));
-  const double sigma = dist == InputDistribution::large_logit && role != TensorRole::v
-                           ? std::sqrt(65504.0 / 16.0 / std::sqrt(double(head_size)))
-                           : 1.0;
   if (dist == InputDistribution::large_logit) {
+    const double sigma = large_logit_sigma(role, head_size);
     for (int i = 0; i < n; ++i) out[i] = static_cast<float>(sigma * (std::sqrt(-2.0 * log_u[i]) * cos_u[i]));
   } else {
     for (int i = 0; i < n; ++i) out[i] = static_cast<float>(std::sqrt(-2.0 * log_u[i]) * cos_u[i]);

@@ -9,9 +9,11 @@ namespace swa::harness {
 
 using PhiloxBlock = std::array<std::uint32_t, 4>;
 
+inline constexpr std::uint32_t kPhiloxMul0 = 0xD2511F53u, kPhiloxMul1 = 0xCD9E8D57u;
+inline constexpr std::uint32_t kPhiloxWeyl0 = 0x9E3779B9u, kPhiloxWeyl1 = 0xBB67AE85u;
+
 constexpr PhiloxBlock philox4x32_10(PhiloxBlock counter, std::array<std::uint32_t, 2> key) {
-  constexpr std::uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr std::uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  constexpr std::uint32_t kMul0 = kPhiloxMul0, kMul1 = kPhiloxMul1, kWeyl0 = kPhiloxWeyl0, kWeyl1 = kPhiloxWeyl1;
   for (int round = 0; round < 10; ++round) {
     const std::uint64_t p0 = static_cast<std::uint64_t>(kMul0) * counter[0];
     const std::uint64_t p1 = static_cast<std::uint64_t>(kMul1) * counter[2];
@@ -28,8 +30,7 @@ constexpr PhiloxBlock philox4x32_10(PhiloxBlock counter, std::array<std::uint32_
 template <int kLanes>
 void philox4x32_10_lanes(std::uint64_t first, std::uint32_t word2, std::uint32_t word3, std::array<std::uint32_t, 2> key,
                          std::uint32_t (&out)[4][kLanes]) {
-  constexpr std::uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr std::uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  constexpr std::uint32_t kMul0 = kPhiloxMul0, kMul1 = kPhiloxMul1, kWeyl0 = kPhiloxWeyl0, kWeyl1 = kPhiloxWeyl1;
   std::uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
   for (int i = 0; i < kLanes; ++i) {
     const std::uint64_t index = first + static_cast<std::uint64_t>(i);
