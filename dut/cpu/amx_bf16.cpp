@@ -1,5 +1,7 @@
 #include "amx_bf16.hpp"
 
+#include "avx512_bf16.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
@@ -115,20 +117,35 @@ __attribute__((target("amx-tile"))) void release_tiles() { _tile_release(); }
 
 #endif
 
-bool forced_off() {
+bool isa_is(std::string_view name) {
   const char* isa = std::getenv("SWA_CPU_ISA");
-  return isa && (std::string_view(isa) == "portable" || std::string_view(isa) == "no-amx");
+  return isa && std::string_view(isa) == name;
+}
+
+Products choose_products() {
+  if (isa_is("portable") || isa_is("no-bf16-products")) return Products::none;
+#if defined(SWA_AMX_BUILD)
+  if (!isa_is("no-amx") && cpu_has_amx_bf16() && request_tile_data()) return Products::amx;
+#endif
+  return avx512_bf16::cpu_supports() ? Products::avx512_bf16 : Products::none;
 }
 
 }  // namespace
 
-bool available() {
-#if defined(SWA_AMX_BUILD)
-  static const bool yes = !forced_off() && cpu_has_amx_bf16() && request_tile_data();
-  return yes;
-#else
-  return false;
-#endif
+Products products() {
+  static const Products chosen = choose_products();
+  return chosen;
+}
+
+bool available() { return products() != Products::none; }
+
+const char* products_name() {
+  switch (products()) {
+    case Products::amx: return "amx-bf16";
+    case Products::avx512_bf16: return "avx512-bf16";
+    case Products::none: break;
+  }
+  return "none";
 }
 
 namespace {
@@ -180,6 +197,7 @@ void PackedQueries::pack(const float* queries, std::int64_t n, int d, int padded
 
 void tile_scores(const PackedQueries& q, const PackedKeys& keys, std::int64_t first_block, std::int64_t block_count,
                  float* scores) {
+  if (products() == Products::avx512_bf16) return avx512_bf16::tile_scores(q, keys, first_block, block_count, scores);
 #if defined(SWA_AMX_BUILD)
   const std::int64_t cols = block_count * kBlockKeys;
   const std::int64_t k_block = static_cast<std::int64_t>(keys.dims / 2) * kBlockKeys * 2;
@@ -205,7 +223,6 @@ void round_weights_to_bf16(float* weights, std::int64_t count) {
 
 void add_weighted_values(const float* weights, std::int64_t rows, const PackedKeys& keys, std::int64_t first_block,
                          std::int64_t block_count, ValueScratch& scratch, float* out) {
-#if defined(SWA_AMX_BUILD)
   const std::int64_t cols = block_count * kBlockKeys;
   const std::int64_t padded_rows = (rows + 31) / 32 * 32;
   const int vd = keys.value_dims;
@@ -213,6 +230,9 @@ void add_weighted_values(const float* weights, std::int64_t rows, const PackedKe
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < cols; ++c) scratch.p[r * cols + c] = bf16_bits_rounded(weights[r * cols + c]);
   std::fill(scratch.p.begin() + rows * cols, scratch.p.end(), std::uint16_t{0});
+  if (products() == Products::avx512_bf16)
+    return avx512_bf16::add_weighted_values(scratch.p.data(), rows, cols, keys, first_block, out);
+#if defined(SWA_AMX_BUILD)
   const std::int64_t v_block = static_cast<std::int64_t>(kBlockKeys / 2) * vd * 2;
   const std::uint16_t* vb = keys.v.data() + first_block * v_block;
   const int d = keys.head_size;
@@ -232,7 +252,7 @@ void add_weighted_values(const float* weights, std::int64_t rows, const PackedKe
   for (std::int64_t r = 0; r < rows; ++r)
     for (int e = 0; e < d; ++e) out[r * d + e] += scratch.product[r * vd + e];
 #else
-  (void)weights, (void)rows, (void)keys, (void)first_block, (void)block_count, (void)scratch, (void)out;
+  (void)vd, (void)padded_rows, (void)out;
   std::abort();
 #endif
 }

@@ -1,18 +1,24 @@
 #pragma once
-// bf16 tile products on Intel AMX (TDPBF16PS: pairs of bf16 products summed into fp32), for the
-// prefill and chunked-prefill tiles of bf16 storage. Chosen at run time: `available()` is true only
-// when the CPU has AMX-TILE and AMX-BF16, Linux lets this process use tile data (arch_prctl), and
-// SWA_CPU_ISA is not "portable" or "no-amx"; otherwise the caller keeps the fp32 Eigen GEMMs.
+// bf16 tile products (pairs of bf16 products summed into fp32), for the prefill and chunked-prefill
+// tiles of bf16 storage: on Intel AMX (TDPBF16PS) where the CPU has AMX-TILE and AMX-BF16 and Linux
+// lets this process use tile data (arch_prctl), else on AVX512-BF16 (VDPBF16PS, avx512_bf16.hpp: Zen 4,
+// Cooper Lake), chosen at run time; `available()` is false on a CPU with neither, and the caller keeps
+// the fp32 Eigen GEMMs. SWA_CPU_ISA=no-amx skips AMX (AVX512-BF16 where present);
+// SWA_CPU_ISA=no-bf16-products or portable keeps the fp32 GEMMs.
 //
 // Numerics: the operands are the bf16 inputs themselves (exact), products are exact in fp32 and summed
 // in fp32; the softmax weights P are rounded to bf16 (to nearest even) before P x V, as
-// FlashAttention's bf16 kernels do. Row sums stay those of the fp32 weights.
+// FlashAttention's bf16 kernels do. Row sums stay those of the fp32 weights. Both instructions treat
+// subnormal inputs as zero and flush subnormal sums.
 #include <cstdint>
 #include <vector>
 
 namespace swa::dut::cpu::amx {
 
-bool available();
+enum class Products { none, amx, avx512_bf16 };
+Products products();  // chosen once per process
+bool available();     // products() != none
+const char* products_name();  // "amx-bf16", "avx512-bf16" or "none": for /meta
 
 // Keys and values of one key block as the tile instructions read them, in blocks of 32 keys from
 // the block's first position: K as [dims / 2][32 keys][2] (a B operand of Q x K^T), V as

@@ -162,8 +162,8 @@ class CpuDut final : public Dut {
     }
   }
 
-  // bf16 storage on a CPU with AMX-BF16 takes the tile products (amx_bf16.hpp); FP8 KV formats keep
-  // the fp32 path.
+  // bf16 storage on a CPU with AMX-BF16 or AVX512-BF16 takes the tile products (amx_bf16.hpp); FP8 KV
+  // formats keep the fp32 path.
   template <class T>
   static bool use_amx(const AttnParams& p) {
     return std::is_same_v<T, Eigen::bfloat16> && !is_fp8(p.kv_format) && cpu::amx::available();
@@ -492,7 +492,7 @@ std::string cpu_kernel_path() {
   return "GEMM (Eigen, build time): " + gemm + "; fp16/bf16 conversion (run time): " +
          std::string(cpu::conversion_path()) + "; fp16/bf16 decode (run time): " +
          (cpu::fused::available() ? "fused avx2+f16c+fma" : "converted, then GEMM") +
-         "; bf16 prefill products (run time): " + (cpu::amx::available() ? "amx-bf16" : "fp32 GEMM after conversion");
+         "; bf16 prefill products (run time): " + (cpu::amx::available() ? cpu::amx::products_name() : "fp32 GEMM after conversion");
 }
 
 }  // namespace swa::dut

@@ -1,0 +1,23 @@
+#pragma once
+// The bf16 tile products of amx_bf16.hpp on AVX512-BF16 (VDPBF16PS: pairs of bf16 products summed
+// into fp32 lanes), for CPUs without AMX (Zen 4, Cooper Lake). The same packed operands and the same
+// contracts as amx::tile_scores and amx::add_weighted_values, which call these when AMX is not usable.
+// Numerics as AMX's: exact products, fp32 sums, subnormal inputs and sums flushed to zero by the
+// instruction; only the order of the sums differs.
+#include <cstdint>
+
+#include "amx_bf16.hpp"
+
+namespace swa::dut::cpu::avx512_bf16 {
+
+// The CPU has AVX512F and AVX512_BF16 and the OS saves the ZMM state.
+bool cpu_supports();
+
+void tile_scores(const amx::PackedQueries& q, const amx::PackedKeys& keys, std::int64_t first_block,
+                 std::int64_t block_count, float* scores);
+
+// out += P x V, P already packed as bf16 ([rows padded to 8][cols]).
+void add_weighted_values(const std::uint16_t* p, std::int64_t rows, std::int64_t cols, const amx::PackedKeys& keys,
+                         std::int64_t first_block, float* out);
+
+}  // namespace swa::dut::cpu::avx512_bf16
