@@ -17,9 +17,8 @@ class BaselineDut final : public Dut {
     const std::size_t elem = dtype_bytes(p.dtype);
     for (std::int64_t r = 0; r < n; ++r)
       for (int h = 0; h < p.heads_q; ++h)
-        for (int d = 0; d < p.head_size; ++d)
-          store_as(p.dtype, out[(r * p.heads_q + h) * p.head_size + d],
-                   bytes + (r * p.out_row_stride + h * p.out_head_stride + d) * elem);
+        store_all_as(p.dtype, &out[(r * p.heads_q + h) * p.head_size], static_cast<std::size_t>(p.head_size),
+                     bytes + (r * p.out_row_stride + h * p.out_head_stride) * elem);
     return Status::success();
   }
 

@@ -49,9 +49,8 @@ void load_rows(const AttnParams& p, const void* base, std::int64_t row_stride, s
   const std::int64_t len = p.seq_lens[b];
   rows.resize(static_cast<std::size_t>(len) * p.head_size);
   for (std::int64_t j = 0; j < len; ++j)
-    for (int d = 0; d < p.head_size; ++d)
-      rows[j * p.head_size + d] =
-          load_from(p.dtype, bytes + ((p.seq_offsets[b] + j) * row_stride + head * head_stride + d) * elem);
+    load_all_from(p.dtype, bytes + ((p.seq_offsets[b] + j) * row_stride + head * head_stride) * elem,
+                  static_cast<std::size_t>(p.head_size), &rows[j * p.head_size]);
 }
 
 using Floats8 = float __attribute__((vector_size(32)));

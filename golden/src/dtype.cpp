@@ -24,8 +24,6 @@ std::optional<DType> parse_dtype(std::string_view name) { return parse_enum(name
 
 std::string dtype_choices() { return enum_choices(kAllDTypes, dtype_name); }
 
-std::size_t dtype_bytes(DType dtype) { return dtype == DType::fp32 ? 4 : 2; }
-
 float round_to(DType dtype, float value) {
   switch (dtype) {
     case DType::fp32: return value;
@@ -89,6 +87,80 @@ float load_from(DType dtype, const void* src) {
   return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(bits));
 }
 
+namespace {
+// Eigen::bfloat16's rounding of a non-NaN float: to nearest, ties to even.
+inline std::uint16_t bf16_bits_of(float x) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
+  return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+}  // namespace
+
+void store_all_as(DType dtype, const float* values, std::size_t count, void* dst) {
+  if (dtype == DType::fp32) {
+    std::memcpy(dst, values, count * 4);
+    return;
+  }
+  auto* out = static_cast<unsigned char*>(dst);
+  std::size_t j = 0;
+  if (dtype == DType::fp16) {
+#if defined(__F16C__)
+    for (; j + 8 <= count; j += 8) {
+      const __m256 v = _mm256_loadu_ps(values + j);
+      // A NaN lane keeps F16C's payload, not Eigen::half's: such groups go one value at a time.
+      if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0) {
+        for (std::size_t i = j; i < j + 8; ++i) store_as(dtype, values[i], out + 2 * i);
+        continue;
+      }
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * j), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+#endif
+  } else {
+    alignas(16) std::uint16_t bits[8];
+    for (; j + 8 <= count; j += 8) {
+      bool any_nan = false;
+      for (std::size_t i = 0; i < 8; ++i) any_nan |= values[j + i] != values[j + i];
+      if (any_nan) {
+        for (std::size_t i = j; i < j + 8; ++i) store_as(dtype, values[i], out + 2 * i);
+        continue;
+      }
+      for (std::size_t i = 0; i < 8; ++i) bits[i] = bf16_bits_of(values[j + i]);
+      std::memcpy(out + 2 * j, bits, sizeof bits);
+    }
+  }
+  for (; j < count; ++j) store_as(dtype, values[j], out + 2 * j);
+}
+
+void load_all_from(DType dtype, const void* src, std::size_t count, float* values) {
+  if (dtype == DType::fp32) {
+    std::memcpy(values, src, count * 4);
+    return;
+  }
+  const auto* in = static_cast<const unsigned char*>(src);
+  std::size_t j = 0;
+  if (dtype == DType::bf16) {
+    // A bfloat16 is the top half of a float: the conversion is exact for every pattern, NaN included.
+    alignas(16) std::uint16_t bits[8];
+    for (; j + 8 <= count; j += 8) {
+      std::memcpy(bits, in + 2 * j, sizeof bits);
+      for (std::size_t i = 0; i < 8; ++i) values[j + i] = std::bit_cast<float>(std::uint32_t{bits[i]} << 16);
+    }
+  } else {
+#if defined(__F16C__)
+    for (; j + 8 <= count; j += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * j));
+      // A NaN pattern (exponent all ones, mantissa not zero) goes through Eigen::half: its payload.
+      const __m128i magnitude = _mm_and_si128(h, _mm_set1_epi16(0x7fff));
+      if (_mm_movemask_epi8(_mm_cmpgt_epi16(magnitude, _mm_set1_epi16(0x7c00))) != 0) {
+        for (std::size_t i = j; i < j + 8; ++i) values[i] = load_from(dtype, in + 2 * i);
+        continue;
+      }
+      _mm256_storeu_ps(values + j, _mm256_cvtph_ps(h));
+    }
+#endif
+  }
+  for (; j < count; ++j) values[j] = load_from(dtype, in + 2 * j);
+}
+
 double unit_roundoff(DType dtype) {
   switch (dtype) {
     case DType::fp32: return 0x1p-24;
@@ -124,45 +196,82 @@ std::int64_t ulp_distance(DType dtype, float a, float b) {
   return std::llabs(ordered(ba, width) - ordered(bb, width));
 }
 
+namespace {
+// Eight pairs at a time in GCC vector types (AVX2 or AVX-512 registers, SSE pairs elsewhere).
+using U16x8 = std::uint16_t __attribute__((vector_size(16)));
+using U32x8 = std::uint32_t __attribute__((vector_size(32)));
+using I32x8 = std::int32_t __attribute__((vector_size(32)));
+using I64x8 = std::int64_t __attribute__((vector_size(64)));
+using F32x8 = float __attribute__((vector_size(32)));
+
+// ordered() of eight bit patterns of `width` bits.
+I32x8 ordered8(U32x8 bits, std::uint32_t width) {
+  const std::uint32_t sign_bit = 1u << (width - 1);
+  const U32x8 sign = U32x8{} + sign_bit;
+  const I32x8 magnitude = reinterpret_cast<I32x8>(bits & (sign - 1u));
+  return (bits & sign) != 0 ? -magnitude : magnitude;
+}
+
+void put_distances(I32x8 a, I32x8 b, std::int64_t* out) {
+  I64x8 d = __builtin_convertvector(a, I64x8) - __builtin_convertvector(b, I64x8);
+  d = d < 0 ? -d : d;
+  std::memcpy(out, &d, sizeof d);
+}
+
+U32x8 load_bits(const float* x) {
+  U32x8 bits;
+  std::memcpy(&bits, x, sizeof bits);
+  return bits;
+}
+
+bool any_nan8(const float* a, const float* b) {
+  F32x8 va, vb;
+  std::memcpy(&va, a, sizeof va);
+  std::memcpy(&vb, b, sizeof vb);
+  const I32x8 nan = (va != va) | (vb != vb);
+  std::int32_t any = 0;
+  for (int i = 0; i < 8; ++i) any |= nan[i];
+  return any != 0;
+}
+}  // namespace
+
 void ulp_distances(DType dtype, const float* a, const float* b, std::size_t count, std::int64_t* distances) {
   std::size_t j = 0;
   if (dtype == DType::fp32) {
-    for (; j < count; ++j)
-      distances[j] = std::llabs(ordered(std::bit_cast<std::uint32_t>(a[j]), 32) - ordered(std::bit_cast<std::uint32_t>(b[j]), 32));
+    // No rounding: the bit patterns themselves, NaN included.
+    for (; j + 8 <= count; j += 8) put_distances(ordered8(load_bits(a + j), 32), ordered8(load_bits(b + j), 32), distances + j);
+    for (; j < count; ++j) distances[j] = ulp_distance(dtype, a[j], b[j]);
     return;
   }
+  // A group holding a NaN goes one pair at a time: the rounding here is that of a non-NaN value.
+  const auto one_at_a_time = [&](std::size_t from) {
+    for (std::size_t i = from; i < from + 8; ++i) distances[i] = ulp_distance(dtype, a[i], b[i]);
+  };
 #if defined(__F16C__)
   if (dtype == DType::fp16) {
-    alignas(16) std::uint16_t ha[8], hb[8];
     for (; j + 8 <= count; j += 8) {
-      const __m256 va = _mm256_loadu_ps(a + j), vb = _mm256_loadu_ps(b + j);
-      // NaN lanes would keep F16C's payload, not Eigen::half's: such groups go one pair at a time.
-      if (_mm256_movemask_ps(_mm256_cmp_ps(va, vb, _CMP_UNORD_Q)) != 0) {
-        for (std::size_t i = j; i < j + 8; ++i) distances[i] = ulp_distance(dtype, a[i], b[i]);
+      if (any_nan8(a + j, b + j)) {
+        one_at_a_time(j);
         continue;
       }
-      _mm_store_si128(reinterpret_cast<__m128i*>(ha), _mm256_cvtps_ph(va, _MM_FROUND_TO_NEAREST_INT));
-      _mm_store_si128(reinterpret_cast<__m128i*>(hb), _mm256_cvtps_ph(vb, _MM_FROUND_TO_NEAREST_INT));
-      for (int i = 0; i < 8; ++i) distances[j + i] = std::llabs(ordered(ha[i], 16) - ordered(hb[i], 16));
+      U16x8 ha, hb;
+      const __m128i pa = _mm256_cvtps_ph(_mm256_loadu_ps(a + j), _MM_FROUND_TO_NEAREST_INT);
+      const __m128i pb = _mm256_cvtps_ph(_mm256_loadu_ps(b + j), _MM_FROUND_TO_NEAREST_INT);
+      std::memcpy(&ha, &pa, sizeof ha);
+      std::memcpy(&hb, &pb, sizeof hb);
+      put_distances(ordered8(__builtin_convertvector(ha, U32x8), 16), ordered8(__builtin_convertvector(hb, U32x8), 16),
+                    distances + j);
     }
   }
 #endif
   if (dtype == DType::bf16) {
-    // Eigen::bfloat16's rounding of a non-NaN float (to nearest even), eight pairs at a time with no
-    // branch inside so the compiler vectorises it; a group holding a NaN goes one pair at a time.
-    const auto bf16_bits = [](float x) {
-      const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
-      return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-    };
+    const auto bf16_bits8 = [](U32x8 bits) { return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16; };  // bf16_bits_of
     for (; j + 8 <= count; j += 8) {
-      bool any_nan = false;
-      for (std::size_t i = j; i < j + 8; ++i) any_nan |= (a[i] != a[i]) | (b[i] != b[i]);
-      if (any_nan) {
-        for (std::size_t i = j; i < j + 8; ++i) distances[i] = ulp_distance(dtype, a[i], b[i]);
+      if (any_nan8(a + j, b + j)) {
+        one_at_a_time(j);
         continue;
       }
-      for (std::size_t i = j; i < j + 8; ++i)
-        distances[i] = std::llabs(ordered(bf16_bits(a[i]), 16) - ordered(bf16_bits(b[i]), 16));
+      put_distances(ordered8(bf16_bits8(load_bits(a + j)), 16), ordered8(bf16_bits8(load_bits(b + j)), 16), distances + j);
     }
   }
   for (; j < count; ++j) distances[j] = ulp_distance(dtype, a[j], b[j]);

@@ -17,7 +17,13 @@ void read_row(const void* base, DType dtype, std::int64_t row_stride, std::int64
               int head, int head_size, double* out) {
   const std::size_t elem = dtype_bytes(dtype);
   const auto* first = static_cast<const unsigned char*>(base) + (row * row_stride + head * head_stride) * elem;
-  for (int d = 0; d < head_size; ++d) out[d] = load_from(dtype, first + d * elem);
+  constexpr int kBlock = 64;
+  float values[kBlock];
+  for (int d0 = 0; d0 < head_size; d0 += kBlock) {
+    const int n = std::min(kBlock, head_size - d0);
+    load_all_from(dtype, first + d0 * elem, static_cast<std::size_t>(n), values);
+    for (int d = 0; d < n; ++d) out[d0 + d] = values[d];
+  }
 }
 
 void read_q_row(const AttnParams& p, std::int64_t row, int head, double* out) {

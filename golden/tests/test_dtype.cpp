@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <cstring>
 #include <vector>
 
 #include "swa/dtype.hpp"
@@ -126,6 +127,38 @@ BOOST_AUTO_TEST_CASE(ulp_distances_equal_ulp_distance_on_every_pair) {
     std::size_t wrong = 0;
     for (std::size_t j = 0; j < a.size(); ++j) wrong += got[j] != swa::ulp_distance(dt, a[j], b[j]);
     BOOST_TEST(wrong == 0u, swa::dtype_name(dt) << ": " << wrong << " of " << a.size());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(store_all_as_and_load_all_from_give_the_one_element_bits) {
+  // Every 16-bit pattern read back (NaN payloads among them), and floats around every rounding tie,
+  // infinities, fp16 overflow and NaNs stored; odd counts and offsets so vector loops' tails run too.
+  std::vector<float> floats;
+  for (std::uint64_t bits = 0; bits <= 0xffffffffull; bits += 65521) {
+    const auto x = static_cast<std::uint32_t>(bits);
+    for (std::uint32_t near : {0u, 0x7fffu, 0x8000u, 0x8001u, 0xfffu, 0x1000u, 0x1001u})
+      floats.push_back(std::bit_cast<float>((x & ~0xffffu) | near));
+  }
+  for (float x : {65519.f, 65520.f, -65520.f, INFINITY, -INFINITY, NAN, -NAN}) floats.push_back(x);
+  for (DType dt : swa::kAllDTypes) {
+    const std::size_t elem = swa::dtype_bytes(dt);
+    std::vector<unsigned char> got(floats.size() * elem + 1), want(got.size());
+    swa::store_all_as(dt, floats.data(), floats.size(), got.data() + 1);
+    for (std::size_t i = 0; i < floats.size(); ++i) swa::store_as(dt, floats[i], want.data() + 1 + i * elem);
+    BOOST_TEST((got == want), swa::dtype_name(dt) << ": store_all_as differs from store_as");
+
+    std::vector<unsigned char> patterns(65537 * elem);
+    for (std::size_t i = 0; i < 65537; ++i) {
+      const auto bits = static_cast<std::uint32_t>(i * 65537u);  // fp32: patterns across the whole range
+      std::memcpy(&patterns[i * elem], &bits, elem);
+    }
+    std::vector<float> loaded(65536);
+    swa::load_all_from(dt, patterns.data() + elem, loaded.size(), loaded.data());
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < loaded.size(); ++i)
+      wrong += std::bit_cast<std::uint32_t>(loaded[i]) !=
+               std::bit_cast<std::uint32_t>(swa::load_from(dt, &patterns[(i + 1) * elem]));
+    BOOST_TEST(wrong == 0u, swa::dtype_name(dt) << ": load_all_from differs from load_from in " << wrong);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -25,13 +26,23 @@ CacheChecker::CacheChecker(const Problem& problem, dut::CacheReport when)
       v_(problem.v.begin(), problem.v.end()),
       element_bytes_(kv_element_bytes(problem.params.kv_format, problem.params.dtype)) {
   const AttnParams& p = problem.params;
-  for (double& x : k_) x = kv_read_value(p.kv_format, p.k_descale, x);
-  for (double& x : v_) x = kv_read_value(p.kv_format, p.v_descale, x);
   stored_k_.resize(k_.size() * element_bytes_);
   stored_v_.resize(v_.size() * element_bytes_);
-  for (std::size_t i = 0; i < k_.size(); ++i) {
-    store(k_[i], p.k_descale, &stored_k_[i * element_bytes_]);
-    store(v_[i], p.v_descale, &stored_v_[i * element_bytes_]);
+  if (is_fp8(p.kv_format)) {
+    // A value read back from its FP8 code encodes to that code again (decode times descale, divided
+    // by descale, is exact in fp64), so each element is encoded once; a NaN code goes the long way.
+    auto read_back = [&](std::vector<double>& values, float descale, std::vector<unsigned char>& stored) {
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const std::uint8_t code = fp8_encode(p.kv_format, values[i] / descale);
+        values[i] = fp8_decode(p.kv_format, code) * descale;
+        stored[i] = std::isnan(values[i]) ? fp8_encode(p.kv_format, values[i] / descale) : code;
+      }
+    };
+    read_back(k_, p.k_descale, stored_k_);
+    read_back(v_, p.v_descale, stored_v_);
+  } else {
+    store_all_as(p.dtype, problem.k.data(), problem.k.size(), stored_k_.data());
+    store_all_as(p.dtype, problem.v.data(), problem.v.size(), stored_v_.data());
   }
   if (p.cache == CachePolicy::paged) {
     paged_.emplace(p);
@@ -41,12 +52,31 @@ CacheChecker::CacheChecker(const Problem& problem, dut::CacheReport when)
   for (int b = 0; b < p.batch; ++b) models_.emplace_back(p.cache, slots, slots, p.heads_kv, p.head_size);
 }
 
-void CacheChecker::store(double value, float descale, unsigned char* dst) const {
+void CacheChecker::store(const double* values, std::size_t count, float descale, unsigned char* dst) const {
   const AttnParams& p = pr_.params;
-  if (is_fp8(p.kv_format))
-    *dst = fp8_encode(p.kv_format, value / descale);
-  else
-    store_as(p.dtype, static_cast<float>(value), dst);
+  if (is_fp8(p.kv_format)) {
+    for (std::size_t i = 0; i < count; ++i) dst[i] = fp8_encode(p.kv_format, values[i] / descale);
+    return;
+  }
+  constexpr std::size_t kBlock = 64;
+  float block[kBlock];
+  for (std::size_t i0 = 0; i0 < count; i0 += kBlock) {
+    const std::size_t n = std::min(kBlock, count - i0);
+    for (std::size_t i = 0; i < n; ++i) block[i] = static_cast<float>(values[i0 + i]);
+    store_all_as(p.dtype, block, n, dst + i0 * element_bytes_);
+  }
+}
+
+void CacheChecker::store_held(const double* values, std::int64_t input_row, int head, const std::vector<double>& input,
+                              const std::vector<unsigned char>& input_stored, float descale, unsigned char* dst) const {
+  const AttnParams& p = pr_.params;
+  const std::size_t first = (static_cast<std::size_t>(input_row) * p.heads_kv + head) * p.head_size;
+  const std::size_t n = static_cast<std::size_t>(p.head_size);
+  if (first + n <= input.size() && std::memcmp(values, &input[first], n * sizeof(double)) == 0) {
+    std::memcpy(dst, &input_stored[first * element_bytes_], n * element_bytes_);
+    return;
+  }
+  store(values, n, descale, dst);
 }
 
 std::string CacheChecker::when() const { return each_call_ ? "" : "at the end of the schedule, "; }
@@ -151,12 +181,12 @@ void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
       std::fill(want_k.begin(), want_k.end(), 0);
       std::fill(want_v.begin(), want_v.end(), 0);
       if (pos >= 0)
-        for (int g = 0; g < p.heads_kv; ++g)
-          for (int d = 0; d < p.head_size; ++d) {
-            const std::size_t i = static_cast<std::size_t>(g) * p.head_size + d;
-            store(m.key(slot, g)[d], p.k_descale, &want_k[i * elem]);
-            store(m.value(slot, g)[d], p.v_descale, &want_v[i * elem]);
-          }
+        for (int g = 0; g < p.heads_kv; ++g) {
+          const std::size_t at = static_cast<std::size_t>(g) * p.head_size * elem;
+          const std::int64_t input_row = p.seq_offsets[b] + pos;
+          store_held(m.key(slot, g), input_row, g, k_, stored_k_, p.k_descale, &want_k[at]);
+          store_held(m.value(slot, g), input_row, g, v_, stored_v_, p.v_descale, &want_v[at]);
+        }
       const std::size_t off = cache.offset(b, slot, 0);
       if (std::memcmp(&cache.k[off], want_k.data(), row_bytes) == 0 &&
           std::memcmp(&cache.v[off], want_v.data(), row_bytes) == 0)
@@ -214,12 +244,12 @@ void CacheChecker::compare_paged(const dut::KvCache& cache, const std::string& w
     }
     for (std::int64_t pos = 0; pos < m.tokens_written(b); ++pos) {
       if (!m.holds(b, pos)) continue;
-      for (int g = 0; g < p.heads_kv; ++g)
-        for (int d = 0; d < p.head_size; ++d) {
-          const std::size_t i = static_cast<std::size_t>(g) * p.head_size + d;
-          store(m.key(b, pos, g)[d], p.k_descale, &want_k[i * elem]);
-          store(m.value(b, pos, g)[d], p.v_descale, &want_v[i * elem]);
-        }
+      for (int g = 0; g < p.heads_kv; ++g) {
+        const std::size_t at = static_cast<std::size_t>(g) * p.head_size * elem;
+        const std::int64_t input_row = p.seq_offsets[b] + pos;
+        store_held(m.key(b, pos, g), input_row, g, k_, stored_k_, p.k_descale, &want_k[at]);
+        store_held(m.value(b, pos, g), input_row, g, v_, stored_v_, p.v_descale, &want_v[at]);
+      }
       const std::int32_t page = m.physical_page(b, pos / P);
       const std::size_t off = (static_cast<std::size_t>(page) * P + pos % P) * row_bytes;
       if (std::memcmp(&cache.k[off], want_k.data(), row_bytes) == 0 &&

@@ -152,9 +152,8 @@ class ExecDut final : public dut::Dut {
       const std::size_t elem = dtype_bytes(p.dtype);
       for (std::int64_t r = 0; r < static_cast<std::int64_t>(want[0]); ++r)
         for (int h = 0; h < p.heads_q; ++h)
-          for (int d = 0; d < p.head_size; ++d)
-            store_as(p.dtype, out[(r * p.heads_q + h) * p.head_size + d],
-                     bytes + (r * p.out_row_stride + h * p.out_head_stride + d) * elem);
+          store_all_as(p.dtype, &out[(r * p.heads_q + h) * p.head_size], static_cast<std::size_t>(p.head_size),
+                       bytes + (r * p.out_row_stride + h * p.out_head_stride) * elem);
       return cache ? read_cache(f.id(), *cache) : dut::Status::success();
     } catch (const h5::Error& e) {
       return fail(std::string("wrote an unreadable response (") + e.what() + ")", errors);
@@ -197,11 +196,8 @@ class ExecDut final : public dut::Dut {
         cache.v[i] = static_cast<unsigned char>(v[i]);
       }
     } else {
-      const std::size_t elem = dtype_bytes(cache.dtype);
-      for (std::size_t i = 0; i < k.size(); ++i) {
-        store_as(cache.dtype, k[i], &cache.k[i * elem]);
-        store_as(cache.dtype, v[i], &cache.v[i * elem]);
-      }
+      store_all_as(cache.dtype, k.data(), k.size(), cache.k.data());
+      store_all_as(cache.dtype, v.data(), v.size(), cache.v.data());
     }
     for (std::size_t b = 0; b < batch; ++b) {
       cache.geometry[b].base = base[b];

@@ -14,7 +14,7 @@ namespace {
 
 std::vector<unsigned char> to_storage(const std::vector<float>& values, DType dtype) {
   std::vector<unsigned char> bytes(values.size() * dtype_bytes(dtype));
-  for (std::size_t i = 0; i < values.size(); ++i) store_as(dtype, values[i], &bytes[i * dtype_bytes(dtype)]);
+  store_all_as(dtype, values.data(), values.size(), bytes.data());
   return bytes;
 }
 
@@ -44,7 +44,7 @@ void attach_mask(const ProblemSpec& spec, Problem& pr) {
 
 std::vector<float> from_storage(const std::vector<unsigned char>& bytes, DType dtype) {
   std::vector<float> values(bytes.size() / dtype_bytes(dtype));
-  for (std::size_t i = 0; i < values.size(); ++i) values[i] = load_from(dtype, &bytes[i * dtype_bytes(dtype)]);
+  load_all_from(dtype, bytes.data(), values.size(), values.data());
   return values;
 }
 

@@ -20,9 +20,8 @@ std::vector<float> gather(const AttnParams& p, const void* base, std::int64_t ro
   const auto* bytes = static_cast<const unsigned char*>(base);
   for (std::int64_t r = 0; r < n; ++r)
     for (int h = 0; h < heads; ++h)
-      for (int d = 0; d < p.head_size; ++d)
-        t[(r * heads + h) * p.head_size + d] =
-            load_from(p.dtype, bytes + (r * row_stride + h * head_stride + d) * dtype_bytes(p.dtype));
+      load_all_from(p.dtype, bytes + (r * row_stride + h * head_stride) * dtype_bytes(p.dtype),
+                    static_cast<std::size_t>(p.head_size), &t[(r * heads + h) * p.head_size]);
   return t;
 }
 

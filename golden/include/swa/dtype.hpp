@@ -16,7 +16,7 @@ std::string_view dtype_name(DType dtype);
 std::optional<DType> parse_dtype(std::string_view name);
 std::string dtype_choices();  // "fp32|fp16|bf16", for error messages
 
-std::size_t dtype_bytes(DType dtype);
+constexpr std::size_t dtype_bytes(DType dtype) { return dtype == DType::fp32 ? 4 : 2; }
 
 // Round-to-nearest-even from float to the dtype, returned as the (exactly representable) float.
 // fp16 overflows to ±inf at |x| >= 65520; NaN stays NaN.
@@ -27,6 +27,10 @@ void round_all_to(DType dtype, float* values, std::size_t count);
 // Raw storage conversion: `dst` points to dtype_bytes(dtype) bytes.
 void store_as(DType dtype, float value, void* dst);
 float load_from(DType dtype, const void* src);
+// store_as and load_from over count consecutive elements, the dtype dispatched once and several
+// elements per instruction where the build allows: the same bits as the one-element versions.
+void store_all_as(DType dtype, const float* values, std::size_t count, void* dst);
+void load_all_from(DType dtype, const void* src, std::size_t count, float* values);
 
 // Unit roundoff u = 2^-p (fp32 2^-24, fp16 2^-11, bf16 2^-8).
 double unit_roundoff(DType dtype);
