@@ -20,7 +20,7 @@ namespace swa::harness {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr char kMagic[8] = {'S', 'W', 'A', 'G', 'O', 'L', 'D', '3'};
+constexpr char kMagic[8] = {'S', 'W', 'A', 'G', 'O', 'L', 'D', '4'};
 constexpr std::size_t kKeyChars = 64;
 constexpr std::size_t kDigestBytes = 32;  // SHA-256: the key
 constexpr std::size_t kChecksumBytes = 16;  // XXH3-128: an entry's checksum
@@ -89,8 +89,23 @@ struct Header {
   char magic[8];
   char key[kKeyChars];
   std::uint64_t out, lse, baseline;  // elements
+  std::uint64_t phases;              // of the baseline's errors
   std::uint64_t q, k, v;             // bytes of dtype storage
 };
+
+// BaselineErrors as fp64 values: the whole output's four, then three per phase.
+constexpr std::uint64_t kWholeErrorValues = 4, kPhaseErrorValues = 3;
+std::vector<double> error_values(const BaselineErrors& e) {
+  std::vector<double> v{e.max_abs, e.rel_l2, e.nmse, e.mean_ulp};
+  for (const ErrorNorms& p : e.phases) v.insert(v.end(), {p.max_abs, p.rel_l2, p.nmse});
+  return v;
+}
+BaselineErrors errors_of(const std::vector<double>& v) {
+  BaselineErrors e{v[0], v[1], v[2], v[3], {}};
+  for (std::size_t i = kWholeErrorValues; i + kPhaseErrorValues <= v.size(); i += kPhaseErrorValues)
+    e.phases.push_back({v[i], v[i + 1], v[i + 2]});
+  return e;
+}
 
 template <class T>
 bool read_array(std::ifstream& in, std::vector<T>& v, std::uint64_t n, Xxh3& check) {
@@ -120,7 +135,7 @@ std::optional<fs::path> GoldenCache::default_dir() {
 std::string GoldenCache::key(const std::string& scenario_id) {
   static const std::string model = cpu_model();
   Sha256 k;
-  k.add("swa-golden-cache 3").add(scenario_id).add(golden::build_id()).add(SWA_INPUTS_BUILD_ID);
+  k.add("swa-golden-cache 4").add(scenario_id).add(golden::build_id()).add(SWA_INPUTS_BUILD_ID);
   k.add(gnu_get_libc_version()).add(model);
   return k.hex();
 }
@@ -141,16 +156,21 @@ std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
   const bool ok = [&] {
     if (ec || !in.read(reinterpret_cast<char*>(&h), sizeof h)) return false;
     if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || std::string_view(h.key, kKeyChars) != key) return false;
-    for (const std::uint64_t n : {h.out, h.lse, h.baseline, h.q, h.k, h.v})
+    for (const std::uint64_t n : {h.out, h.lse, h.baseline, h.phases, h.q, h.k, h.v})
       if (n > file_bytes) return false;
-    const std::uint64_t body = (h.out + h.lse) * sizeof(double) + h.baseline * sizeof(float) + h.q + h.k + h.v;
+    const std::uint64_t errors = kWholeErrorValues + kPhaseErrorValues * h.phases;
+    const std::uint64_t body =
+        (h.out + h.lse + errors) * sizeof(double) + h.baseline * sizeof(float) + h.q + h.k + h.v;
     if (sizeof h + body + kChecksumBytes != file_bytes) return false;
     check.add(&h, sizeof h);
+    std::vector<double> error_vals;
     if (!read_array(in, e.golden.out, h.out, check) || !read_array(in, e.golden.lse, h.lse, check) ||
-        !read_array(in, e.baseline, h.baseline, check) || !read_array(in, e.inputs.q, h.q, check) ||
-        !read_array(in, e.inputs.k, h.k, check) || !read_array(in, e.inputs.v, h.v, check))
+        !read_array(in, e.baseline, h.baseline, check) || !read_array(in, error_vals, errors, check) ||
+        !read_array(in, e.inputs.q, h.q, check) || !read_array(in, e.inputs.k, h.k, check) ||
+        !read_array(in, e.inputs.v, h.v, check))
       return false;
     if (!in.read(reinterpret_cast<char*>(stored.data()), kChecksumBytes)) return false;
+    e.baseline_errors = errors_of(error_vals);
     return check.digest() == stored;
   }();
   if (!ok) {
@@ -164,9 +184,11 @@ std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
 }
 
 void GoldenCache::store(const std::string& key, const golden::Output& golden, const std::vector<float>& baseline,
-                        const Problem& problem) {
+                        const BaselineErrors& baseline_errors, const Problem& problem) {
+  const std::vector<double> error_vals = error_values(baseline_errors);
   const std::int64_t bytes = static_cast<std::int64_t>(
-      sizeof(Header) + (golden.out.size() + golden.lse.size()) * sizeof(double) + baseline.size() * sizeof(float) +
+      sizeof(Header) + (golden.out.size() + golden.lse.size() + error_vals.size()) * sizeof(double) +
+      baseline.size() * sizeof(float) +
       problem.q_storage.size() + problem.k_storage.size() + problem.v_storage.size() + kChecksumBytes);
   if (bytes > max_bytes_) return;
   const fs::path path = path_for(key);
@@ -178,6 +200,7 @@ void GoldenCache::store(const std::string& key, const golden::Output& golden, co
   h.out = golden.out.size();
   h.lse = golden.lse.size();
   h.baseline = baseline.size();
+  h.phases = baseline_errors.phases.size();
   h.q = problem.q_storage.size();
   h.k = problem.k_storage.size();
   h.v = problem.v_storage.size();
@@ -193,6 +216,7 @@ void GoldenCache::store(const std::string& key, const golden::Output& golden, co
     put(golden.out.data(), golden.out.size() * sizeof(double));
     put(golden.lse.data(), golden.lse.size() * sizeof(double));
     put(baseline.data(), baseline.size() * sizeof(float));
+    put(error_vals.data(), error_vals.size() * sizeof(double));
     put(problem.q_storage.data(), problem.q_storage.size());
     put(problem.k_storage.data(), problem.k_storage.size());
     put(problem.v_storage.data(), problem.v_storage.size());
@@ -210,10 +234,14 @@ void GoldenCache::store(const std::string& key, const golden::Output& golden, co
     return;
   }
   ++stored_;
-  evict();
+  std::lock_guard lock(listing_mutex_);
+  constexpr int kStoresBetweenListings = 64;
+  if (listed_bytes_ >= 0) listed_bytes_ += bytes;
+  if (listed_bytes_ < 0 || listed_bytes_ > max_bytes_ || ++stores_since_listing_ >= kStoresBetweenListings)
+    evict_locked();
 }
 
-void GoldenCache::evict() {
+void GoldenCache::evict_locked() {
   struct Item {
     fs::path path;
     fs::file_time_type used;
@@ -231,6 +259,8 @@ void GoldenCache::evict() {
     items.push_back({it->path(), used, static_cast<std::int64_t>(bytes)});
     total += static_cast<std::int64_t>(bytes);
   }
+  stores_since_listing_ = 0;
+  listed_bytes_ = total;
   if (total <= max_bytes_) return;
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.used < b.used; });
   for (const Item& item : items) {
@@ -238,6 +268,7 @@ void GoldenCache::evict() {
     if (fs::remove(item.path, ec)) ++evicted_;
     total -= item.bytes;
   }
+  listed_bytes_ = total;
 }
 
 GoldenCacheCounts GoldenCache::counts() const { return {hits_.load(), stored_.load(), corrupt_.load(), evicted_.load()}; }

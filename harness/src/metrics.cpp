@@ -3,62 +3,221 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 namespace swa::harness {
+namespace {
+
+// Eight elements at a time in GCC vector types: AVX-512 registers where the CPU has them, two AVX2
+// or four SSE ones where it does not, with the same lanes and so the same bits on every machine.
+constexpr int kLanes = 8;
+using Doubles = double __attribute__((vector_size(8 * kLanes)));
+using Floats = float __attribute__((vector_size(4 * kLanes)));
+using Ints = std::int64_t __attribute__((vector_size(8 * kLanes)));  // and the masks of Doubles' compares
+
+template <class V, class T>
+V broadcast(T x) {
+  V v;
+  for (int i = 0; i < kLanes; ++i) v[i] = x;
+  return v;
+}
+
+bool any(Ints mask) {
+  const Ints none{};
+  return std::memcmp(&mask, &none, sizeof mask) != 0;  // a few vector instructions, not eight extractions
+}
+
+// Lane j of each accumulator takes the elements whose index is j modulo 8, in index order.
+struct Lanes {
+  Doubles sum_abs{}, sum_sq{}, ref_sq{}, out_sq{}, dot{};
+  Doubles max_abs{}, max_rel{}, out_max_abs{};
+  Ints worst = broadcast<Ints>(std::int64_t{-1});
+  Ints first_nonfinite = broadcast<Ints>(std::numeric_limits<std::int64_t>::max());
+  Ints finite{}, nan{}, nonfinite{}, over{}, max_ulp{}, sum_ulp{};
+
+  // Elements index0 .. index0 + 7; a lane outside `valid` (the tail of the tensor) counts nowhere.
+  void add(Floats out, Doubles ref, Ints ulps, Ints index, Ints valid, double rel_floor, double threshold) {
+    const Doubles o = __builtin_convertvector(out, Doubles);
+    const Ints is_finite = ((o - o) == 0) & valid;  // inf - inf and NaN - NaN are NaN
+    const Ints is_nan = (o != o) & valid;
+    const Doubles zero{};
+    const Doubles om = is_finite ? o : zero, r = is_finite ? ref : zero;
+    const Doubles diff = om - r;
+    const Doubles e = diff < 0 ? -diff : diff;
+    const Doubles abs_r = r < 0 ? -r : r, abs_o = om < 0 ? -om : om;
+    const Doubles floor = broadcast<Doubles>(rel_floor);
+    const Doubles den = abs_r < floor ? floor : abs_r;
+    // The division only when some lane may raise its maximum: e / den rounds above max_rel only when
+    // e >= max_rel * den, and the bound below is smaller than that product whatever its rounding.
+    if (any(e >= max_rel * den * 0.999999)) {
+      const Doubles rel = e / den;
+      // NaN ratios (0 / 0 where ref and the floor are 0) never raise the maximum, as std::max(max, NaN).
+      max_rel = rel > max_rel ? rel : max_rel;
+    }
+    // The first index of the largest error: a later lane element replaces it only when larger.
+    const Ints take = is_finite & ((e > max_abs) | (worst < 0));
+    max_abs = take ? e : max_abs;
+    worst = take ? index : worst;
+    out_max_abs = abs_o > out_max_abs ? abs_o : out_max_abs;
+    sum_abs += e;
+    sum_sq += e * e;
+    ref_sq += r * r;
+    out_sq += om * om;
+    dot += om * r;
+    const Ints u = is_finite ? ulps : Ints{};
+    max_ulp = u > max_ulp ? u : max_ulp;
+    sum_ulp += u;
+    finite -= is_finite;  // masks are -1 where true
+    nan -= is_nan;
+    const Ints not_finite = ~is_finite & valid;
+    nonfinite -= not_finite;
+    first_nonfinite = (not_finite & (first_nonfinite == std::numeric_limits<std::int64_t>::max())) ? index : first_nonfinite;
+    if (threshold > 0) over -= is_finite & (e > broadcast<Doubles>(threshold));
+  }
+};
+
+// The eight lanes of a sum in a fixed tree: ((0+1)+(2+3))+((4+5)+(6+7)).
+double lane_sum(Doubles v) { return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])); }
+template <class V>
+auto lane_max(V v) {
+  auto m = v[0];
+  for (int i = 1; i < kLanes; ++i) m = v[i] > m ? v[i] : m;
+  return m;
+}
+std::int64_t lane_total(Ints v) {
+  std::int64_t t = 0;
+  for (int i = 0; i < kLanes; ++i) t += v[i];
+  return t;
+}
+
+double max_abs_of(std::span<const double> ref) {
+  // Lane maxima (a maximum is exact in any order); a NaN never wins, as with std::max.
+  Doubles m{};
+  std::size_t i = 0;
+  for (; i + kLanes <= ref.size(); i += kLanes) {
+    Doubles r;
+    std::memcpy(&r, &ref[i], sizeof r);
+    r = r < 0 ? -r : r;
+    m = r > m ? r : m;
+  }
+  double top = lane_max(m);
+  for (; i < ref.size(); ++i) top = std::max(top, std::abs(ref[i]));
+  return top;
+}
+
+}  // namespace
 
 Comparison compare(std::span<const float> out, std::span<const double> ref, DType dtype, double threshold) {
   Comparison c;
   c.elements = static_cast<std::int64_t>(out.size());
-  for (double r : ref) c.ref_max_abs = std::max(c.ref_max_abs, std::abs(r));
+  c.ref_max_abs = max_abs_of(ref);
   c.rel_floor = 1e-2 * c.ref_max_abs;
-  double sum_abs = 0, sum_sq = 0, ref_sq = 0, out_sq = 0, dot = 0, sum_ulp = 0;
-  std::int64_t finite = 0;
+  Lanes lanes;
   // ULP distances go a chunk at a time through the batch conversion (ulp_distances).
   constexpr std::int64_t kChunk = 1024;
-  std::array<float, kChunk> out_f, ref_f;
-  std::array<std::int64_t, kChunk> ulps;
-  for (std::int64_t i = 0; i < c.elements; ++i) {
-    if (i % kChunk == 0) {
-      const std::int64_t n = std::min(kChunk, c.elements - i);
-      for (std::int64_t k = 0; k < n; ++k) {
-        out_f[k] = out[i + k];
-        ref_f[k] = static_cast<float>(ref[i + k]);
+  alignas(64) std::array<float, kChunk> out_f, ref_f;
+  alignas(64) std::array<std::int64_t, kChunk> ulps;
+  const Ints all = broadcast<Ints>(std::int64_t{-1});
+  Ints lane_index;
+  for (int i = 0; i < kLanes; ++i) lane_index[i] = i;
+  for (std::int64_t i0 = 0; i0 < c.elements; i0 += kChunk) {
+    const std::int64_t n = std::min(kChunk, c.elements - i0);
+    const double* r_chunk = ref.data() + i0;
+    std::copy_n(out.data() + i0, n, out_f.begin());
+    for (std::int64_t k = 0; k < n; ++k) ref_f[k] = static_cast<float>(r_chunk[k]);
+    ulp_distances(dtype, out_f.data(), ref_f.data(), static_cast<std::size_t>(n), ulps.data());
+    std::int64_t k = 0;
+    for (; k + kLanes <= n; k += kLanes) {  // fixed-size copies: vector loads, not rep movs
+      Floats o;
+      Doubles r;
+      Ints u;
+      std::memcpy(&o, &out_f[k], sizeof o);
+      std::memcpy(&r, r_chunk + k, sizeof r);
+      std::memcpy(&u, &ulps[k], sizeof u);
+      lanes.add(o, r, u, lane_index + broadcast<Ints>(i0 + k), all, c.rel_floor, threshold);
+    }
+    if (const std::int64_t m = n - k; m > 0) {  // the tail, in lanes 0 .. m-1
+      Floats o{};
+      Doubles r{};
+      Ints u{};
+      for (std::int64_t j = 0; j < m; ++j) {
+        o[j] = out_f[k + j];
+        r[j] = r_chunk[k + j];
+        u[j] = ulps[k + j];
       }
-      ulp_distances(dtype, out_f.data(), ref_f.data(), static_cast<std::size_t>(n), ulps.data());
+      lanes.add(o, r, u, lane_index + broadcast<Ints>(i0 + k), lane_index < broadcast<Ints>(m), c.rel_floor, threshold);
     }
-    const double o = out[i], r = ref[i];
-    if (!std::isfinite(o)) {
-      (std::isnan(o) ? c.nan_count : c.inf_count)++;
-      if (c.first_nonfinite < 0) c.first_nonfinite = i;
-      continue;
-    }
-    ++finite;
-    const double e = std::abs(o - r);
-    if (e > c.max_abs || c.worst_index < 0) {
-      c.max_abs = e;
-      c.worst_index = i;
-    }
-    c.max_rel = std::max(c.max_rel, e / std::max(std::abs(r), c.rel_floor));
-    sum_abs += e;
-    sum_sq += e * e;
-    ref_sq += r * r;
-    out_sq += o * o;
-    dot += o * r;
-    c.out_max_abs = std::max(c.out_max_abs, std::abs(o));
-    const std::int64_t ulp = ulps[i % kChunk];
-    c.max_ulp = std::max(c.max_ulp, ulp);
-    sum_ulp += static_cast<double>(ulp);
-    if (threshold > 0 && e > threshold) ++c.over_threshold;
   }
+  c.max_rel = lane_max(lanes.max_rel);
+  c.out_max_abs = lane_max(lanes.out_max_abs);
+  c.max_ulp = lane_max(lanes.max_ulp);
+  c.over_threshold = lane_total(lanes.over);
+  c.nan_count = lane_total(lanes.nan);
+  c.inf_count = lane_total(lanes.nonfinite) - c.nan_count;
+  const std::int64_t first_nonfinite = lane_max(-lanes.first_nonfinite);  // the smallest index
+  c.first_nonfinite = first_nonfinite == -std::numeric_limits<std::int64_t>::max() ? -1 : -first_nonfinite;
+  for (int i = 0; i < kLanes; ++i) {
+    if (lanes.worst[i] < 0) continue;
+    const double e = lanes.max_abs[i];
+    if (c.worst_index < 0 || e > c.max_abs || (e == c.max_abs && lanes.worst[i] < c.worst_index)) {
+      c.max_abs = e;
+      c.worst_index = lanes.worst[i];
+    }
+  }
+  const std::int64_t finite = lane_total(lanes.finite);
+  const double sum_sq = lane_sum(lanes.sum_sq), ref_sq = lane_sum(lanes.ref_sq), out_sq = lane_sum(lanes.out_sq);
   if (finite > 0) {
-    c.mean_abs = sum_abs / finite;
+    c.mean_abs = lane_sum(lanes.sum_abs) / finite;
     c.rms = std::sqrt(sum_sq / finite);
-    c.mean_ulp = sum_ulp / finite;
+    c.mean_ulp = static_cast<double>(lane_total(lanes.sum_ulp)) / finite;
   }
   c.rel_l2 = ref_sq > 0 ? std::sqrt(sum_sq / ref_sq) : 0;
   c.nmse = ref_sq > 0 ? sum_sq / ref_sq : 0;
-  c.cosine = ref_sq > 0 && out_sq > 0 ? dot / std::sqrt(ref_sq * out_sq) : 0;
+  c.cosine = ref_sq > 0 && out_sq > 0 ? lane_sum(lanes.dot) / std::sqrt(ref_sq * out_sq) : 0;
   return c;
+}
+
+ErrorNorms error_norms(std::span<const float> out, std::span<const double> ref, std::span<const ElementRange> ranges) {
+  Doubles max_abs{}, sum_sq{}, ref_sq{};
+  Ints lane_index;
+  for (int i = 0; i < kLanes; ++i) lane_index[i] = i;
+  auto add = [&](Floats of, Doubles r, Ints valid) {
+    const Doubles o = __builtin_convertvector(of, Doubles);
+    const Ints is_finite = ((o - o) == 0) & valid;
+    const Doubles zero{};
+    const Doubles rm = is_finite ? r : zero;
+    const Doubles diff = (is_finite ? o : zero) - rm;
+    const Doubles e = diff < 0 ? -diff : diff;
+    max_abs = e > max_abs ? e : max_abs;
+    sum_sq += e * e;
+    ref_sq += rm * rm;
+  };
+  for (const ElementRange& range : ranges) {
+    std::int64_t i = range.first;
+    for (; i + kLanes <= range.last; i += kLanes) {
+      Floats o;
+      Doubles r;
+      std::memcpy(&o, &out[i], sizeof o);
+      std::memcpy(&r, &ref[i], sizeof r);
+      add(o, r, broadcast<Ints>(std::int64_t{-1}));
+    }
+    if (const std::int64_t m = range.last - i; m > 0) {
+      Floats o{};
+      Doubles r{};
+      for (std::int64_t j = 0; j < m; ++j) {
+        o[j] = out[i + j];
+        r[j] = ref[i + j];
+      }
+      add(o, r, lane_index < broadcast<Ints>(m));
+    }
+  }
+  ErrorNorms n;
+  n.max_abs = lane_max(max_abs);
+  const double sq = lane_sum(sum_sq), ref_norm_sq = lane_sum(ref_sq);
+  n.rel_l2 = ref_norm_sq > 0 ? std::sqrt(sq / ref_norm_sq) : 0;
+  n.nmse = ref_norm_sq > 0 ? sq / ref_norm_sq : 0;
+  return n;
 }
 
 }  // namespace swa::harness

@@ -17,7 +17,8 @@ constexpr std::chrono::duration<double> kMaxDelay{1.0};  // and nothing finished
 
 }  // namespace
 
-ResultsStore::ResultsStore(fs::path path, Meta meta, bool resume, bool other_sweep_text_ok) : path_(std::move(path)) {
+ResultsStore::ResultsStore(fs::path path, Meta meta, bool resume, bool other_sweep_text_ok)
+    : path_(std::move(path)), in_flight_marker_(path_.string() + ".inflight") {
   // Temporaries of earlier runs killed while writing (kill -9, power loss) go now.
   remove_orphaned_temporaries(path_);
   if (resume && fs::exists(path_)) {
@@ -151,22 +152,12 @@ void ResultsStore::end(const std::string& scenario_id) {
   write_in_flight();
 }
 
-void ResultsStore::write_in_flight() const {
-  const fs::path marker = path_.string() + ".inflight";
-  if (in_flight_.empty() && pending_ids_.empty()) {
-    std::error_code ignored;
-    fs::remove(marker, ignored);
-    return;
-  }
+void ResultsStore::write_in_flight() {
   std::string text;
   for (const auto& id : in_flight_) text += id + "\n";
   for (const auto& id : pending_ids_)
     if (std::find(in_flight_.begin(), in_flight_.end(), id) == in_flight_.end()) text += id + "\n";
-  try {
-    write_file_atomically(marker, text, /*durable=*/false);
-  } catch (const std::runtime_error&) {
-    // Only a hint for after a crash; a full disk is reported by the results file itself.
-  }
+  in_flight_marker_.write(text);
 }
 
 }  // namespace swa::harness

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 
 #include "swa/dut/kv_cache.hpp"
 #include "swa/enum_names.hpp"
@@ -39,13 +41,16 @@ std::string describe(const Location& l) {
   return o.str();
 }
 
-// The elements of the phase's rows, in order.
-template <class T>
-std::vector<T> gather(std::span<const T> all, const std::vector<std::int64_t>& rows, std::int64_t row_elems) {
-  std::vector<T> out;
-  out.reserve(rows.size() * row_elems);
-  for (std::int64_t r : rows) out.insert(out.end(), all.begin() + r * row_elems, all.begin() + (r + 1) * row_elems);
-  return out;
+// The elements of the phase's rows, in order, as ranges (consecutive rows are one range).
+std::vector<ElementRange> element_ranges(const std::vector<std::int64_t>& rows, std::int64_t row_elems) {
+  std::vector<ElementRange> ranges;
+  for (std::int64_t r : rows) {
+    if (!ranges.empty() && ranges.back().last == r * row_elems)
+      ranges.back().last += row_elems;
+    else
+      ranges.push_back({r * row_elems, (r + 1) * row_elems});
+  }
+  return ranges;
 }
 
 double eps(DType d) { return d == DType::fp32 ? 0x1p-23 : d == DType::fp16 ? 0x1p-10 : 0x1p-7; }
@@ -134,8 +139,42 @@ std::vector<Phase> phases_of(const AttnParams& p) {
   return phases;
 }
 
+namespace {
+
+// A prefill's one phase is the whole output in order: its comparisons are the whole output's,
+// computed once (the same sums in the same order, so the same bits).
+bool whole_output(const std::vector<Phase>& phases, std::int64_t row_elems, std::size_t elements) {
+  if (phases.size() != 1) return false;
+  const auto& rows = phases[0].rows;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] != static_cast<std::int64_t>(i)) return false;
+  return static_cast<std::int64_t>(rows.size()) * row_elems == static_cast<std::int64_t>(elements);
+}
+
+std::int64_t row_elements(const AttnParams& p) { return static_cast<std::int64_t>(p.heads_q) * p.head_size; }
+
+}  // namespace
+
+BaselineErrors baseline_errors(const AttnParams& p, std::span<const double> golden, std::span<const float> baseline) {
+  const Comparison whole = compare(baseline, golden, p.dtype, 0);
+  BaselineErrors e{whole.max_abs, whole.rel_l2, whole.nmse, whole.mean_ulp, {}};
+  const std::vector<Phase> phases = phases_of(p);
+  if (whole_output(phases, row_elements(p), baseline.size())) {
+    e.phases.push_back({whole.max_abs, whole.rel_l2, whole.nmse});
+    return e;
+  }
+  for (const Phase& ph : phases)
+    e.phases.push_back(error_norms(baseline, golden, element_ranges(ph.rows, row_elements(p))));
+  return e;
+}
+
 ResultRow judge(const AttnParams& p, const Tolerance& tol, const std::string& dut, std::span<const float> out,
                 std::span<const double> golden, std::span<const float> baseline) {
+  return judge(p, tol, dut, out, golden, baseline_errors(p, golden, baseline));
+}
+
+ResultRow judge(const AttnParams& p, const Tolerance& tol, const std::string& dut, std::span<const float> out,
+                std::span<const double> golden, const BaselineErrors& base) {
   const DType dtype = p.dtype;
   ResultRow r;
   r.dut = dut;
@@ -148,38 +187,26 @@ ResultRow judge(const AttnParams& p, const Tolerance& tol, const std::string& du
   r.l2_floor = tol.l2_floor;
   r.warn_l2_factor = tol.warn_l2_factor;
   r.nmse_max = tol.nmse_max;
-
-  const Comparison base = compare(baseline, golden, dtype, 0);
   r.baseline_max_abs = base.max_abs;
   r.baseline_rel_l2 = base.rel_l2;
   r.baseline_mean_ulp = base.mean_ulp;
 
   // Each phase on its own rows.
-  const std::int64_t row_elems = static_cast<std::int64_t>(p.heads_q) * p.head_size;
+  const std::int64_t row_elems = row_elements(p);
   std::string max_phase, l2_phase, warn_phase, nmse_phase;
   double warn_margin = 0, warn_ratio = 0, nmse_worst = 0, l2_at_worst = 0, l2_limit_at_worst = 0, max_at_worst = 0;
   r.threshold = tol.rtol_factor * base.max_abs + tol.atol_floor;
   const std::vector<Phase> phases = phases_of(p);
-  // A prefill's one phase is the whole output in order: its comparisons are the whole output's,
-  // computed once (the same sums in the same order, so the same bits).
-  const bool one_whole_phase = phases.size() == 1 && [&] {
-    const auto& rows = phases[0].rows;
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      if (rows[i] != static_cast<std::int64_t>(i)) return false;
-    return static_cast<std::int64_t>(rows.size()) * row_elems == static_cast<std::int64_t>(out.size());
-  }();
+  if (base.phases.size() != phases.size())
+    throw std::invalid_argument("judge: the baseline's errors have " + std::to_string(base.phases.size()) +
+                                " phases, the schedule " + std::to_string(phases.size()));
   std::optional<Comparison> whole;
-  for (const Phase& ph : phases) {
-    Comparison bc, dc;
-    if (one_whole_phase) {
-      bc = base;
-      dc = *(whole = compare(out, golden, dtype, r.threshold));  // r.threshold is this phase's (bc is base)
-    } else {
-      const std::vector<float> o = gather(out, ph.rows, row_elems), b = gather(baseline, ph.rows, row_elems);
-      const std::vector<double> g = gather(golden, ph.rows, row_elems);
-      bc = compare(b, g, dtype, 0);
-      dc = compare(o, g, dtype, 0);
-    }
+  if (whole_output(phases, row_elems, out.size())) whole = compare(out, golden, dtype, r.threshold);  // r.threshold is the one phase's
+  for (std::size_t k = 0; k < phases.size(); ++k) {
+    const Phase& ph = phases[k];
+    const ErrorNorms& bc = base.phases[k];
+    const ErrorNorms dc =
+        whole ? ErrorNorms{whole->max_abs, whole->rel_l2, whole->nmse} : error_norms(out, golden, element_ranges(ph.rows, row_elems));
     if (tol.rtol_factor > 0) {
       const double threshold = tol.rtol_factor * bc.max_abs + tol.atol_floor;
       if (dc.max_abs / threshold > r.max_margin || max_phase.empty()) {

@@ -43,6 +43,7 @@ struct Reference {
   Problem problem;
   golden::Output golden;
   std::vector<float> baseline;
+  BaselineErrors baseline_errors;  // the verdicts' limits, computed once for every DUT
   ReferenceTimes times;
 };
 

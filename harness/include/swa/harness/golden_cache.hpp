@@ -5,28 +5,35 @@
 //
 // Key: SHA-256 of the scenario ID (every parameter of the case), golden::build_id() (the golden's
 // sources, compiler and flags), the input generator's build id (its sources, compiler and flags:
-// harness/CMakeLists.txt), the C library's version and the CPU model (libm's results, which the
+// harness/CMakeLists.txt; with the sources of the baseline's errors, metrics and phases), the C library's version and the CPU model (libm's results, which the
 // inputs and the golden both use, can differ between them).
-// Entry: "<key>.golden" = magic, key, sizes, golden out and LSE (fp64), baseline (fp32), Q, K and V
-// in storage form, and an XXH3-128 of all that; a file that fails the check is deleted and
-// recomputed. A hit refreshes the entry's modification time; after each store, the least recently
-// used entries are deleted until the folder is under its size cap. Writers go through a temporary
-// and a rename, so processes sharing the folder (--jobs, Slurm shards) never read half an entry.
+// Entry: "<key>.golden" = magic, key, sizes, golden out and LSE (fp64), baseline (fp32), the
+// baseline's errors (fp64: whole output, then per phase), Q, K and V in storage form, and an
+// XXH3-128 of all that; a file that fails the check is deleted and
+// recomputed. A hit refreshes the entry's modification time. The folder is listed at the first store
+// and again whenever this process's count of its bytes (the listing plus what it stored since) goes
+// over the size cap, or after 64 stores (to see what other processes added); when the listing is over
+// the cap, the least recently used entries are deleted until it is under. (Listing after every store
+// made a cold run of N scenarios list O(N^2) files.) Writers go through a temporary and a rename, so
+// processes sharing the folder (--jobs, Slurm shards) never read half an entry.
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "swa/golden.hpp"
 #include "swa/harness/problem.hpp"
+#include "swa/harness/verdict.hpp"
 
 namespace swa::harness {
 
 struct GoldenCacheEntry {
   golden::Output golden;
   std::vector<float> baseline;
+  BaselineErrors baseline_errors;
   ProblemTensors inputs;
 };
 
@@ -51,7 +58,7 @@ class GoldenCache {
   std::optional<GoldenCacheEntry> load(const std::string& key);
   // Stores the entry (never throws: a full disk only loses the cache entry), then evicts.
   void store(const std::string& key, const golden::Output& golden, const std::vector<float>& baseline,
-             const Problem& problem);
+             const BaselineErrors& baseline_errors, const Problem& problem);
 
   const std::filesystem::path& dir() const { return dir_; }
   std::int64_t max_bytes() const { return max_bytes_; }
@@ -59,11 +66,14 @@ class GoldenCache {
 
  private:
   std::filesystem::path path_for(const std::string& key) const;
-  void evict();
+  void evict_locked();  // lists the folder and deletes the least recently used entries over the cap
 
   std::filesystem::path dir_;
   std::int64_t max_bytes_;
   std::atomic<std::int64_t> hits_{0}, stored_{0}, corrupt_{0}, evicted_{0};
+  std::mutex listing_mutex_;
+  std::int64_t listed_bytes_ = -1;   // the folder's bytes at the last listing plus this process's stores since (-1: not listed)
+  int stores_since_listing_ = 0;
 };
 
 }  // namespace swa::harness

@@ -30,6 +30,21 @@ struct Comparison {
 };
 
 // `threshold` counts the elements with |out - ref| above it (pass 0 to skip).
+// Eight elements at a time: the sums run in eight lanes (element i in lane i mod 8, in index order)
+// added in a fixed tree at the end, so their bits are the same on every machine but may differ in the
+// last place from a serial sum's; counts, maxima and the worst index are exact as in any order.
 Comparison compare(std::span<const float> out, std::span<const double> ref, DType dtype, double threshold);
+
+// The error norms a verdict needs per phase, over the elements [first, last) of each range (a
+// phase's rows) without copying them out: compare's max_abs, rel_l2 and nmse of those elements
+// (NaN and Inf outputs left out), at a fraction of its cost. Sums in eight lanes as compare's,
+// restarting at lane 0 with each range.
+struct ErrorNorms {
+  double max_abs = 0, rel_l2 = 0, nmse = 0;
+};
+struct ElementRange {
+  std::int64_t first = 0, last = 0;
+};
+ErrorNorms error_norms(std::span<const float> out, std::span<const double> ref, std::span<const ElementRange> ranges);
 
 }  // namespace swa::harness

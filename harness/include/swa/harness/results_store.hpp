@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "swa/harness/in_flight_marker.hpp"
 #include "swa/harness/results_file.hpp"
 
 namespace swa::harness {
@@ -86,7 +87,8 @@ class ResultsStore {
 
   void commit_locked();
   bool commit_due_locked() const;
-  void write_in_flight() const;
+  InFlightMarker in_flight_marker_;  // after path_: built from it
+  void write_in_flight();
 };
 
 }  // namespace swa::harness

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "swa/dtype.hpp"
+#include "swa/harness/metrics.hpp"
 #include "swa/harness/problem.hpp"
 #include "swa/harness/results.hpp"
 #include "swa/harness/tolerance.hpp"
@@ -27,9 +28,22 @@ struct Phase {
 };
 std::vector<Phase> phases_of(const AttnParams& params);
 
+// The same-precision baseline's error against the golden, which sets every verdict's limits on a
+// scenario: over the whole output, and per phase (phases_of's order). A function of the scenario
+// alone, so it is computed once per scenario, not per DUT, and kept in the golden cache.
+struct BaselineErrors {
+  double max_abs = 0, rel_l2 = 0, nmse = 0, mean_ulp = 0;  // the whole output's (compare's)
+  std::vector<ErrorNorms> phases;
+};
+BaselineErrors baseline_errors(const AttnParams& params, std::span<const double> golden, std::span<const float> baseline);
+
 // The metrics and the verdict of one output (rows [nTokens, Hq, D] in the dtype's values) against
-// the golden, with the baseline's output setting the limits. `dut` names the row. The params give
-// the problem's shape and schedule (its pointers to inputs are not read).
+// the golden, with the baseline's errors setting the limits. `dut` names the row. The params give
+// the problem's shape and schedule (its pointers to inputs are not read). Throws
+// std::invalid_argument when `baseline` has not one entry per phase.
+ResultRow judge(const AttnParams& params, const Tolerance& tolerance, const std::string& dut, std::span<const float> out,
+                std::span<const double> golden, const BaselineErrors& baseline);
+// The same, the baseline's errors computed from its output.
 ResultRow judge(const AttnParams& params, const Tolerance& tolerance, const std::string& dut, std::span<const float> out,
                 std::span<const double> golden, std::span<const float> baseline);
 

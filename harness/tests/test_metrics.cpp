@@ -1,0 +1,155 @@
+#define BOOST_TEST_MODULE harness_metrics
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "swa/harness/metrics.hpp"
+
+using namespace swa;
+using namespace swa::harness;
+
+namespace {
+
+// The definitions one element at a time in index order: an oracle apart from compare's lanes.
+Comparison one_at_a_time(const std::vector<float>& out, const std::vector<double>& ref, DType dtype, double threshold) {
+  Comparison c;
+  c.elements = static_cast<std::int64_t>(out.size());
+  for (double r : ref) c.ref_max_abs = std::max(c.ref_max_abs, std::abs(r));
+  c.rel_floor = 1e-2 * c.ref_max_abs;
+  long double sum_abs = 0, sum_sq = 0, ref_sq = 0, out_sq = 0, dot = 0, sum_ulp = 0;
+  std::int64_t finite = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double o = out[i], r = ref[i];
+    if (!std::isfinite(o)) {
+      (std::isnan(o) ? c.nan_count : c.inf_count)++;
+      if (c.first_nonfinite < 0) c.first_nonfinite = static_cast<std::int64_t>(i);
+      continue;
+    }
+    ++finite;
+    const double e = std::abs(o - r);
+    if (c.worst_index < 0 || e > c.max_abs) {
+      c.max_abs = e;
+      c.worst_index = static_cast<std::int64_t>(i);
+    }
+    c.max_rel = std::max(c.max_rel, e / std::max(std::abs(r), c.rel_floor));
+    c.out_max_abs = std::max(c.out_max_abs, std::abs(o));
+    const std::int64_t ulp = ulp_distance(dtype, out[i], static_cast<float>(r));
+    c.max_ulp = std::max(c.max_ulp, ulp);
+    sum_ulp += ulp;
+    sum_abs += e;
+    sum_sq += static_cast<long double>(e) * e;
+    ref_sq += static_cast<long double>(r) * r;
+    out_sq += static_cast<long double>(o) * o;
+    dot += static_cast<long double>(o) * r;
+    c.over_threshold += threshold > 0 && e > threshold;
+  }
+  if (finite > 0) {
+    c.mean_abs = static_cast<double>(sum_abs / finite);
+    c.rms = static_cast<double>(std::sqrt(sum_sq / finite));
+    c.mean_ulp = static_cast<double>(sum_ulp / finite);
+  }
+  c.rel_l2 = ref_sq > 0 ? static_cast<double>(std::sqrt(sum_sq / ref_sq)) : 0;
+  c.nmse = ref_sq > 0 ? static_cast<double>(sum_sq / ref_sq) : 0;
+  c.cosine = ref_sq > 0 && out_sq > 0 ? static_cast<double>(dot / std::sqrt(ref_sq * out_sq)) : 0;
+  return c;
+}
+
+void check_same(const Comparison& got, const Comparison& want, const std::string& what) {
+  BOOST_TEST_CONTEXT(what) {
+    // Counts, maxima and positions are exact in any order.
+    BOOST_TEST(got.elements == want.elements);
+    BOOST_TEST(got.nan_count == want.nan_count);
+    BOOST_TEST(got.inf_count == want.inf_count);
+    BOOST_TEST(got.first_nonfinite == want.first_nonfinite);
+    BOOST_TEST(got.max_abs == want.max_abs);
+    BOOST_TEST(got.worst_index == want.worst_index);
+    BOOST_TEST(got.max_rel == want.max_rel);
+    BOOST_TEST(got.rel_floor == want.rel_floor);
+    BOOST_TEST(got.ref_max_abs == want.ref_max_abs);
+    BOOST_TEST(got.out_max_abs == want.out_max_abs);
+    BOOST_TEST(got.max_ulp == want.max_ulp);
+    BOOST_TEST(got.mean_ulp == want.mean_ulp);  // a sum of integers: exact
+    BOOST_TEST(got.over_threshold == want.over_threshold);
+    // Sums: the lanes' order against long double, a few ulps of a double apart.
+    const auto tol = boost::test_tools::tolerance(1e-13);
+    BOOST_TEST(got.mean_abs == want.mean_abs, tol);
+    BOOST_TEST(got.rms == want.rms, tol);
+    BOOST_TEST(got.rel_l2 == want.rel_l2, tol);
+    BOOST_TEST(got.nmse == want.nmse, tol);
+    BOOST_TEST(got.cosine == want.cosine, tol);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(compare_equals_the_element_by_element_definitions) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal;
+  // Lengths around the 8 lanes and the 1024-element chunks.
+  for (std::size_t n : {1u, 7u, 8u, 9u, 17u, 1023u, 1024u, 1025u, 3001u}) {
+    for (DType dt : kAllDTypes) {
+      std::vector<double> ref(n);
+      std::vector<float> out(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        ref[i] = normal(rng);
+        out[i] = round_to(dt, static_cast<float>(ref[i] * (1 + 1e-3 * normal(rng))));
+      }
+      const std::string what = std::string(dtype_name(dt)) + " n=" + std::to_string(n);
+      check_same(compare(out, ref, dt, 1e-3), one_at_a_time(out, ref, dt, 1e-3), what);
+      // The largest error exactly twice (in different lanes where n allows): the first index is the
+      // worst; then NaN and Inf here and there.
+      for (std::size_t i : {n / 3, n - 1}) {
+        ref[i] = 1.0;
+        out[i] = 6.0f;
+      }
+      check_same(compare(out, ref, dt, 0), one_at_a_time(out, ref, dt, 0), what + " with a tie");
+      out[n - 1] = std::numeric_limits<float>::quiet_NaN();
+      if (n > 3) out[3] = -std::numeric_limits<float>::infinity();
+      check_same(compare(out, ref, dt, 1e-3), one_at_a_time(out, ref, dt, 1e-3), what + " with NaN and Inf");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(compare_of_nothing_but_nan_counts_every_element) {
+  const std::vector<float> out(13, std::numeric_limits<float>::quiet_NaN());
+  const std::vector<double> ref(13, 1.0);
+  const Comparison c = compare(out, ref, DType::bf16, 0.1);
+  BOOST_TEST(c.nan_count == 13);
+  BOOST_TEST(c.first_nonfinite == 0);
+  BOOST_TEST(c.worst_index == -1);
+  BOOST_TEST(c.mean_abs == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(error_norms_of_ranges_equal_compare_of_those_elements) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> normal;
+  const std::size_t n = 4000;
+  std::vector<double> ref(n);
+  std::vector<float> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    ref[i] = normal(rng);
+    out[i] = static_cast<float>(ref[i] * (1 + 1e-3 * normal(rng)));
+  }
+  out[130] = std::numeric_limits<float>::quiet_NaN();  // left out, as compare leaves it out
+  out[2500] = static_cast<float>(ref[2500] + 3);       // the largest error, outside the first ranges
+  const std::vector<std::vector<ElementRange>> cases = {
+      {{0, 640}}, {{0, 13}, {640, 1280}, {2000, 2003}}, {{120, 140}, {2496, 2600}}, {{3999, 4000}}, {}};
+  for (const auto& ranges : cases) {
+    std::vector<float> o;
+    std::vector<double> r;
+    for (const ElementRange& e : ranges) {
+      o.insert(o.end(), out.begin() + e.first, out.begin() + e.last);
+      r.insert(r.end(), ref.begin() + e.first, ref.begin() + e.last);
+    }
+    const Comparison want = one_at_a_time(o, r, DType::fp32, 0);
+    const ErrorNorms got = error_norms(out, ref, ranges);
+    BOOST_TEST_CONTEXT(ranges.size() << " ranges") {
+      BOOST_TEST(got.max_abs == want.max_abs);
+      BOOST_TEST(got.rel_l2 == want.rel_l2, boost::test_tools::tolerance(1e-13));
+      BOOST_TEST(got.nmse == want.nmse, boost::test_tools::tolerance(1e-13));
+    }
+  }
+}
