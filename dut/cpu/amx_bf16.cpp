@@ -124,10 +124,12 @@ bool isa_is(std::string_view name) {
 
 Products choose_products() {
   if (isa_is("portable") || isa_is("no-bf16-products")) return Products::none;
+  const bool force_avx512_bf16 = isa_is("avx512-bf16");
 #if defined(SWA_AMX_BUILD)
-  if (!isa_is("no-amx") && cpu_has_amx_bf16() && request_tile_data()) return Products::amx;
+  if (!isa_is("no-amx") && !force_avx512_bf16 && cpu_has_amx_bf16() && request_tile_data()) return Products::amx;
 #endif
-  return avx512_bf16::cpu_supports() ? Products::avx512_bf16 : Products::none;
+  if (!avx512_bf16::cpu_supports()) return Products::none;
+  return force_avx512_bf16 || avx512_bf16::beats_fp32_fma() ? Products::avx512_bf16 : Products::none;
 }
 
 }  // namespace
@@ -145,7 +147,9 @@ const char* products_name() {
     case Products::avx512_bf16: return "avx512-bf16";
     case Products::none: break;
   }
-  return "none";
+  if (isa_is("portable") || isa_is("no-bf16-products")) return "fp32 GEMM after conversion (SWA_CPU_ISA)";
+  return avx512_bf16::cpu_supports() ? "fp32 GEMM after conversion (VDPBF16PS is no faster than FMA on this CPU)"
+                                     : "fp32 GEMM after conversion";
 }
 
 namespace {

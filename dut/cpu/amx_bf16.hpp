@@ -1,10 +1,12 @@
 #pragma once
 // bf16 tile products (pairs of bf16 products summed into fp32), for the prefill and chunked-prefill
 // tiles of bf16 storage: on Intel AMX (TDPBF16PS) where the CPU has AMX-TILE and AMX-BF16 and Linux
-// lets this process use tile data (arch_prctl), else on AVX512-BF16 (VDPBF16PS, avx512_bf16.hpp: Zen 4,
-// Cooper Lake), chosen at run time; `available()` is false on a CPU with neither, and the caller keeps
-// the fp32 Eigen GEMMs. SWA_CPU_ISA=no-amx skips AMX (AVX512-BF16 where present);
-// SWA_CPU_ISA=no-bf16-products or portable keeps the fp32 GEMMs.
+// lets this process use tile data (arch_prctl), else on AVX512-BF16 (VDPBF16PS, avx512_bf16.hpp) where
+// that instruction outruns the fp32 FMA (AMD Zen 4 and later; avx512_bf16::beats_fp32_fma), chosen at
+// run time; `available()` is false otherwise, and the caller keeps the fp32 Eigen GEMMs.
+// SWA_CPU_ISA=no-amx skips AMX; SWA_CPU_ISA=avx512-bf16 takes AVX512-BF16 wherever the CPU has it
+// (how the tests cover that kernel on any such CPU); SWA_CPU_ISA=no-bf16-products or portable keeps
+// the fp32 GEMMs.
 //
 // Numerics: the operands are the bf16 inputs themselves (exact), products are exact in fp32 and summed
 // in fp32; the softmax weights P are rounded to bf16 (to nearest even) before P x V, as
@@ -18,7 +20,7 @@ namespace swa::dut::cpu::amx {
 enum class Products { none, amx, avx512_bf16 };
 Products products();  // chosen once per process
 bool available();     // products() != none
-const char* products_name();  // "amx-bf16", "avx512-bf16" or "none": for /meta
+const char* products_name();  // "amx-bf16", "avx512-bf16" or "fp32 GEMM after conversion (...)": for /meta
 
 // Keys and values of one key block as the tile instructions read them, in blocks of 32 keys from
 // the block's first position: K as [dims / 2][32 keys][2] (a B operand of Q x K^T), V as

@@ -32,6 +32,12 @@ bool cpu_supports() {
   return (a >> 5) & 1u;  // AVX512_BF16
 }
 
+bool beats_fp32_fma() {
+  unsigned max_leaf = 0, vendor[3] = {};
+  __cpuid(0, max_leaf, vendor[0], vendor[2], vendor[1]);  // ebx, edx, ecx spell the vendor
+  return std::memcmp(vendor, "AuthenticAMD", 12) == 0;
+}
+
 namespace {
 
 using Pairs = __m512bh;
@@ -110,6 +116,7 @@ __attribute__((target("avx512f,avx512bf16"))) void add_weighted_values(const std
 #else
 
 bool cpu_supports() { return false; }
+bool beats_fp32_fma() { return false; }
 void tile_scores(const amx::PackedQueries&, const amx::PackedKeys&, std::int64_t, std::int64_t, float*) {}
 void add_weighted_values(const std::uint16_t*, std::int64_t, std::int64_t, const amx::PackedKeys&, std::int64_t, float*) {}
 

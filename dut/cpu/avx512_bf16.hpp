@@ -1,6 +1,6 @@
 #pragma once
 // The bf16 tile products of amx_bf16.hpp on AVX512-BF16 (VDPBF16PS: pairs of bf16 products summed
-// into fp32 lanes), for CPUs without AMX (Zen 4, Cooper Lake). The same packed operands and the same
+// into fp32 lanes), for CPUs without AMX where VDPBF16PS is fast (Zen 4 and later). The same packed operands and the same
 // contracts as amx::tile_scores and amx::add_weighted_values, which call these when AMX is not usable.
 // Numerics as AMX's: exact products, fp32 sums, subnormal inputs and sums flushed to zero by the
 // instruction; only the order of the sums differs.
@@ -12,6 +12,13 @@ namespace swa::dut::cpu::avx512_bf16 {
 
 // The CPU has AVX512F and AVX512_BF16 and the OS saves the ZMM state.
 bool cpu_supports();
+
+// Whether VDPBF16PS (64 flops an instruction) outruns the fp32 FMA (32) on this CPU, so that these
+// products beat the fp32 GEMMs: on AMD (Zen 4 and later) both issue at the same rate, so yes. On
+// Intel's AVX512-BF16 CPUs without usable AMX (Sapphire/Emerald Rapids where the hypervisor hides
+// AMX) a 2-core Xeon issued 0.5 VDPBF16PS a cycle against 2 FMAs (87 against 178 GFLOP/s in one
+// process), and bf16 prefill took 950 ms on these products against 646 ms on the fp32 GEMMs: no.
+bool beats_fp32_fma();
 
 void tile_scores(const amx::PackedQueries& q, const amx::PackedKeys& keys, std::int64_t first_block,
                  std::int64_t block_count, float* scores);

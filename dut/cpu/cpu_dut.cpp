@@ -492,7 +492,7 @@ std::string cpu_kernel_path() {
   return "GEMM (Eigen, build time): " + gemm + "; fp16/bf16 conversion (run time): " +
          std::string(cpu::conversion_path()) + "; fp16/bf16 decode (run time): " +
          (cpu::fused::available() ? "fused avx2+f16c+fma" : "converted, then GEMM") +
-         "; bf16 prefill products (run time): " + (cpu::amx::available() ? cpu::amx::products_name() : "fp32 GEMM after conversion");
+         "; bf16 prefill products (run time): " + cpu::amx::products_name();
 }
 
 }  // namespace swa::dut

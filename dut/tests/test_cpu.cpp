@@ -153,13 +153,13 @@ BOOST_AUTO_TEST_CASE(fused_dots_and_accumulate_match_an_fp64_loop) {
 }
 
 BOOST_AUTO_TEST_CASE(bf16_tile_products_match_an_fp64_loop) {
-  // The bf16 tile products (AMX or AVX512-BF16, as this process chose: SWA_CPU_ISA=no-amx takes the
+  // The bf16 tile products (AMX or AVX512-BF16, as this process chose: SWA_CPU_ISA=avx512-bf16 takes the
   // latter) on their own, against fp64 sums of the same bf16 values: query rows past
   // one 32-row pair of tiles with a remainder or filling two, key counts with a partial 32-key block, runs of blocks
   // that start past the first, head sizes padded to 32 (13, 40, 72) or not (128), and keys strided
   // as in a block of 2 kv heads.
   if (!cpu::amx::available()) {
-    BOOST_TEST_MESSAGE("skipped: no AMX-BF16 or AVX512-BF16 (or SWA_CPU_ISA=portable / no-bf16-products)");
+    BOOST_TEST_MESSAGE("skipped: no bf16 tile products here (" << cpu::amx::products_name() << ")");
     return;
   }
   BOOST_TEST_MESSAGE("bf16 tile products: " << cpu::amx::products_name());
