@@ -429,25 +429,21 @@ class CpuDut final : public Dut {
     // after asking for the block decode_blocks_ahead further on: within a block each head's rows are
     // read in turn, an order the hardware prefetchers do not follow.
     const std::size_t row_bytes = static_cast<std::size_t>(d) * cache.element_bytes();
-    auto prefetch_slots = [&](const std::vector<unsigned char>& bytes, std::int64_t a, std::int64_t slots) {
-      const unsigned char* from = bytes.data() + cache.offset(b, a, 0);
-      for (std::size_t x = 0; x < slots * cache.heads_kv * row_bytes; x += 64) __builtin_prefetch(from + x, 0, 2);
-    };
     auto blocks = [&](const std::vector<unsigned char>& bytes, auto&& f) {
       for (std::int64_t a = t0; a < t1;) {
         const std::int64_t m = std::min({t1 - a, cache.contiguous_slots(a), decode_slot_block});
         const std::int64_t ahead = a + decode_blocks_ahead * decode_slot_block;
-        if (ahead < t1) prefetch_slots(bytes, ahead, std::min({t1 - ahead, cache.contiguous_slots(ahead), decode_slot_block}));
+        if (ahead < t1) {
+          const std::int64_t slots = std::min({t1 - ahead, cache.contiguous_slots(ahead), decode_slot_block});
+          const unsigned char* from = bytes.data() + cache.offset(b, ahead, 0);
+          for (std::size_t x = 0; x < slots * cache.heads_kv * row_bytes; x += 64) __builtin_prefetch(from + x, 0, 2);
+        }
         f(a, m);
         a += m;
       }
     };
     for (int g = 0; g < p.heads_kv; ++g) scores[g].resize(group, n);
     blocks(cache.k, [&](std::int64_t a, std::int64_t m) {
-      // The same slots' value rows are asked for now, a second stream beside K's: one stream per
-      // thread left memory idle (2-core Xeon, 64k-slot linear fp16 cache: 10.3 -> 11.2 GB/s), and the
-      // tile's values (256 KiB at 128 slots) wait in L2 for the value pass.
-      prefetch_slots(cache.v, a, m);
       for (int g = 0; g < p.heads_kv; ++g)
         cpu::fused::dots(q + static_cast<std::size_t>(g) * group * d, group, d, rows(cache.k, a, g), stride, m, bf16,
                          scores[g].data() + (a - t0), n);
