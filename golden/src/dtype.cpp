@@ -88,10 +88,14 @@ float load_from(DType dtype, const void* src) {
 }
 
 namespace {
-// Eigen::bfloat16's rounding of a non-NaN float: to nearest, ties to even.
+// Eigen::bfloat16's rounding of non-NaN floats' bit patterns: to nearest, ties to even. U is
+// std::uint32_t or a vector of them (the same formula lane by lane).
+template <class U>
+U bf16_round_bits(U bits) {
+  return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+}
 inline std::uint16_t bf16_bits_of(float x) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
-  return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  return static_cast<std::uint16_t>(bf16_round_bits(std::bit_cast<std::uint32_t>(x)));
 }
 }  // namespace
 
@@ -265,13 +269,12 @@ void ulp_distances(DType dtype, const float* a, const float* b, std::size_t coun
   }
 #endif
   if (dtype == DType::bf16) {
-    const auto bf16_bits8 = [](U32x8 bits) { return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16; };  // bf16_bits_of
     for (; j + 8 <= count; j += 8) {
       if (any_nan8(a + j, b + j)) {
         one_at_a_time(j);
         continue;
       }
-      put_distances(ordered8(bf16_bits8(load_bits(a + j)), 16), ordered8(bf16_bits8(load_bits(b + j)), 16), distances + j);
+      put_distances(ordered8(bf16_round_bits(load_bits(a + j)), 16), ordered8(bf16_round_bits(load_bits(b + j)), 16), distances + j);
     }
   }
   for (; j < count; ++j) distances[j] = ulp_distance(dtype, a[j], b[j]);

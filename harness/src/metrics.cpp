@@ -28,6 +28,21 @@ bool any(Ints mask) {
   return std::memcmp(&mask, &none, sizeof mask) != 0;  // a few vector instructions, not eight extractions
 }
 
+// Eight elements with the non-finite outputs (and lanes outside `valid`) left out: their output and
+// reference as zero, so they add nothing to any sum, and |out - ref|.
+struct FiniteLanes {
+  Ints finite;
+  Doubles out, ref, error;
+};
+FiniteLanes finite_lanes(Floats out, Doubles ref, Ints valid) {
+  const Doubles o = __builtin_convertvector(out, Doubles);
+  const Ints finite = ((o - o) == 0) & valid;  // inf - inf and NaN - NaN are NaN
+  const Doubles zero{};
+  const Doubles om = finite ? o : zero, r = finite ? ref : zero;
+  const Doubles diff = om - r;
+  return {finite, om, r, diff < 0 ? -diff : diff};
+}
+
 // Lane j of each accumulator takes the elements whose index is j modulo 8, in index order.
 struct Lanes {
   Doubles sum_abs{}, sum_sq{}, ref_sq{}, out_sq{}, dot{};
@@ -38,13 +53,9 @@ struct Lanes {
 
   // Elements index0 .. index0 + 7; a lane outside `valid` (the tail of the tensor) counts nowhere.
   void add(Floats out, Doubles ref, Ints ulps, Ints index, Ints valid, double rel_floor, double threshold) {
+    const auto [is_finite, om, r, e] = finite_lanes(out, ref, valid);
     const Doubles o = __builtin_convertvector(out, Doubles);
-    const Ints is_finite = ((o - o) == 0) & valid;  // inf - inf and NaN - NaN are NaN
     const Ints is_nan = (o != o) & valid;
-    const Doubles zero{};
-    const Doubles om = is_finite ? o : zero, r = is_finite ? ref : zero;
-    const Doubles diff = om - r;
-    const Doubles e = diff < 0 ? -diff : diff;
     const Doubles abs_r = r < 0 ? -r : r, abs_o = om < 0 ? -om : om;
     const Doubles floor = broadcast<Doubles>(rel_floor);
     const Doubles den = abs_r < floor ? floor : abs_r;
@@ -183,12 +194,8 @@ ErrorNorms error_norms(std::span<const float> out, std::span<const double> ref, 
   Ints lane_index;
   for (int i = 0; i < kLanes; ++i) lane_index[i] = i;
   auto add = [&](Floats of, Doubles r, Ints valid) {
-    const Doubles o = __builtin_convertvector(of, Doubles);
-    const Ints is_finite = ((o - o) == 0) & valid;
-    const Doubles zero{};
-    const Doubles rm = is_finite ? r : zero;
-    const Doubles diff = (is_finite ? o : zero) - rm;
-    const Doubles e = diff < 0 ? -diff : diff;
+    const FiniteLanes f = finite_lanes(of, r, valid);
+    const Doubles e = f.error, rm = f.ref;
     max_abs = e > max_abs ? e : max_abs;
     sum_sq += e * e;
     ref_sq += rm * rm;
