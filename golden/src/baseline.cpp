@@ -61,6 +61,12 @@ Floats8 load8(const float* p) {
   return v;
 }
 
+float __attribute__((vector_size(64))) load16(const float* p) {
+  float __attribute__((vector_size(64))) v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 // acc[d, d + 8V) += p[j - first] * v[j][d, d + 8V) for keys j in [first, end), in position order:
 // fp32 products then fp32 adds, the accumulators held in registers across the keys.
 template <int V>
@@ -84,6 +90,33 @@ void add_weighted_values(const float* p, const float* v, int head_size, std::int
   for (; d + 8 <= head_size; d += 8) add_weighted_values<1>(p, v, head_size, first, end, d, acc);
   for (; d < head_size; ++d)
     for (std::int64_t j = first; j < end; ++j) acc[d] += p[j - first] * v[j * head_size + d];
+}
+
+// *std::max_element(row, row_end), sixteen lanes at a time: the maximum of numbers is the same in
+// any order, up to the sign of a zero, which exp(s - m) does not see. A NaN makes the order
+// matter, so such a row takes std::max_element itself.
+float row_max(const float* row, const float* row_end) {
+  using Floats16 = float __attribute__((vector_size(64)));
+  const std::ptrdiff_t n = row_end - row;
+  std::ptrdiff_t i = 0;
+  float m = -INFINITY;
+  if (n >= 16) {
+    Floats16 lanes = load16(row), nan = lanes != lanes ? lanes : Floats16{};
+    for (i = 16; i + 16 <= n; i += 16) {
+      const Floats16 x = load16(row + i);
+      lanes = x > lanes ? x : lanes;
+      nan = x != x ? x : nan;
+    }
+    for (int l = 0; l < 16; ++l) {
+      if (nan[l] != 0.f) return *std::max_element(row, row_end);
+      m = std::max(m, lanes[l]);
+    }
+  }
+  for (; i < n; ++i) {
+    if (row[i] != row[i]) return *std::max_element(row, row_end);
+    m = std::max(m, row[i]);
+  }
+  return m;
 }
 
 // Query rows per block, and keys per tile: a tile of K or V rows (16 KB at D 128) stays in L1 while
@@ -149,12 +182,10 @@ std::vector<float> attention(const AttnParams& p) {
           if (p.softcap > 0.f)
             for (float* s = row; s < row_end; ++s) *s = round_to(dt, p.softcap * std::tanh(*s / p.softcap));
           const float sink = p.sinks ? p.sinks[h] : -INFINITY;
-          const float m = std::max(*std::max_element(row, row_end), sink);
+          const float m = std::max(row_max(row, row_end), sink);
+          for (float* s = row; s < row_end; ++s) *s = std::exp(*s - m);
           float sum = p.sinks ? std::exp(sink - m) : 0.f;
-          for (float* s = row; s < row_end; ++s) {
-            *s = std::exp(*s - m);
-            sum += *s;
-          }
+          for (const float* s = row; s < row_end; ++s) sum += *s;  // in position order
           for (float* s = row; s < row_end; ++s) *s = *s / sum;
           round_all_to(dt, row, static_cast<std::size_t>(row_end - row));
         }

@@ -98,14 +98,28 @@ Reference::Reference(const Scenario& s, GoldenCache* cache) {
   if (cache) cache->store(key, golden, baseline, baseline_errors, problem);
 }
 
-ProblemFile problem_file(const Scenario& s, const Reference& ref, ProblemFileKind kind) {
-  ProblemFile f = problem_inputs(ref.problem.params);
+namespace {
+
+ProblemFile problem_file(const Scenario& s, const Problem& problem, ProblemFileKind kind, std::vector<double> out,
+                         std::vector<double> lse, std::vector<float> baseline) {
+  ProblemFile f = problem_inputs(problem.params);
   f.kind = kind;
   describe_case(f, s);
-  f.reference = ref.golden.out;
-  f.reference_lse = ref.golden.lse;
-  f.baseline = ref.baseline;
+  f.reference = std::move(out);
+  f.reference_lse = std::move(lse);
+  f.baseline = std::move(baseline);
   return f;
+}
+
+}  // namespace
+
+ProblemFile problem_file(const Scenario& s, const Reference& ref, ProblemFileKind kind) {
+  return problem_file(s, ref.problem, kind, ref.golden.out, ref.golden.lse, ref.baseline);
+}
+
+ProblemFile problem_file(const Scenario& s, Reference&& ref, ProblemFileKind kind) {
+  return problem_file(s, ref.problem, kind, std::move(ref.golden.out), std::move(ref.golden.lse),
+                      std::move(ref.baseline));
 }
 
 ResultRow unjudged_row(const Scenario& s, const std::string& dut, Verdict verdict, const std::string& reason) {

@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE harness_h5
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "swa/harness/h5.hpp"
 
@@ -56,4 +58,34 @@ BOOST_AUTO_TEST_CASE(errors_name_the_path) {
   const fs::path path = scratch("shape.h5");
   AtomicFile f(path);
   BOOST_CHECK_THROW(write_dataset(f.id(), "x", std::vector<float>{1.f, 2.f}, {3}), Error);
+}
+
+// commit() writes the core driver's own buffer, not H5Fget_file_image's copy of it: the two must
+// be the same bytes (a file large enough to take the direct write, and a small one).
+BOOST_AUTO_TEST_CASE(committed_bytes_are_the_file_image) {
+  for (std::size_t n : {std::size_t{10}, std::size_t{3} << 20}) {
+    const fs::path path = scratch("image.h5");
+    std::vector<char> image;
+    {
+      AtomicFile f(path);
+      std::vector<double> data(n);
+      for (std::size_t i = 0; i < n; ++i) data[i] = static_cast<double>(i) * 0.25 - 7.0;
+      write_dataset(f.id(), "x", data, {n});
+      Handle g = create_group(f.id(), "g");
+      write_attr(g.id(), "note", std::string("an attribute in a group"));
+      g.close();
+      BOOST_REQUIRE(H5Fflush(f.id(), H5F_SCOPE_LOCAL) >= 0);
+      const ssize_t size = H5Fget_file_image(f.id(), nullptr, 0);
+      BOOST_REQUIRE(size > 0);
+      image.resize(static_cast<std::size_t>(size));
+      BOOST_REQUIRE(H5Fget_file_image(f.id(), image.data(), image.size()) == size);
+      f.commit();
+    }
+    std::ifstream in(path, std::ios::binary);
+    const std::vector<char> written{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    BOOST_TEST(written.size() == image.size());
+    BOOST_TEST((written == image), "file of " << n << " doubles differs from H5Fget_file_image");
+    Handle back = open_file_readonly(path);
+    BOOST_TEST(read_doubles(back.id(), "x")[n - 1] == static_cast<double>(n - 1) * 0.25 - 7.0);
+  }
 }

@@ -70,9 +70,9 @@ int cmd_golden(const std::vector<std::string>& args) {
 
   const std::unique_ptr<harness::GoldenCache> golden_cache = open_golden_cache(vm, golden_cache_args);
   const auto t0 = std::chrono::steady_clock::now();
-  const harness::Reference ref(s, golden_cache.get());
+  harness::Reference ref(s, golden_cache.get());
   const auto t1 = std::chrono::steady_clock::now();
-  const harness::ProblemFile f = harness::problem_file(s, ref, harness::ProblemFileKind::golden);
+  const harness::ProblemFile f = harness::problem_file(s, std::move(ref), harness::ProblemFileKind::golden);
   harness::write_problem_file(out, f);
   const auto t2 = std::chrono::steady_clock::now();
   const auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };

@@ -3,6 +3,7 @@
 // PATH.tmp.PID, are fsynced, renamed over PATH, and the folder is fsynced. Any failure (a full
 // disk) throws std::runtime_error naming PATH and the cause, removes the temporary, and leaves an
 // existing PATH as it was. Results files, JUnit XML and the in-flight marker are written this way.
+// Durable writes of 16 MiB or more from page-aligned memory bypass the page cache (O_DIRECT).
 #include <filesystem>
 #include <string_view>
 

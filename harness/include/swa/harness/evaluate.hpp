@@ -60,6 +60,8 @@ Evaluation evaluate(const Scenario& s, const Reference& ref, dut::Dut& dut, cons
 // The scenario's problem file of `kind`: its inputs, its case, and the golden (output and LSE) and
 // baseline as the reference. Dumps and repros add the DUTs' outputs.
 ProblemFile problem_file(const Scenario& s, const Reference& ref, ProblemFileKind kind);
+// The same, taking the reference's outputs instead of copying them (the problem stays usable).
+ProblemFile problem_file(const Scenario& s, Reference&& ref, ProblemFileKind kind);
 
 // A row with a verdict but no metrics: a DUT that could not be made, a golden of zeros.
 ResultRow unjudged_row(const Scenario& s, const std::string& dut, Verdict verdict, const std::string& reason);

@@ -65,10 +65,13 @@ std::map<std::string, AttrValue> read_attrs(hid_t obj);
 std::string read_string_attr(hid_t obj, const std::string& name);
 std::int64_t read_int_attr(hid_t obj, const std::string& name);
 
+class ImageBuffer;
+
 // The file is built in memory; commit() writes it to a temporary file beside `final_path`, fsyncs
 // it, renames it into place and fsyncs the folder, so a reader never sees a half-written file, even
 // after a power loss. Any failure (a full disk) throws Error naming the file and the cause and
 // leaves the old file as it was. Without commit() nothing is written.
+// commit() writes the core driver's own buffer (harness/README.md, "Crash safety").
 class AtomicFile {
  public:
   explicit AtomicFile(std::filesystem::path final_path);
@@ -80,6 +83,7 @@ class AtomicFile {
 
  private:
   std::filesystem::path final_path_;
+  std::unique_ptr<ImageBuffer> image_;  // before file_: the file closes first
   Handle file_;
   bool committed_ = false;
 };
