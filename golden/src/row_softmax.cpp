@@ -52,6 +52,52 @@ void scores_of_keys(const double* q, const double* k, int head_size, double scal
   for (int v = 0; v < V; ++v) store4(out + 4 * v, splat4(scale) * (sum[v] + err[v]));
 }
 
+// scores_of_keys<4>'s arithmetic for R query rows against one whole tile, in eight-lane registers:
+// 2R independent fused-multiply-add chains (one row's 16 keys gave 4 four-lane chains, too few to
+// hide the FMA's latency), and each tile row loaded once for the R query rows.
+template <int R>
+void scores_of_whole_tile(const double* const* q, const double* k, int head_size, double scale, double* const* out) {
+  constexpr int kBlock = 8;
+  Lanes8 sum[R][2], err[R][2];
+  for (int r = 0; r < R; ++r) sum[r][0] = sum[r][1] = err[r][0] = err[r][1] = splat8(0.0);
+  int d = 0;
+  for (; d + kBlock <= head_size; d += kBlock) {
+    const double* kd = k + d * kKeyTile;
+    Lanes8 block[R][2];
+    Lanes8 k0 = load8(kd), k1 = load8(kd + 8);
+    for (int r = 0; r < R; ++r) {
+      const Lanes8 qd = splat8(q[r][d]);
+      block[r][0] = qd * k0;
+      block[r][1] = qd * k1;
+    }
+    for (int t = 1; t < kBlock; ++t) {
+      k0 = load8(kd + t * kKeyTile);
+      k1 = load8(kd + t * kKeyTile + 8);
+      for (int r = 0; r < R; ++r) {
+        const Lanes8 qt = splat8(q[r][d + t]);
+        block[r][0] = add_exact_product(qt, k0, block[r][0]);
+        block[r][1] = add_exact_product(qt, k1, block[r][1]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      accumulate8(sum[r][0], err[r][0], block[r][0]);
+      accumulate8(sum[r][1], err[r][1], block[r][1]);
+    }
+  }
+  for (; d < head_size; ++d) {
+    const Lanes8 k0 = load8(k + d * kKeyTile), k1 = load8(k + d * kKeyTile + 8);
+    for (int r = 0; r < R; ++r) {
+      const Lanes8 qd = splat8(q[r][d]);
+      accumulate8(sum[r][0], err[r][0], qd * k0);
+      accumulate8(sum[r][1], err[r][1], qd * k1);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    store8(out[r], splat8(scale) * (sum[r][0] + err[r][0]));
+    store8(out[r] + 8, splat8(scale) * (sum[r][1] + err[r][1]));
+  }
+}
+
 // The same arithmetic for one key.
 void score_of_key(const double* q, const double* k, int head_size, double scale, double* out) {
   constexpr int kBlock = 8;
@@ -77,6 +123,24 @@ void scores_in_tile(const double* q, const double* tile, int first, int count, i
   for (; j + 16 <= count; j += 16) scores_of_keys<4>(q, k + j, head_size, scale, out + j);
   for (; j + 4 <= count; j += 4) scores_of_keys<1>(q, k + j, head_size, scale, out + j);
   for (; j < count; ++j) score_of_key(q, k + j, head_size, scale, out + j);
+}
+
+void scores_of_whole_tile(const double* const* q, int rows, const double* tile, int head_size, double scale,
+                          double* const* out) {
+  static_assert(kKeyTile == 16, "scores_of_whole_tile holds a tile in two eight-lane registers");
+  for (int r = 0; r < rows;) {
+    const int left = rows - r;
+    if (left >= 4) {
+      scores_of_whole_tile<4>(q + r, tile, head_size, scale, out + r);
+      r += 4;
+    } else if (left >= 2) {
+      scores_of_whole_tile<2>(q + r, tile, head_size, scale, out + r);
+      r += 2;
+    } else {
+      scores_of_whole_tile<1>(q + r, tile, head_size, scale, out + r);
+      r += 1;
+    }
+  }
 }
 
 void scores_from_tiles(const double* q, const double* tiles, std::int64_t first, std::int64_t count, int head_size,
@@ -186,6 +250,35 @@ inline void accumulate_value_dims(const double* p, const double* values, std::si
 
 }  // namespace
 
+namespace {
+
+// accumulate_32_value_dims in eight-lane registers: 64 dims, eight independent add chains.
+inline void accumulate_64_value_dims(const double* p, const double* values, std::size_t count, int head_size,
+                                     int d, double* sum, double* err) {
+  Lanes8 b0 = splat8(0.0), b1 = b0, b2 = b0, b3 = b0, b4 = b0, b5 = b0, b6 = b0, b7 = b0;
+  for (std::size_t t = 0; t < count; ++t) {
+    const Lanes8 pt = splat8(p[t]);
+    const double* vt = values + t * head_size + d;
+    b0 = b0 + pt * load8(vt);
+    b1 = b1 + pt * load8(vt + 8);
+    b2 = b2 + pt * load8(vt + 16);
+    b3 = b3 + pt * load8(vt + 24);
+    b4 = b4 + pt * load8(vt + 32);
+    b5 = b5 + pt * load8(vt + 40);
+    b6 = b6 + pt * load8(vt + 48);
+    b7 = b7 + pt * load8(vt + 56);
+  }
+  const Lanes8 blocks[8] = {b0, b1, b2, b3, b4, b5, b6, b7};
+  for (int v = 0; v < 8; ++v) {
+    Lanes8 s = load8(sum + d + 8 * v), c = load8(err + d + 8 * v);
+    accumulate8(s, c, blocks[v]);
+    store8(sum + d + 8 * v, s);
+    store8(err + d + 8 * v, c);
+  }
+}
+
+}  // namespace
+
 void accumulate_values(const double* p, const double* values, std::int64_t first_key, std::size_t count,
                        int head_size, double* __restrict sum, double* __restrict err) {
   for (std::size_t j = 0; j < count;) {
@@ -195,6 +288,7 @@ void accumulate_values(const double* p, const double* values, std::int64_t first
     const double* block_values = values + j * head_size;
     int d = 0;
     // Eight vectors of dims per pass (measured fastest: eight independent add chains).
+    for (; d + 64 <= head_size; d += 64) accumulate_64_value_dims(p + j, block_values, n, head_size, d, sum, err);
     for (; d + 32 <= head_size; d += 32) accumulate_32_value_dims(p + j, block_values, n, head_size, d, sum, err);
     for (; d + 4 <= head_size; d += 4) accumulate_value_dims<1>(p + j, block_values, n, head_size, d, sum, err);
     for (; d < head_size; ++d) {
