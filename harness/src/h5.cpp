@@ -250,6 +250,9 @@ AtomicFile::AtomicFile(std::filesystem::path final_path)
   // (which left a file HDF5 could not close, and a segfault in H5_term_library at exit).
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "file access properties");
   check(H5Pset_fapl_core(fapl.id(), 1 << 20, 0), "in-memory file driver");
+  // Closing the file closes whatever is still open in it: the image is final at commit(), and no
+  // handle that outlives this object makes HDF5 write into the unmapped buffer later.
+  check(H5Pset_fclose_degree(fapl.id(), H5F_CLOSE_STRONG), "file close degree");
   const H5FD_file_image_callbacks_t callbacks = image_->callbacks();
   check(H5Pset_file_image_callbacks(fapl.id(), const_cast<H5FD_file_image_callbacks_t*>(&callbacks)),
         "in-memory file buffer");

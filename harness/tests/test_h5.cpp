@@ -89,3 +89,21 @@ BOOST_AUTO_TEST_CASE(committed_bytes_are_the_file_image) {
     BOOST_TEST(read_doubles(back.id(), "x")[n - 1] == static_cast<double>(n - 1) * 0.25 - 7.0);
   }
 }
+
+// A group still open at commit() must not keep the file open past the AtomicFile: its memory is
+// gone then. The file is closed with it, the group's later close is harmless, and the file is whole.
+BOOST_AUTO_TEST_CASE(a_handle_left_open_at_commit_neither_crashes_nor_truncates) {
+  const fs::path path = scratch("left_open.h5");
+  Handle group;
+  {
+    AtomicFile f(path);
+    write_dataset(f.id(), "x", std::vector<double>(1000, 2.5), {1000});
+    group = create_group(f.id(), "still_open");
+    write_attr(group.id(), "note", std::string("written before commit"));
+    f.commit();
+  }
+  group.close();
+  Handle back = open_file_readonly(path);
+  BOOST_TEST(read_doubles(back.id(), "x")[999] == 2.5);
+  BOOST_TEST(exists(back.id(), "still_open"));
+}
