@@ -41,26 +41,14 @@ void attend_block(const KeyTiles& keys, int head_size, double scale, double soft
   const std::int64_t base = lo < hi ? lo - lo % kKeyTile : 0;
   const std::int64_t span = std::max<std::int64_t>(0, hi - base);
   s.scores.resize(static_cast<std::size_t>(n * span));
-  std::vector<const double*>& whole_q = s.whole_tile_q;
-  std::vector<double*>& whole_out = s.whole_tile_out;
-  for (std::int64_t t0 = base; t0 < hi; t0 += kKeyTile) {
-    whole_q.clear();
-    whole_out.clear();
+  for (std::int64_t t0 = base; t0 < hi; t0 += kKeyTile)
     for (std::int64_t r = 0; r < n; ++r) {
       const BlockRow& row = s.rows[r];
       const std::int64_t f = std::max(t0, row.first), e = std::min(t0 + kKeyTile, row.end);
       if (e <= f) continue;
-      if (e - f == kKeyTile) {  // the whole tile: scored below with the block's other such rows
-        whole_q.push_back(row.q);
-        whole_out.push_back(&s.scores[r * span + (f - base)]);
-        continue;
-      }
       scores_in_tile(row.q, keys.tile(t0 / kKeyTile), static_cast<int>(f - t0), static_cast<int>(e - f), d, scale,
                      &s.scores[r * span + (f - base)]);
     }
-    scores_of_whole_tile(whole_q.data(), static_cast<int>(whole_q.size()), keys.tile(t0 / kKeyTile), d, scale,
-                         whole_out.data());
-  }
   s.norms.resize(n);
   for (std::int64_t r = 0; r < n; ++r) {
     const BlockRow& row = s.rows[r];

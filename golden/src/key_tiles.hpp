@@ -47,8 +47,6 @@ struct BlockScratch {
   std::vector<double> scores;         // [rows][span]
   std::vector<RowNorm> norms;
   std::vector<double> sum, err;       // [rows][head_size]
-  std::vector<const double*> whole_tile_q;  // the rows that take a whole tile, while it is scored
-  std::vector<double*> whole_tile_out;
 };
 
 // Every row of s.rows against its keys, tile by tile over the union of their ranges: a tile's K^T

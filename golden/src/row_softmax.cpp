@@ -33,69 +33,23 @@ template <int V>
 void scores_of_keys(const double* q, const double* k, int head_size, double scale, double* out) {
   constexpr int kBlock = 8;
   Lanes4 sum[V], err[V], block[V];
-  for (int v = 0; v < V; ++v) sum[v] = err[v] = splat<Lanes4>(0.0);
+  for (int v = 0; v < V; ++v) sum[v] = err[v] = splat4(0.0);
   int d = 0;
   for (; d + kBlock <= head_size; d += kBlock) {
     const double* kd = k + d * kKeyTile;
-    const Lanes4 q0 = splat<Lanes4>(q[d]);
-    for (int v = 0; v < V; ++v) block[v] = q0 * load<Lanes4>(kd + 4 * v);
+    const Lanes4 q0 = splat4(q[d]);
+    for (int v = 0; v < V; ++v) block[v] = q0 * load4(kd + 4 * v);
     for (int t = 1; t < kBlock; ++t) {
-      const Lanes4 qt = splat<Lanes4>(q[d + t]);
-      for (int v = 0; v < V; ++v) block[v] = add_exact_product(qt, load<Lanes4>(kd + t * kKeyTile + 4 * v), block[v]);
+      const Lanes4 qt = splat4(q[d + t]);
+      for (int v = 0; v < V; ++v) block[v] = add_exact_product(qt, load4(kd + t * kKeyTile + 4 * v), block[v]);
     }
-    for (int v = 0; v < V; ++v) accumulate_lanes(sum[v], err[v], block[v]);
+    for (int v = 0; v < V; ++v) accumulate4(sum[v], err[v], block[v]);
   }
   for (; d < head_size; ++d) {
-    const Lanes4 qd = splat<Lanes4>(q[d]);
-    for (int v = 0; v < V; ++v) accumulate_lanes(sum[v], err[v], qd * load<Lanes4>(k + d * kKeyTile + 4 * v));
+    const Lanes4 qd = splat4(q[d]);
+    for (int v = 0; v < V; ++v) accumulate4(sum[v], err[v], qd * load4(k + d * kKeyTile + 4 * v));
   }
-  for (int v = 0; v < V; ++v) store(out + 4 * v, splat<Lanes4>(scale) * (sum[v] + err[v]));
-}
-
-// scores_of_keys<4>'s arithmetic for R query rows against one whole tile, in eight-lane registers:
-// 2R independent fused-multiply-add chains (one row's 16 keys gave 4 four-lane chains, too few to
-// hide the FMA's latency), and each tile row loaded once for the R query rows.
-template <int R>
-void scores_of_whole_tile(const double* const* q, const double* k, int head_size, double scale, double* const* out) {
-  constexpr int kBlock = 8;
-  Lanes8 sum[R][2], err[R][2];
-  for (int r = 0; r < R; ++r) sum[r][0] = sum[r][1] = err[r][0] = err[r][1] = splat<Lanes8>(0.0);
-  int d = 0;
-  for (; d + kBlock <= head_size; d += kBlock) {
-    const double* kd = k + d * kKeyTile;
-    Lanes8 block[R][2];
-    Lanes8 k0 = load<Lanes8>(kd), k1 = load<Lanes8>(kd + 8);
-    for (int r = 0; r < R; ++r) {
-      const Lanes8 qd = splat<Lanes8>(q[r][d]);
-      block[r][0] = qd * k0;
-      block[r][1] = qd * k1;
-    }
-    for (int t = 1; t < kBlock; ++t) {
-      k0 = load<Lanes8>(kd + t * kKeyTile);
-      k1 = load<Lanes8>(kd + t * kKeyTile + 8);
-      for (int r = 0; r < R; ++r) {
-        const Lanes8 qt = splat<Lanes8>(q[r][d + t]);
-        block[r][0] = add_exact_product(qt, k0, block[r][0]);
-        block[r][1] = add_exact_product(qt, k1, block[r][1]);
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      accumulate_lanes(sum[r][0], err[r][0], block[r][0]);
-      accumulate_lanes(sum[r][1], err[r][1], block[r][1]);
-    }
-  }
-  for (; d < head_size; ++d) {
-    const Lanes8 k0 = load<Lanes8>(k + d * kKeyTile), k1 = load<Lanes8>(k + d * kKeyTile + 8);
-    for (int r = 0; r < R; ++r) {
-      const Lanes8 qd = splat<Lanes8>(q[r][d]);
-      accumulate_lanes(sum[r][0], err[r][0], qd * k0);
-      accumulate_lanes(sum[r][1], err[r][1], qd * k1);
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    store(out[r], splat<Lanes8>(scale) * (sum[r][0] + err[r][0]));
-    store(out[r] + 8, splat<Lanes8>(scale) * (sum[r][1] + err[r][1]));
-  }
+  for (int v = 0; v < V; ++v) store4(out + 4 * v, splat4(scale) * (sum[v] + err[v]));
 }
 
 // The same arithmetic for one key.
@@ -123,24 +77,6 @@ void scores_in_tile(const double* q, const double* tile, int first, int count, i
   for (; j + 16 <= count; j += 16) scores_of_keys<4>(q, k + j, head_size, scale, out + j);
   for (; j + 4 <= count; j += 4) scores_of_keys<1>(q, k + j, head_size, scale, out + j);
   for (; j < count; ++j) score_of_key(q, k + j, head_size, scale, out + j);
-}
-
-void scores_of_whole_tile(const double* const* q, int rows, const double* tile, int head_size, double scale,
-                          double* const* out) {
-  static_assert(kKeyTile == 16, "scores_of_whole_tile holds a tile in two eight-lane registers");
-  for (int r = 0; r < rows;) {
-    const int left = rows - r;
-    if (left >= 4) {
-      scores_of_whole_tile<4>(q + r, tile, head_size, scale, out + r);
-      r += 4;
-    } else if (left >= 2) {
-      scores_of_whole_tile<2>(q + r, tile, head_size, scale, out + r);
-      r += 2;
-    } else {
-      scores_of_whole_tile<1>(q + r, tile, head_size, scale, out + r);
-      r += 1;
-    }
-  }
 }
 
 void scores_from_tiles(const double* q, const double* tiles, std::int64_t first, std::int64_t count, int head_size,
@@ -187,9 +123,9 @@ RowNorm exponentiate(double* scores, std::size_t count, double sink) {
   const double row_max = std::max(*std::max_element(scores, scores + count), sink);
   exp_shifted(scores, count, row_max);
   // Four interleaved compensated lanes (key j in lane j % 4), folded lane by lane after the sink.
-  Lanes4 sum = splat<Lanes4>(0.0), err = splat<Lanes4>(0.0);
+  Lanes4 sum = splat4(0.0), err = splat4(0.0);
   std::size_t j = 0;
-  for (; j + 4 <= count; j += 4) accumulate_lanes(sum, err, load<Lanes4>(scores + j));
+  for (; j + 4 <= count; j += 4) accumulate4(sum, err, load4(scores + j));
   CompensatedSum denominator;
   if (sink > -std::numeric_limits<double>::infinity()) denominator.add(std::exp(sink - row_max));
   for (int lane = 0; lane < 4; ++lane) {
@@ -202,33 +138,30 @@ RowNorm exponentiate(double* scores, std::size_t count, double sink) {
 
 namespace {
 
-// (sum, err)[d, d + 8W) += the plain sum over keys t of p[t] * values[t][d, d + 8W), W the lanes
-// of L, in eight named registers: as an array, GCC kept the eight block sums on the stack around
-// the loop (a memset before it, spills after it), which cost as much as the loop over a 16-key block
-// itself. Eight independent add chains; the same arithmetic and order as accumulate_value_dims.
-template <class L>
-inline void accumulate_8_registers_of_value_dims(const double* p, const double* values, std::size_t count,
-                                                 int head_size, int d, double* sum, double* err) {
-  constexpr int W = sizeof(L) / sizeof(double);
-  L b0 = splat<L>(0.0), b1 = b0, b2 = b0, b3 = b0, b4 = b0, b5 = b0, b6 = b0, b7 = b0;
+// accumulate_value_dims<8> (below) spelled out in named registers: as an array, GCC kept the eight
+// block sums on the stack around the loop (a memset before it, spills after it), which cost as much
+// as the loop over a 16-key block itself. Same arithmetic, same order.
+inline void accumulate_32_value_dims(const double* p, const double* values, std::size_t count, int head_size,
+                                     int d, double* sum, double* err) {
+  Lanes4 b0 = splat4(0.0), b1 = b0, b2 = b0, b3 = b0, b4 = b0, b5 = b0, b6 = b0, b7 = b0;
   for (std::size_t t = 0; t < count; ++t) {
-    const L pt = splat<L>(p[t]);
+    const Lanes4 pt = splat4(p[t]);
     const double* vt = values + t * head_size + d;
-    b0 = b0 + pt * load<L>(vt);
-    b1 = b1 + pt * load<L>(vt + W);
-    b2 = b2 + pt * load<L>(vt + 2 * W);
-    b3 = b3 + pt * load<L>(vt + 3 * W);
-    b4 = b4 + pt * load<L>(vt + 4 * W);
-    b5 = b5 + pt * load<L>(vt + 5 * W);
-    b6 = b6 + pt * load<L>(vt + 6 * W);
-    b7 = b7 + pt * load<L>(vt + 7 * W);
+    b0 = b0 + pt * load4(vt);
+    b1 = b1 + pt * load4(vt + 4);
+    b2 = b2 + pt * load4(vt + 8);
+    b3 = b3 + pt * load4(vt + 12);
+    b4 = b4 + pt * load4(vt + 16);
+    b5 = b5 + pt * load4(vt + 20);
+    b6 = b6 + pt * load4(vt + 24);
+    b7 = b7 + pt * load4(vt + 28);
   }
-  const L blocks[8] = {b0, b1, b2, b3, b4, b5, b6, b7};
+  const Lanes4 blocks[8] = {b0, b1, b2, b3, b4, b5, b6, b7};
   for (int v = 0; v < 8; ++v) {
-    L s = load<L>(sum + d + W * v), c = load<L>(err + d + W * v);
-    accumulate_lanes(s, c, blocks[v]);
-    store(sum + d + W * v, s);
-    store(err + d + W * v, c);
+    Lanes4 s = load4(sum + d + 4 * v), c = load4(err + d + 4 * v);
+    accumulate4(s, c, blocks[v]);
+    store4(sum + d + 4 * v, s);
+    store4(err + d + 4 * v, c);
   }
 }
 
@@ -237,22 +170,21 @@ template <int V>
 inline void accumulate_value_dims(const double* p, const double* values, std::size_t count, int head_size,
                                   int d, double* sum, double* err) {
   Lanes4 block[V];
-  for (int v = 0; v < V; ++v) block[v] = splat<Lanes4>(0.0);
+  for (int v = 0; v < V; ++v) block[v] = splat4(0.0);
   for (std::size_t t = 0; t < count; ++t) {
-    const Lanes4 pt = splat<Lanes4>(p[t]);
+    const Lanes4 pt = splat4(p[t]);
     const double* vt = values + t * head_size + d;
-    for (int v = 0; v < V; ++v) block[v] = block[v] + pt * load<Lanes4>(vt + 4 * v);
+    for (int v = 0; v < V; ++v) block[v] = block[v] + pt * load4(vt + 4 * v);
   }
   for (int v = 0; v < V; ++v) {
-    Lanes4 s = load<Lanes4>(sum + d + 4 * v), c = load<Lanes4>(err + d + 4 * v);
-    accumulate_lanes(s, c, block[v]);
-    store(sum + d + 4 * v, s);
-    store(err + d + 4 * v, c);
+    Lanes4 s = load4(sum + d + 4 * v), c = load4(err + d + 4 * v);
+    accumulate4(s, c, block[v]);
+    store4(sum + d + 4 * v, s);
+    store4(err + d + 4 * v, c);
   }
 }
 
 }  // namespace
-
 
 void accumulate_values(const double* p, const double* values, std::int64_t first_key, std::size_t count,
                        int head_size, double* __restrict sum, double* __restrict err) {
@@ -263,8 +195,7 @@ void accumulate_values(const double* p, const double* values, std::int64_t first
     const double* block_values = values + j * head_size;
     int d = 0;
     // Eight vectors of dims per pass (measured fastest: eight independent add chains).
-    for (; d + 64 <= head_size; d += 64) accumulate_8_registers_of_value_dims<Lanes8>(p + j, block_values, n, head_size, d, sum, err);
-    for (; d + 32 <= head_size; d += 32) accumulate_8_registers_of_value_dims<Lanes4>(p + j, block_values, n, head_size, d, sum, err);
+    for (; d + 32 <= head_size; d += 32) accumulate_32_value_dims(p + j, block_values, n, head_size, d, sum, err);
     for (; d + 4 <= head_size; d += 4) accumulate_value_dims<1>(p + j, block_values, n, head_size, d, sum, err);
     for (; d < head_size; ++d) {
       double block = 0.0;

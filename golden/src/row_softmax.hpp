@@ -17,11 +17,6 @@ inline constexpr int kKeyTile = 16;
 void scores_in_tile(const double* q, const double* tile, int first, int count, int head_size, double scale,
                     double* out);
 
-// scores_in_tile(q[r], tile, 0, kKeyTile, ...) for rows r in [0, rows), out[r] their kKeyTile
-// scores: the same bits, several rows at once.
-void scores_of_whole_tile(const double* const* q, int rows, const double* tile, int head_size, double scale,
-                          double* const* out);
-
 // Appends scale * q . k_j for keys j in [first, first + count) of consecutive tiles starting at
 // `tiles` (tile t at tiles + t * head_size * kKeyTile), with scores_in_tile's arithmetic.
 void scores_from_tiles(const double* q, const double* tiles, std::int64_t first, std::int64_t count, int head_size,
