@@ -425,37 +425,47 @@ class CpuDut final : public Dut {
     auto rows = [&](const std::vector<unsigned char>& bytes, std::int64_t a, int g) {
       return reinterpret_cast<const std::uint16_t*>(bytes.data() + cache.offset(b, a, g));
     };
-    // Calls f(first slot, slots) for blocks of at most decode_slot_block slots, none across a page,
-    // after asking for the block decode_blocks_ahead further on: within a block each head's rows are
-    // read in turn, an order the hardware prefetchers do not follow.
+    // The block decode_blocks_ahead further on, as every kv head's share of its bytes.
+    struct Ahead {
+      const unsigned char* from = nullptr;
+      std::size_t share = 0;
+      cpu::fused::Prefetch of_head(int g) const { return {from ? from + g * share : nullptr, share}; }
+    };
     const std::size_t row_bytes = static_cast<std::size_t>(d) * cache.element_bytes();
+    // Calls f(first slot, slots, ahead) for blocks of at most decode_slot_block slots, none across a
+    // page. The kernels ask for head g's share of `ahead` a line at a time as they consume their own
+    // rows, so the next block's misses are in flight while this one computes (dut/README.md, decode).
     auto blocks = [&](const std::vector<unsigned char>& bytes, auto&& f) {
       for (std::int64_t a = t0; a < t1;) {
         const std::int64_t m = std::min({t1 - a, cache.contiguous_slots(a), decode_slot_block});
-        const std::int64_t ahead = a + decode_blocks_ahead * decode_slot_block;
-        if (ahead < t1) {
-          const std::int64_t slots = std::min({t1 - ahead, cache.contiguous_slots(ahead), decode_slot_block});
-          const unsigned char* from = bytes.data() + cache.offset(b, ahead, 0);
-          for (std::size_t x = 0; x < slots * cache.heads_kv * row_bytes; x += 64) __builtin_prefetch(from + x, 0, 2);
+        const std::int64_t next = a + decode_blocks_ahead * decode_slot_block;
+        Ahead ahead;
+        if (next < t1) {
+          const std::int64_t slots = std::min({t1 - next, cache.contiguous_slots(next), decode_slot_block});
+          ahead = {bytes.data() + cache.offset(b, next, 0), static_cast<std::size_t>(slots) * row_bytes};
         }
-        f(a, m);
+        f(a, m, ahead);
         a += m;
       }
     };
     for (int g = 0; g < p.heads_kv; ++g) scores[g].resize(group, n);
-    blocks(cache.k, [&](std::int64_t a, std::int64_t m) {
-      for (int g = 0; g < p.heads_kv; ++g)
+    blocks(cache.k, [&](std::int64_t a, std::int64_t m, const Ahead& ahead) {
+      for (int g = 0; g < p.heads_kv; ++g) {
+        cpu::fused::Prefetch next = ahead.of_head(g);
         cpu::fused::dots(q + static_cast<std::size_t>(g) * group * d, group, d, rows(cache.k, a, g), stride, m, bf16,
-                         scores[g].data() + (a - t0), n);
+                         scores[g].data() + (a - t0), n, next);
+      }
     });
     for (int g = 0; g < p.heads_kv; ++g) {
       score_rule(p, g).cap(scores[g]);
       states[g].absorb(scores[g]);
     }
-    blocks(cache.v, [&](std::int64_t a, std::int64_t m) {
-      for (int g = 0; g < p.heads_kv; ++g)
+    blocks(cache.v, [&](std::int64_t a, std::int64_t m, const Ahead& ahead) {
+      for (int g = 0; g < p.heads_kv; ++g) {
+        cpu::fused::Prefetch next = ahead.of_head(g);
         cpu::fused::accumulate(scores[g].data() + (a - t0), n, group, rows(cache.v, a, g), stride, m, d, bf16,
-                               states[g].out.data());
+                               states[g].out.data(), next);
+      }
     });
   }
 
@@ -491,7 +501,7 @@ std::string cpu_kernel_path() {
 #endif
   return "GEMM (Eigen, build time): " + gemm + "; fp16/bf16 conversion (run time): " +
          std::string(cpu::conversion_path()) + "; fp16/bf16 decode (run time): " +
-         (cpu::fused::available() ? "fused avx2+f16c+fma" : "converted, then GEMM") +
+         cpu::fused::path_name() +
          "; bf16 prefill products (run time): " + cpu::amx::products_name();
 }
 

@@ -1,196 +1,67 @@
 #include "fused_kv.hpp"
 
 #include <cstdlib>
-#include <cstring>
 #include <string_view>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "fused_kv_kernels.hpp"
 
 namespace swa::dut::cpu::fused {
 namespace {
 
+enum class Path { none, avx2, avx512 };
+
+Path chosen_path() {
 #if defined(__x86_64__)
-__attribute__((target("avx2,f16c,fma"))) inline __m256 load8(const std::uint16_t* src, bool bf16) {
-  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
-  if (bf16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
-  return _mm256_cvtph_ps(bits);
-}
-
-__attribute__((target("avx2,f16c,fma"))) inline float load1(const std::uint16_t* src, bool bf16) {
-  if (bf16) {
-    const std::uint32_t bits = static_cast<std::uint32_t>(*src) << 16;
-    float f;
-    std::memcpy(&f, &bits, sizeof f);
-    return f;
-  }
-  return _cvtsh_ss(*src);
-}
-
-__attribute__((target("avx2,f16c,fma"))) inline float hsum(__m256 v) {
-  const __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 y = _mm_add_ps(x, _mm_movehl_ps(x, x));
-  return _mm_cvtss_f32(_mm_add_ss(y, _mm_movehdup_ps(y)));
-}
-
-// Rows are 2 * Hkv * D bytes apart (one kv head of consecutive slots): too far for the hardware's
-// stride prefetchers once a paged cache scatters its pages, so the rows kAhead ahead are asked for.
-constexpr std::int64_t kAhead = 4;
-__attribute__((target("avx2,f16c,fma"))) inline void prefetch_row(const std::uint16_t* row, bool inside, int d) {
-  if (!inside) return;
-  for (int x = 0; x < d; x += 32) _mm_prefetch(reinterpret_cast<const char*>(row + x), _MM_HINT_T0);
-}
-
-// R (1..4) query rows share each converted K chunk; R is a template argument so that the
-// accumulators stay in registers (a runtime row count put them on the stack: 5x slower). Two keys
-// per pass share each loaded query chunk: one query load feeds two FMAs, so loads no longer bound it.
-template <int R>
-__attribute__((target("avx2,f16c,fma"))) void dots_rows(const float* qg, int d, const std::uint16_t* k,
-                                                         std::int64_t stride, std::int64_t n, bool bf16,
-                                                         float* scores, std::int64_t ld) {
-  const int vec = d / 8 * 8;
-  auto finish = [&](const __m256* acc, const std::uint16_t* row, std::int64_t j) {
-    for (int r = 0; r < R; ++r) {
-      float s = hsum(acc[r]);
-      for (int x = vec; x < d; ++x) s += qg[r * d + x] * load1(row + x, bf16);
-      scores[r * ld + j] = s;
-    }
-  };
-  std::int64_t j = 0;
-  for (; j + 2 <= n; j += 2) {
-    const std::uint16_t* row0 = k + j * stride;
-    const std::uint16_t* row1 = row0 + stride;
-    prefetch_row(row0 + kAhead * stride, j + kAhead < n, d);
-    prefetch_row(row1 + kAhead * stride, j + 1 + kAhead < n, d);
-    __m256 acc0[R], acc1[R];
-    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-    for (int x = 0; x < vec; x += 8) {
-      const __m256 k0 = load8(row0 + x, bf16), k1 = load8(row1 + x, bf16);
-      for (int r = 0; r < R; ++r) {
-        const __m256 qv = _mm256_loadu_ps(qg + r * d + x);
-        acc0[r] = _mm256_fmadd_ps(qv, k0, acc0[r]);
-        acc1[r] = _mm256_fmadd_ps(qv, k1, acc1[r]);
-      }
-    }
-    finish(acc0, row0, j);
-    finish(acc1, row1, j + 1);
-  }
-  for (; j < n; ++j) {
-    const std::uint16_t* row = k + j * stride;
-    __m256 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-    for (int x = 0; x < vec; x += 8) {
-      const __m256 kv = load8(row + x, bf16);
-      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + r * d + x), kv, acc[r]);
-    }
-    finish(acc, row, j);
-  }
-}
-
-__attribute__((target("avx2,f16c,fma"))) void dots_avx2(const float* q, int group, int d, const std::uint16_t* k,
-                                                         std::int64_t stride, std::int64_t n, bool bf16,
-                                                         float* scores, std::int64_t ld) {
-  for (int g0 = 0; g0 < group; g0 += 4) {
-    const float* qg = q + static_cast<std::int64_t>(g0) * d;
-    float* sg = scores + g0 * ld;
-    switch (group - g0 < 4 ? group - g0 : 4) {
-      case 1: dots_rows<1>(qg, d, k, stride, n, bf16, sg, ld); break;
-      case 2: dots_rows<2>(qg, d, k, stride, n, bf16, sg, ld); break;
-      case 3: dots_rows<3>(qg, d, k, stride, n, bf16, sg, ld); break;
-      default: dots_rows<4>(qg, d, k, stride, n, bf16, sg, ld); break;
-    }
-  }
-}
-
-// C (1 or 2) chunks of eight output columns of R (1..4) rows stay in registers while the value rows
-// stream past; with two chunks one broadcast weight feeds two FMAs.
-template <int R, int C>
-__attribute__((target("avx2,f16c,fma"))) void accumulate_columns(const float* pg, std::int64_t ld,
-                                                                  const std::uint16_t* v, std::int64_t stride,
-                                                                  std::int64_t n, int d, int x, bool bf16,
-                                                                  float* og) {
-  __m256 acc[C][R];
-  for (int c = 0; c < C; ++c)
-    for (int r = 0; r < R; ++r) acc[c][r] = _mm256_loadu_ps(og + r * d + x + 8 * c);
-  for (std::int64_t j = 0; j < n; ++j) {
-    __m256 vv[C];
-    for (int c = 0; c < C; ++c) vv[c] = load8(v + j * stride + x + 8 * c, bf16);
-    for (int r = 0; r < R; ++r) {
-      const __m256 w = _mm256_broadcast_ss(pg + r * ld + j);
-      for (int c = 0; c < C; ++c) acc[c][r] = _mm256_fmadd_ps(w, vv[c], acc[c][r]);
-    }
-  }
-  for (int c = 0; c < C; ++c)
-    for (int r = 0; r < R; ++r) _mm256_storeu_ps(og + r * d + x + 8 * c, acc[c][r]);
-}
-
-// Value rows are 2 * Hkv * D bytes apart, so their cache lines share few L1 sets: a tile's rows do
-// not stay in L1 across the column passes. Blocks of kRowBlock rows do; each row is read from
-// memory once and from L1 once per column pass.
-constexpr std::int64_t kRowBlock = 8;
-
-template <int R>
-__attribute__((target("avx2,f16c,fma"))) void accumulate_rows(const float* pg, std::int64_t ld,
-                                                               const std::uint16_t* v, std::int64_t stride,
-                                                               std::int64_t n, int d, bool bf16, float* og) {
-  const int vec = d / 8 * 8;
-  for (std::int64_t j0 = 0; j0 < n; j0 += kRowBlock) {
-    const std::int64_t m = n - j0 < kRowBlock ? n - j0 : kRowBlock;
-    const std::uint16_t* vb = v + j0 * stride;
-    for (std::int64_t j = j0 + kRowBlock; j < j0 + 2 * kRowBlock; ++j) prefetch_row(v + j * stride, j < n, d);
-    int x = 0;
-    for (; x + 16 <= vec; x += 16) accumulate_columns<R, 2>(pg + j0, ld, vb, stride, m, d, x, bf16, og);
-    for (; x < vec; x += 8) accumulate_columns<R, 1>(pg + j0, ld, vb, stride, m, d, x, bf16, og);
-  }
-  for (int x = vec; x < d; ++x)
-    for (int r = 0; r < R; ++r)
-      for (std::int64_t j = 0; j < n; ++j) og[r * d + x] += pg[r * ld + j] * load1(v + j * stride + x, bf16);
-}
-
-__attribute__((target("avx2,f16c,fma"))) void accumulate_avx2(const float* p, std::int64_t ld, int group,
-                                                               const std::uint16_t* v, std::int64_t stride,
-                                                               std::int64_t n, int d, bool bf16, float* out) {
-  for (int g0 = 0; g0 < group; g0 += 4) {
-    float* og = out + static_cast<std::int64_t>(g0) * d;
-    const float* pg = p + g0 * ld;
-    switch (group - g0 < 4 ? group - g0 : 4) {
-      case 1: accumulate_rows<1>(pg, ld, v, stride, n, d, bf16, og); break;
-      case 2: accumulate_rows<2>(pg, ld, v, stride, n, d, bf16, og); break;
-      case 3: accumulate_rows<3>(pg, ld, v, stride, n, d, bf16, og); break;
-      default: accumulate_rows<4>(pg, ld, v, stride, n, d, bf16, og); break;
-    }
-  }
-}
+  static const Path path = [] {
+    const char* isa = std::getenv("SWA_CPU_ISA");
+    const std::string_view forced = isa ? isa : "";
+    if (forced == "portable") return Path::none;
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("fma"))
+      return Path::none;
+    if (forced != "avx2-decode" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+      return Path::avx512;
+    return Path::avx2;
+  }();
+  return path;
+#else
+  return Path::none;
 #endif
+}
 
 }  // namespace
 
-bool available() {
-#if defined(__x86_64__)
-  static const bool yes = [] {
-    const char* isa = std::getenv("SWA_CPU_ISA");
-    return !(isa && std::string_view(isa) == "portable") && __builtin_cpu_supports("avx2") &&
-           __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
-  }();
-  return yes;
-#else
-  return false;
-#endif
+bool available() { return chosen_path() != Path::none; }
+
+const char* path_name() {
+  switch (chosen_path()) {
+    case Path::avx512: return "fused avx512f+bw+vl";
+    case Path::avx2: return "fused avx2+f16c+fma";
+    case Path::none: break;
+  }
+  return "converted, then GEMM";
 }
 
 void dots(const float* q, int group, int d, const std::uint16_t* k, std::int64_t stride, std::int64_t n, bool bf16,
-          float* scores, std::int64_t ld) {
+          float* scores, std::int64_t ld, Prefetch ahead) {
 #if defined(__x86_64__)
-  if (available()) return dots_avx2(q, group, d, k, stride, n, bf16, scores, ld);
+  switch (chosen_path()) {
+    case Path::avx512: return avx512::dots(q, group, d, k, stride, n, bf16, scores, ld, ahead);
+    case Path::avx2: return avx2::dots(q, group, d, k, stride, n, bf16, scores, ld, ahead);
+    case Path::none: break;
+  }
 #endif
   std::abort();  // callers check available()
 }
 
 void accumulate(const float* p, std::int64_t ld, int group, const std::uint16_t* v, std::int64_t stride,
-                std::int64_t n, int d, bool bf16, float* out) {
+                std::int64_t n, int d, bool bf16, float* out, Prefetch ahead) {
 #if defined(__x86_64__)
-  if (available()) return accumulate_avx2(p, ld, group, v, stride, n, d, bf16, out);
+  switch (chosen_path()) {
+    case Path::avx512: return avx512::accumulate(p, ld, group, v, stride, n, d, bf16, out, ahead);
+    case Path::avx2: return avx2::accumulate(p, ld, group, v, stride, n, d, bf16, out, ahead);
+    case Path::none: break;
+  }
 #endif
   std::abort();
 }

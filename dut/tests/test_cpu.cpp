@@ -68,6 +68,22 @@ BOOST_AUTO_TEST_CASE(decode_over_many_key_tiles_and_splits) {
       }
 }
 
+BOOST_AUTO_TEST_CASE(decode_in_place_every_head_size_and_group) {
+  // The fused fp16/bf16 decode tiles with head sizes off the kernels' 16- and 64-lane steps and GQA
+  // groups of 1, 4 and 5 query rows (a 4-row pass and a 1-row remainder), over several 128-slot tiles.
+  struct Heads {
+    int q, kv;
+  };
+  for (CachePolicy cache : kAllCachePolicies)
+    for (DType dt : {DType::fp16, DType::bf16})
+      for (int d : {13, 72, 136})
+        for (Heads h : {Heads{3, 3}, Heads{8, 2}, Heads{10, 2}}) {
+          Case c = make_case({420, 290}, h.q, h.kv, d, 300, RunMode::decode, cache, 71, 4, dt);
+          BOOST_TEST(cpu_verdict(c) == "pass",
+                     cache_name(cache) << " " << dtype_name(dt) << " D=" << d << " Hq=" << h.q << " Hkv=" << h.kv);
+        }
+}
+
 BOOST_AUTO_TEST_CASE(fp16_and_bf16_conversion_is_exact_for_every_bit_pattern) {
   // Whichever path this process chose (the test runs again under SWA_CPU_ISA=portable), against
   // Eigen's scalar conversions; odd lengths reach the vector loops' tails.
@@ -94,22 +110,26 @@ BOOST_AUTO_TEST_CASE(fp16_and_bf16_conversion_is_exact_for_every_bit_pattern) {
 }
 
 BOOST_AUTO_TEST_CASE(fused_dots_and_accumulate_match_an_fp64_loop) {
-  // decode's in-place fp16/bf16 kernels on their own, against fp64 sums of the same converted values:
-  // 1..5 query rows (the 4-row blocks and their remainder), key counts past one 8-row block with a
-  // remainder, head sizes with an 8-lane tail, rows strided as in a cache of 3 kv heads.
+  // decode's in-place fp16/bf16 kernels on their own (the path this process chose: AVX-512, or AVX2
+  // under SWA_CPU_ISA=avx2-decode, dut_cpu_avx2_decode_test), against fp64 sums of the same converted
+  // values: 1..5 query rows (the 4-row blocks and their remainder); key counts below one 4-key pass,
+  // past one 8-row block, with a remainder; head sizes with a 16- or 8-lane tail (13, 40, 72, 136)
+  // or none (96: a 64-column pass and two 16-column chunks, 128); rows strided as in a cache of 3 kv
+  // heads; a prefetch range as decode passes one.
   if (!cpu::fused::available()) {
     BOOST_TEST_MESSAGE("skipped: no AVX2+F16C+FMA (or SWA_CPU_ISA=portable)");
     return;
   }
+  BOOST_TEST_MESSAGE("fused decode path: " << cpu::fused::path_name());
   std::uint32_t state = 12345;
   auto uniform = [&] {
     state = state * 1664525u + 1013904223u;
     return static_cast<float>(state >> 8) / 16777216.f - 0.5f;
   };
   for (bool bf16 : {false, true})
-    for (int d : {72, 128, 13})
+    for (int d : {72, 128, 13, 40, 96, 136})
       for (int group : {1, 4, 5})
-        for (std::int64_t n : {1, 8, 21}) {
+        for (std::int64_t n : {1, 3, 8, 21}) {
           const std::int64_t stride = 3 * d;
           std::vector<std::uint16_t> rows(static_cast<std::size_t>(n * stride));
           std::vector<double> value(rows.size());
@@ -129,9 +149,10 @@ BOOST_AUTO_TEST_CASE(fused_dots_and_accumulate_match_an_fp64_loop) {
           for (float& x : q) x = uniform();
           for (float& x : weights) x = uniform();
           std::vector<float> scores(weights.size(), std::nanf(""));
-          cpu::fused::dots(q.data(), group, d, rows.data(), stride, n, bf16, scores.data(), n);
+          const cpu::fused::Prefetch ahead(rows.data(), rows.size() * sizeof(rows[0]));
+          cpu::fused::dots(q.data(), group, d, rows.data(), stride, n, bf16, scores.data(), n, ahead);
           std::vector<float> out(static_cast<std::size_t>(group) * d, 0.25f);
-          cpu::fused::accumulate(weights.data(), n, group, rows.data(), stride, n, d, bf16, out.data());
+          cpu::fused::accumulate(weights.data(), n, group, rows.data(), stride, n, d, bf16, out.data(), ahead);
           double worst_dot = 0, worst_out = 0;
           for (int r = 0; r < group; ++r) {
             for (std::int64_t j = 0; j < n; ++j) {
