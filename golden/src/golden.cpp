@@ -174,8 +174,8 @@ struct CallScratch {
 // attend to what `cache` holds (head cache_head of it) at positions a row of the call can see, plus,
 // for a prefill chunk, the chunk's own keys. The keys are listed by position; when the positions run
 // without a gap from the first row's first key, the list is padded in front so list numbers equal
-// positions modulo kKeyTile, and every row then gets its dense row's bits. Cache: a KvCacheModel or
-// a PagedSequenceView.
+// positions modulo kValueBlock (two tiles), and every row then gets its dense row's bits. Cache: a
+// KvCacheModel or a PagedSequenceView.
 template <class Cache>
 void attend_call(const AttnParams& p, const Fp64KeysValues& in, const Cache& cache, int cache_head, int b, int kvh,
                  std::int64_t s, std::int64_t e, bool include_chunk_keys, CallScratch& c, Output& o) {
@@ -194,7 +194,7 @@ void attend_call(const AttnParams& p, const Fp64KeysValues& in, const Cache& cac
     for (std::int64_t j = s; j < e; ++j) c.positions.push_back(j);
   const std::int64_t n = static_cast<std::int64_t>(c.positions.size());
   const bool consecutive = n > 0 && c.positions[0] == lowest && c.positions[n - 1] - c.positions[0] == n - 1;
-  c.padding = consecutive ? lowest % detail::kKeyTile : 0;
+  c.padding = consecutive ? lowest % detail::kValueBlock : 0;
   c.keys.reset(p.head_size, c.padding + n);
   for (std::int64_t j = 0; j < c.padding; ++j) c.keys.append_unused();
   for (const auto& [pos, slot] : c.held) c.keys.append(cache.key(slot, cache_head), cache.value(slot, cache_head));

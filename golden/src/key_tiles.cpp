@@ -59,10 +59,10 @@ void attend_block(const KeyTiles& keys, int head_size, double scale, double soft
   }
   s.sum.assign(static_cast<std::size_t>(n) * d, 0.0);
   s.err.assign(s.sum.size(), 0.0);
-  for (std::int64_t t0 = base; t0 < hi; t0 += kKeyTile)
+  for (std::int64_t t0 = base - base % kValueBlock; t0 < hi; t0 += kValueBlock)
     for (std::int64_t r = 0; r < n; ++r) {
       const BlockRow& row = s.rows[r];
-      const std::int64_t f = std::max(t0, row.first), e = std::min(t0 + kKeyTile, row.end);
+      const std::int64_t f = std::max(t0, row.first), e = std::min(t0 + kValueBlock, row.end);
       if (e <= f) continue;
       accumulate_values(&s.scores[r * span + (f - base)], keys.value(f), f, e - f, d, &s.sum[r * d],
                         &s.err[r * d]);

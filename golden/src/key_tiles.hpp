@@ -49,10 +49,11 @@ struct BlockScratch {
   std::vector<double> sum, err;       // [rows][head_size]
 };
 
-// Every row of s.rows against its keys, tile by tile over the union of their ranges: a tile's K^T
-// and values stay in L1 while every row takes them. A row's bits depend only on its keys and their
-// list numbers: scores are per key, P.V blocks end at multiples of kValueBlock in list numbering,
-// and tiles (at multiples of kKeyTile) never split one.
+// Every row of s.rows against its keys, tile by tile over the union of their ranges (P.V two tiles,
+// one value block, at a time): a tile's K^T, and a block's values, stay in L1 while every row takes
+// them. A row's bits depend only on its keys and their list numbers: scores are per key, P.V blocks
+// end at multiples of kValueBlock in list numbering, and P.V's steps (at multiples of kValueBlock)
+// never split one.
 void attend_block(const KeyTiles& keys, int head_size, double scale, double softcap, BlockScratch& s);
 
 }  // namespace swa::golden::detail

@@ -1,6 +1,7 @@
 #pragma once
 // Internal: four doubles as one value (GCC vector extension), lowered to whatever SIMD the build
-// targets, and the one fused multiply-add the golden allows itself.
+// targets, and the fused multiply-adds the golden allows itself.
+#include <cmath>
 #include <cstring>
 
 #if defined(__FMA__)
@@ -26,6 +27,18 @@ inline Lanes4 add_exact_product(Lanes4 a, Lanes4 b, Lanes4 c) {
   return _mm256_fmadd_pd(a, b, c);
 #else
   return a * b + c;
+#endif
+}
+
+// a * b + c rounded once (a fused multiply-add), for products that are not exact (P.V's weights are
+// full doubles): one rounding per term instead of two, and the same bits with or without FMA
+// hardware (std::fma lane by lane there).
+inline Lanes4 fused_multiply_add(Lanes4 a, Lanes4 b, Lanes4 c) {
+#if defined(__FMA__)
+  return _mm256_fmadd_pd(a, b, c);
+#else
+  return Lanes4{std::fma(a[0], b[0], c[0]), std::fma(a[1], b[1], c[1]), std::fma(a[2], b[2], c[2]),
+                std::fma(a[3], b[3], c[3])};
 #endif
 }
 

@@ -27,11 +27,11 @@ inline void accumulate(double& sum, double& err, double x) {
 namespace {
 
 // Scores of 4 * V consecutive keys of a tile, their (sum, err) pairs held in registers across every
-// dim. Per key: a plain sum of kBlock dims (the products are exact), then one TwoSum into the key's
-// pair.
+// dim. Per key: a plain sum of kScoreBlock dims (the products are exact), then one TwoSum into the
+// key's pair.
 template <int V>
 void scores_of_keys(const double* q, const double* k, int head_size, double scale, double* out) {
-  constexpr int kBlock = 8;
+  constexpr int kBlock = kScoreBlock;
   Lanes4 sum[V], err[V], block[V];
   for (int v = 0; v < V; ++v) sum[v] = err[v] = splat4(0.0);
   int d = 0;
@@ -54,7 +54,7 @@ void scores_of_keys(const double* q, const double* k, int head_size, double scal
 
 // The same arithmetic for one key.
 void score_of_key(const double* q, const double* k, int head_size, double scale, double* out) {
-  constexpr int kBlock = 8;
+  constexpr int kBlock = kScoreBlock;
   double sum = 0.0, err = 0.0;
   int d = 0;
   for (; d + kBlock <= head_size; d += kBlock) {
@@ -118,9 +118,42 @@ void exp_shifted(double* x, std::size_t count, double shift) {
 
 }  // namespace
 
+namespace {
+
+// *std::max_element(x, x + count), count > 0, in four registers of four lanes: a maximum is exact and
+// does not depend on the order, so the lanes find its value (std::max_element's loop carried its
+// running maximum through memory, 9 cycles a key). Where the order could show, a NaN (max_element's
+// answer depends on its place) or a zero (its sign on which zero came first), the scalar loop
+// answers.
+double row_maximum(const double* x, std::size_t count) {
+  using Mask4 = long long __attribute__((vector_size(32)));
+  const Lanes4 lowest = splat4(-std::numeric_limits<double>::infinity());
+  Lanes4 m[4] = {lowest, lowest, lowest, lowest};
+  Mask4 unordered = {0, 0, 0, 0};
+  std::size_t j = 0;
+  for (; j + 16 <= count; j += 16)
+    for (int v = 0; v < 4; ++v) {
+      const Lanes4 y = load4(x + j + 4 * v);
+      m[v] = y > m[v] ? y : m[v];
+      unordered |= y != y;
+    }
+  double best = -std::numeric_limits<double>::infinity();
+  for (int v = 0; v < 4; ++v)
+    for (int lane = 0; lane < 4; ++lane) best = std::max(best, m[v][lane]);
+  bool nan = unordered[0] | unordered[1] | unordered[2] | unordered[3];
+  for (; j < count; ++j) {
+    nan |= std::isnan(x[j]);
+    best = std::max(best, x[j]);
+  }
+  if (nan || best == 0.0) return *std::max_element(x, x + count);
+  return best;
+}
+
+}  // namespace
+
 RowNorm exponentiate(double* scores, std::size_t count, double sink) {
   if (count == 0) return {sink, 0.0};
-  const double row_max = std::max(*std::max_element(scores, scores + count), sink);
+  const double row_max = std::max(row_maximum(scores, count), sink);
   exp_shifted(scores, count, row_max);
   // Four interleaved compensated lanes (key j in lane j % 4), folded lane by lane after the sink.
   Lanes4 sum = splat4(0.0), err = splat4(0.0);
@@ -147,14 +180,14 @@ inline void accumulate_32_value_dims(const double* p, const double* values, std:
   for (std::size_t t = 0; t < count; ++t) {
     const Lanes4 pt = splat4(p[t]);
     const double* vt = values + t * head_size + d;
-    b0 = b0 + pt * load4(vt);
-    b1 = b1 + pt * load4(vt + 4);
-    b2 = b2 + pt * load4(vt + 8);
-    b3 = b3 + pt * load4(vt + 12);
-    b4 = b4 + pt * load4(vt + 16);
-    b5 = b5 + pt * load4(vt + 20);
-    b6 = b6 + pt * load4(vt + 24);
-    b7 = b7 + pt * load4(vt + 28);
+    b0 = fused_multiply_add(pt, load4(vt), b0);
+    b1 = fused_multiply_add(pt, load4(vt + 4), b1);
+    b2 = fused_multiply_add(pt, load4(vt + 8), b2);
+    b3 = fused_multiply_add(pt, load4(vt + 12), b3);
+    b4 = fused_multiply_add(pt, load4(vt + 16), b4);
+    b5 = fused_multiply_add(pt, load4(vt + 20), b5);
+    b6 = fused_multiply_add(pt, load4(vt + 24), b6);
+    b7 = fused_multiply_add(pt, load4(vt + 28), b7);
   }
   const Lanes4 blocks[8] = {b0, b1, b2, b3, b4, b5, b6, b7};
   for (int v = 0; v < 8; ++v) {
@@ -174,7 +207,7 @@ inline void accumulate_value_dims(const double* p, const double* values, std::si
   for (std::size_t t = 0; t < count; ++t) {
     const Lanes4 pt = splat4(p[t]);
     const double* vt = values + t * head_size + d;
-    for (int v = 0; v < V; ++v) block[v] = block[v] + pt * load4(vt + 4 * v);
+    for (int v = 0; v < V; ++v) block[v] = fused_multiply_add(pt, load4(vt + 4 * v), block[v]);
   }
   for (int v = 0; v < V; ++v) {
     Lanes4 s = load4(sum + d + 4 * v), c = load4(err + d + 4 * v);
@@ -199,7 +232,7 @@ void accumulate_values(const double* p, const double* values, std::int64_t first
     for (; d + 4 <= head_size; d += 4) accumulate_value_dims<1>(p + j, block_values, n, head_size, d, sum, err);
     for (; d < head_size; ++d) {
       double block = 0.0;
-      for (std::size_t t = 0; t < n; ++t) block = block + p[j + t] * block_values[t * head_size + d];
+      for (std::size_t t = 0; t < n; ++t) block = std::fma(p[j + t], block_values[t * head_size + d], block);
       accumulate(sum[d], err[d], block);
     }
     j += n;

@@ -11,9 +11,13 @@ namespace swa::golden::detail {
 // (one tile's K^T sits in L1 while every query row of a block takes it).
 inline constexpr int kKeyTile = 16;
 
-// out[j] = scale * q . k for keys [first, first + count) of one tile. A plain sum of 8 dims (exact
-// products) is folded into a compensated (sum, err) pair per key, so it vectorises over keys; each
-// key's arithmetic is independent of first and count (any tiling gives the same bits).
+// Dims per plain sum in a score: a plain sum of kScoreBlock exact products is folded into a
+// compensated (sum, err) pair per key (golden/README.md states the bound).
+inline constexpr int kScoreBlock = 16;
+
+// out[j] = scale * q . k for keys [first, first + count) of one tile, the blocks of kScoreBlock dims
+// vectorised over keys; each key's arithmetic is independent of first and count (any tiling gives the
+// same bits).
 void scores_in_tile(const double* q, const double* tile, int first, int count, int head_size, double scale,
                     double* out);
 
@@ -30,8 +34,10 @@ struct RowStats {
   double lse;
 };
 
-// Keys of a P.V sum are added in blocks that end where the key number reaches a multiple of this.
-inline constexpr std::int64_t kValueBlock = kKeyTile;
+// Keys of a P.V sum are added in blocks that end where the key number reaches a multiple of this
+// (two tiles: attend_block passes a whole block per call, so each row's (sum, err) is read and
+// written once per block).
+inline constexpr std::int64_t kValueBlock = 2 * kKeyTile;
 
 // The row's softmax normaliser: m = max(scores, sink), scores[j] -> exp(scores[j] - m) in place, and
 // l = exp(sink - m) + sum_j exp(s_j - m) compensated. No key: {sink, 0}.
