@@ -132,32 +132,18 @@ __attribute__((target("avx2,f16c,fma"))) void accumulate_rows(const float* pg, s
 __attribute__((target("avx2,f16c,fma"))) void dots(const float* q, int group, int d, const std::uint16_t* k,
                                                     std::int64_t stride, std::int64_t n, bool bf16, float* scores,
                                                     std::int64_t ld, Prefetch& ahead) {
-  for (int g0 = 0; g0 < group; g0 += 4) {
-    const float* qg = q + static_cast<std::int64_t>(g0) * d;
-    float* sg = scores + g0 * ld;
-    switch (group - g0 < 4 ? group - g0 : 4) {
-      case 1: dots_rows<1>(qg, d, k, stride, n, bf16, sg, ld, ahead); break;
-      case 2: dots_rows<2>(qg, d, k, stride, n, bf16, sg, ld, ahead); break;
-      case 3: dots_rows<3>(qg, d, k, stride, n, bf16, sg, ld, ahead); break;
-      default: dots_rows<4>(qg, d, k, stride, n, bf16, sg, ld, ahead); break;
-    }
-  }
+  in_row_blocks(group, [&](auto rows, int g0) {
+    dots_rows<rows>(q + static_cast<std::int64_t>(g0) * d, d, k, stride, n, bf16, scores + g0 * ld, ld, ahead);
+  });
 }
 
 __attribute__((target("avx2,f16c,fma"))) void accumulate(const float* p, std::int64_t ld, int group,
                                                           const std::uint16_t* v, std::int64_t stride,
                                                           std::int64_t n, int d, bool bf16, float* out,
                                                           Prefetch& ahead) {
-  for (int g0 = 0; g0 < group; g0 += 4) {
-    float* og = out + static_cast<std::int64_t>(g0) * d;
-    const float* pg = p + g0 * ld;
-    switch (group - g0 < 4 ? group - g0 : 4) {
-      case 1: accumulate_rows<1>(pg, ld, v, stride, n, d, bf16, og, ahead); break;
-      case 2: accumulate_rows<2>(pg, ld, v, stride, n, d, bf16, og, ahead); break;
-      case 3: accumulate_rows<3>(pg, ld, v, stride, n, d, bf16, og, ahead); break;
-      default: accumulate_rows<4>(pg, ld, v, stride, n, d, bf16, og, ahead); break;
-    }
-  }
+  in_row_blocks(group, [&](auto rows, int g0) {
+    accumulate_rows<rows>(p + g0 * ld, ld, v, stride, n, d, bf16, out + static_cast<std::int64_t>(g0) * d, ahead);
+  });
 }
 
 }  // namespace swa::dut::cpu::fused::avx2

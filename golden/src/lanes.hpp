@@ -31,8 +31,8 @@ inline Lanes4 add_exact_product(Lanes4 a, Lanes4 b, Lanes4 c) {
 }
 
 // a * b + c rounded once (a fused multiply-add), for products that are not exact (P.V's weights are
-// full doubles): one rounding per term instead of two, and the same bits with or without FMA
-// hardware (std::fma lane by lane there).
+// full doubles): one rounding per term instead of two, and the same bits whether the build targets
+// FMA or not (std::fma lane by lane there).
 inline Lanes4 fused_multiply_add(Lanes4 a, Lanes4 b, Lanes4 c) {
 #if defined(__FMA__)
   return _mm256_fmadd_pd(a, b, c);
