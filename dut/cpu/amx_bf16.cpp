@@ -1,6 +1,7 @@
 #include "amx_bf16.hpp"
 
 #include "avx512_bf16.hpp"
+#include "isa_setting.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -117,16 +118,11 @@ __attribute__((target("amx-tile"))) void release_tiles() { _tile_release(); }
 
 #endif
 
-bool isa_is(std::string_view name) {
-  const char* isa = std::getenv("SWA_CPU_ISA");
-  return isa && std::string_view(isa) == name;
-}
-
 Products choose_products() {
-  if (isa_is("portable") || isa_is("no-bf16-products")) return Products::none;
-  const bool force_avx512_bf16 = isa_is("avx512-bf16");
+  if (isa_setting_is("portable") || isa_setting_is("no-bf16-products")) return Products::none;
+  const bool force_avx512_bf16 = isa_setting_is("avx512-bf16");
 #if defined(SWA_AMX_BUILD)
-  if (!isa_is("no-amx") && !force_avx512_bf16 && cpu_has_amx_bf16() && request_tile_data()) return Products::amx;
+  if (!isa_setting_is("no-amx") && !force_avx512_bf16 && cpu_has_amx_bf16() && request_tile_data()) return Products::amx;
 #endif
   if (!avx512_bf16::cpu_supports()) return Products::none;
   return force_avx512_bf16 || avx512_bf16::beats_fp32_fma() ? Products::avx512_bf16 : Products::none;
@@ -147,7 +143,7 @@ const char* products_name() {
     case Products::avx512_bf16: return "avx512-bf16";
     case Products::none: break;
   }
-  if (isa_is("portable") || isa_is("no-bf16-products")) return "fp32 GEMM after conversion (SWA_CPU_ISA)";
+  if (isa_setting_is("portable") || isa_setting_is("no-bf16-products")) return "fp32 GEMM after conversion (SWA_CPU_ISA)";
   return avx512_bf16::cpu_supports() ? "fp32 GEMM after conversion (VDPBF16PS is no faster than FMA on this CPU)"
                                      : "fp32 GEMM after conversion";
 }

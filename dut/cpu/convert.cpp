@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "isa_setting.hpp"
 #include "swa/dut/fp8.hpp"
 
 #if defined(__x86_64__)
@@ -16,10 +17,7 @@ namespace swa::dut::cpu {
 namespace {
 
 // SWA_CPU_ISA=portable takes the fallback on any machine (how the tests cover it on x86-64).
-bool forced_portable() {
-  const char* isa = std::getenv("SWA_CPU_ISA");
-  return isa && std::string_view(isa) == "portable";
-}
+bool forced_portable() { return isa_setting_is("portable"); }
 
 void fp16_portable(const std::uint16_t* src, float* dst, std::int64_t n, float scale) {
   for (std::int64_t i = 0; i < n; ++i)

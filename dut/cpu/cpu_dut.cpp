@@ -11,6 +11,7 @@
 #include "dispatch.hpp"
 #include "flash_tile.hpp"
 #include "fused_kv.hpp"
+#include "isa_setting.hpp"
 #include "swa/dut/fp8.hpp"
 
 namespace swa::dut {
@@ -484,6 +485,8 @@ class CpuDut final : public Dut {
 }  // namespace
 
 std::unique_ptr<Dut> make_cpu_dut(CpuTuning tuning) { return std::make_unique<CpuDut>(tuning); }
+
+std::optional<std::string> cpu_isa_setting_error() { return cpu::isa_setting_error(); }
 
 std::string cpu_kernel_path() {
   // Eigen's own SimdInstructionSetsInUse() says "AVX" for AVX2 + FMA builds too; its macros do not.

@@ -1,9 +1,9 @@
 #include "fused_kv.hpp"
 
 #include <cstdlib>
-#include <string_view>
 
 #include "fused_kv_kernels.hpp"
+#include "isa_setting.hpp"
 
 namespace swa::dut::cpu::fused {
 namespace {
@@ -13,12 +13,10 @@ enum class Path { none, avx2, avx512 };
 Path chosen_path() {
 #if defined(__x86_64__)
   static const Path path = [] {
-    const char* isa = std::getenv("SWA_CPU_ISA");
-    const std::string_view forced = isa ? isa : "";
-    if (forced == "portable") return Path::none;
+    if (isa_setting_is("portable")) return Path::none;
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("fma"))
       return Path::none;
-    if (forced != "avx2-decode" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    if (!isa_setting_is("avx2-decode") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))
       return Path::avx512;
     return Path::avx2;

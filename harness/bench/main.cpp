@@ -135,6 +135,7 @@ int main(int argc, char** argv) {
     po::notify(vm);
     if (format != "table" && format != "csv") throw po::error("option --format: '" + format + "' is not one of table|csv");
     if (settings.repeats < 1 || settings.warmups < 0) throw po::error("option --repeats must be >= 1, --warmups >= 0");
+    if (const auto isa = harness::cpu_isa_setting_error()) throw po::error(*isa);
   } catch (const po::error& e) {
     std::cerr << "swa-bench: error: " << e.what() << "\n";
     return 2;

@@ -15,6 +15,7 @@ import h5py
 import numpy as np
 
 HARNESS = None
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 
 def run(*args):
@@ -203,6 +204,22 @@ class BadInput(unittest.TestCase):
         r = run("golden", *self.GOOD, "--out", "/nonexistent-dir/x.h5")
         self.assertEqual(r.returncode, 2)
         self.assertIn("directory /nonexistent-dir does not exist", r.stderr)
+
+    def test_unknown_cpu_isa_setting_is_refused(self):
+        # A misspelt SWA_CPU_ISA (here "avx2" for "avx2-decode") used to leave the default paths silently.
+        env = {**os.environ, "SWA_CPU_ISA": "avx2"}
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "never-written.h5")
+            for args in (["list", os.path.join(ROOT, "scenarios", "ci.yaml")], ["golden", *self.GOOD, "--out", out]):
+                r = subprocess.run([HARNESS, *args], capture_output=True, text=True, timeout=600, env=env)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("SWA_CPU_ISA='avx2'", r.stderr)
+                self.assertIn("avx2-decode", r.stderr)
+                self.assertFalse(os.path.exists(out))
+        for allowed in ("portable", "avx2-decode", ""):
+            r = subprocess.run([HARNESS, "list", os.path.join(ROOT, "scenarios", "ci.yaml")], capture_output=True,
+                               text=True, timeout=600, env={**os.environ, "SWA_CPU_ISA": allowed})
+            self.assertEqual(r.returncode, 0, f"SWA_CPU_ISA={allowed!r}: {r.stderr}")
 
     def test_unknown_command(self):
         r = run("frobnicate")

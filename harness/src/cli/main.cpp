@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "options.hpp"
+#include "swa/harness/dut_registry.hpp"
 
 namespace {
 
@@ -59,6 +60,10 @@ int main(int argc, char** argv) {
   const std::string_view name = argv[1];
   for (const auto& s : kSubcommands) {
     if (s.name != name) continue;
+    if (const auto isa = swa::harness::cpu_isa_setting_error()) {
+      std::cerr << "swa-harness " << name << ": error: " << *isa << "\n";
+      return swa::cli::kBadInput;
+    }
     try {
       return s.run(std::vector<std::string>(argv + 2, argv + argc));
     } catch (const swa::cli::UsageError& e) {

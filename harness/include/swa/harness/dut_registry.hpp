@@ -1,5 +1,6 @@
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ bool cuda_dut_built();
 std::string cuda_device();
 // The CPU DUT's instruction paths in this process (dut::cpu_kernel_path).
 std::string cpu_kernel_path();
+// Why SWA_CPU_ISA is refused, or nothing (dut::cpu_isa_setting_error): the commands exit 2 on it.
+std::optional<std::string> cpu_isa_setting_error();
 // The device's measured copy bandwidth in GB/s (read + write bytes); throws without a device or CUDA DUT.
 double cuda_copy_bandwidth_gbps();
 // Time limit of each exec: DUT run (default 300 s).

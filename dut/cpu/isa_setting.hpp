@@ -1,0 +1,27 @@
+#pragma once
+// SWA_CPU_ISA: the environment variable that steers the CPU DUT's run-time instruction choices
+// (dut/README.md), read in one place with its allowed values, so a misspelt value is refused
+// instead of silently leaving the default path.
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace swa::dut::cpu {
+
+// Each value, and what it does; unset means the best path the CPU has.
+inline constexpr std::string_view kIsaSettings[] = {
+    "portable",          // portable C++ conversion and no fused decode, bf16 products or SIMD conversion
+    "no-amx",            // bf16 prefill products: skip AMX
+    "avx512-bf16",       // bf16 prefill products: AVX512-BF16 wherever the CPU has it
+    "no-bf16-products",  // bf16 prefill: conversion, then the fp32 GEMMs
+    "avx2-decode",       // fp16/bf16 decode: the AVX2 kernels even where AVX-512 is there
+};
+
+// SWA_CPU_ISA == value.
+bool isa_setting_is(std::string_view value);
+
+// Why SWA_CPU_ISA's value is refused (naming the variable and the allowed values), or nothing when it
+// is unset, empty or allowed.
+std::optional<std::string> isa_setting_error();
+
+}  // namespace swa::dut::cpu
