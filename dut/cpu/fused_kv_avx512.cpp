@@ -87,8 +87,8 @@ SWA_AVX512 void dots_rows(const float* qg, int d, const std::uint16_t* k, std::i
 
 // C chunks of 16 output columns of R (1..4) rows stay in registers while the n value rows stream
 // past; one broadcast weight feeds C FMAs. `last` masks the last chunk's columns (a head size that
-// is not a multiple of 16). Each column adds its keys in order with one FMA each, as the AVX2 kernel
-// does, so both give the same bits.
+// is not a multiple of 16). Each column adds its keys in order with one FMA each, as the AVX2
+// kernel's vector columns do.
 template <int R, int C>
 SWA_AVX512 void accumulate_columns(const float* pg, std::int64_t ld, const std::uint16_t* v, std::int64_t stride,
                                    std::int64_t n, int d, int x, bool bf16, __mmask16 last, float* og,
@@ -126,8 +126,7 @@ SWA_AVX512 void accumulate_rows(const float* pg, std::int64_t ld, const std::uin
     int x = 0;
     for (; x + 64 <= d; x += 64) accumulate_columns<R, 4>(pg + j0, ld, vb, stride, m, d, x, bf16, 0xFFFF, og, ahead);
     for (; x < d; x += 16)
-      accumulate_columns<R, 1>(pg + j0, ld, vb, stride, m, d, x, bf16, lanes_below(d - x), og,
-                                      ahead);
+      accumulate_columns<R, 1>(pg + j0, ld, vb, stride, m, d, x, bf16, lanes_below(d - x), og, ahead);
   }
 }
 

@@ -31,15 +31,14 @@ namespace {
 // key's pair.
 template <int V>
 void scores_of_keys(const double* q, const double* k, int head_size, double scale, double* out) {
-  constexpr int kBlock = kScoreBlock;
   Lanes4 sum[V], err[V], block[V];
   for (int v = 0; v < V; ++v) sum[v] = err[v] = splat4(0.0);
   int d = 0;
-  for (; d + kBlock <= head_size; d += kBlock) {
+  for (; d + kScoreBlock <= head_size; d += kScoreBlock) {
     const double* kd = k + d * kKeyTile;
     const Lanes4 q0 = splat4(q[d]);
     for (int v = 0; v < V; ++v) block[v] = q0 * load4(kd + 4 * v);
-    for (int t = 1; t < kBlock; ++t) {
+    for (int t = 1; t < kScoreBlock; ++t) {
       const Lanes4 qt = splat4(q[d + t]);
       for (int v = 0; v < V; ++v) block[v] = add_exact_product(qt, load4(kd + t * kKeyTile + 4 * v), block[v]);
     }
@@ -54,12 +53,11 @@ void scores_of_keys(const double* q, const double* k, int head_size, double scal
 
 // The same arithmetic for one key.
 void score_of_key(const double* q, const double* k, int head_size, double scale, double* out) {
-  constexpr int kBlock = kScoreBlock;
   double sum = 0.0, err = 0.0;
   int d = 0;
-  for (; d + kBlock <= head_size; d += kBlock) {
+  for (; d + kScoreBlock <= head_size; d += kScoreBlock) {
     double block = q[d] * k[d * kKeyTile];
-    for (int t = 1; t < kBlock; ++t) block += q[d + t] * k[(d + t) * kKeyTile];
+    for (int t = 1; t < kScoreBlock; ++t) block += q[d + t] * k[(d + t) * kKeyTile];
     accumulate(sum, err, block);
   }
   for (; d < head_size; ++d) accumulate(sum, err, q[d] * k[d * kKeyTile]);
@@ -115,10 +113,6 @@ void exp_shifted(double* x, std::size_t count, double shift) {
 #endif
   for (; j < count; ++j) x[j] = std::exp(x[j] - shift);
 }
-
-}  // namespace
-
-namespace {
 
 // *std::max_element(x, x + count), count > 0, in four registers of four lanes: a maximum is exact and
 // does not depend on the order, so the lanes find its value (std::max_element's loop carried its
