@@ -118,8 +118,12 @@ __attribute__((target("amx-tile"))) void release_tiles() { _tile_release(); }
 
 #endif
 
+bool setting_keeps_fp32_gemms() {
+  return isa_setting_is("portable") || isa_setting_is("no-bf16-products") || isa_setting_is("x86-64-v3");
+}
+
 Products choose_products() {
-  if (isa_setting_is("portable") || isa_setting_is("no-bf16-products")) return Products::none;
+  if (setting_keeps_fp32_gemms()) return Products::none;
   const bool force_avx512_bf16 = isa_setting_is("avx512-bf16");
 #if defined(SWA_AMX_BUILD)
   if (!isa_setting_is("no-amx") && !force_avx512_bf16 && cpu_has_amx_bf16() && request_tile_data()) return Products::amx;
@@ -143,7 +147,7 @@ const char* products_name() {
     case Products::avx512_bf16: return "avx512-bf16";
     case Products::none: break;
   }
-  if (isa_setting_is("portable") || isa_setting_is("no-bf16-products")) return "fp32 GEMM after conversion (SWA_CPU_ISA)";
+  if (setting_keeps_fp32_gemms()) return "fp32 GEMM after conversion (SWA_CPU_ISA)";
   return avx512_bf16::cpu_supports() ? "fp32 GEMM after conversion (VDPBF16PS is no faster than FMA on this CPU)"
                                      : "fp32 GEMM after conversion";
 }

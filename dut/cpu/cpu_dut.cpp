@@ -11,6 +11,7 @@
 #include "dispatch.hpp"
 #include "flash_tile.hpp"
 #include "fused_kv.hpp"
+#include "isa_levels.hpp"
 #include "isa_setting.hpp"
 #include "swa/dut/fp8.hpp"
 
@@ -484,28 +485,31 @@ class CpuDut final : public Dut {
 
 }  // namespace
 
-std::unique_ptr<Dut> make_cpu_dut(CpuTuning tuning) { return std::make_unique<CpuDut>(tuning); }
+}  // namespace swa::dut
 
-std::optional<std::string> cpu_isa_setting_error() { return cpu::isa_setting_error(); }
+// This level's entry points (isa_levels.hpp); SWA_CPU_LEVEL names the level this object is built for.
+SWA_CPU_DECLARE_LEVEL_ENTRIES(SWA_CPU_LEVEL)
 
-std::string cpu_kernel_path() {
-  // Eigen's own SimdInstructionSetsInUse() says "AVX" for AVX2 + FMA builds too; its macros do not.
-  std::string gemm =
-#if defined(EIGEN_VECTORIZE_AVX512)
-      "avx512f";
-#elif defined(EIGEN_VECTORIZE_AVX2) && defined(EIGEN_VECTORIZE_FMA)
-      "avx2+fma";
-#elif defined(EIGEN_VECTORIZE_AVX)
-      "avx";
-#elif defined(EIGEN_VECTORIZE_SSE2)
-      "sse2";
-#else
-      "scalar";
-#endif
-  return "GEMM (Eigen, build time): " + gemm + "; fp16/bf16 conversion (run time): " +
-         std::string(cpu::conversion_path()) + "; fp16/bf16 decode (run time): " +
-         cpu::fused::path_name() +
-         "; bf16 prefill products (run time): " + cpu::amx::products_name();
+swa::dut::Dut* SWA_CPU_LEVEL_ENTRY_NAME(SWA_CPU_LEVEL, make_dut)(const swa::dut::CpuTuning* tuning) {
+  return new swa::dut::CpuDut(*tuning);
 }
 
-}  // namespace swa::dut
+void SWA_CPU_LEVEL_ENTRY_NAME(SWA_CPU_LEVEL, sgemm)(int n, const float* a, const float* b, float* c) {
+  using Matrix = Eigen::Map<const Eigen::MatrixXf>;
+  Eigen::Map<Eigen::MatrixXf>(c, n, n).noalias() = Matrix(a, n, n) * Matrix(b, n, n);
+}
+
+const char* SWA_CPU_LEVEL_ENTRY_NAME(SWA_CPU_LEVEL, gemm_simd)() {
+  // Eigen's own SimdInstructionSetsInUse() says "AVX" for AVX2 + FMA builds too; its macros do not.
+#if defined(EIGEN_VECTORIZE_AVX512)
+  return "avx512f";
+#elif defined(EIGEN_VECTORIZE_AVX2) && defined(EIGEN_VECTORIZE_FMA)
+  return "avx2+fma";
+#elif defined(EIGEN_VECTORIZE_AVX)
+  return "avx";
+#elif defined(EIGEN_VECTORIZE_SSE2)
+  return "sse2";
+#else
+  return "scalar";
+#endif
+}

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-namespace swa::dut::cpu {
+namespace swa::dut::cpu::inline SWA_CPU_LEVEL {
 
 namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -136,4 +136,4 @@ void attend_rows(const float* q, float score_scale, int heads, std::int64_t rows
   ws.state.finish(out, rule, rows);
 }
 
-}  // namespace swa::dut::cpu
+}  // namespace swa::dut::cpu::inline SWA_CPU_LEVEL

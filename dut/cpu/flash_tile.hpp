@@ -9,7 +9,12 @@
 #include "amx_bf16.hpp"
 #include "visibility.hpp"
 
-namespace swa::dut::cpu {
+#ifndef SWA_CPU_LEVEL
+#error "flash_tile.hpp belongs to the kernels built once per instruction-set level (isa_levels.hpp)"
+#endif
+
+// The level's own namespace keeps its symbols apart in profiles and debuggers too.
+namespace swa::dut::cpu::inline SWA_CPU_LEVEL {
 
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstRowsView = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
@@ -72,4 +77,4 @@ void attend_rows(const float* q, float score_scale, int heads, std::int64_t rows
                  const KeyBlock& keys, const Visibility& vis, WindowBand band, const ScoreRule& rule, int key_tile,
                  Workspace& ws, float* out);
 
-}  // namespace swa::dut::cpu
+}  // namespace swa::dut::cpu::inline SWA_CPU_LEVEL

@@ -10,7 +10,8 @@ namespace swa::dut::cpu {
 
 // Each value, and what it does; unset means the best path the CPU has.
 inline constexpr std::string_view kIsaSettings[] = {
-    "portable",          // portable C++ conversion and no fused decode, bf16 products or SIMD conversion
+    "portable",          // the x86-64 (SSE2) kernels, portable C++ conversion, no fused decode or bf16 products
+    "x86-64-v3",         // as on an AVX2 CPU: the x86-64-v3 kernels, AVX2 decode, no AVX-512 or AMX products
     "no-amx",            // bf16 prefill products: skip AMX
     "avx512-bf16",       // bf16 prefill products: AVX512-BF16 wherever the CPU has it
     "no-bf16-products",  // bf16 prefill: conversion, then the fp32 GEMMs

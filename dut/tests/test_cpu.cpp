@@ -5,11 +5,13 @@
 
 #include <Eigen/Core>
 #include <cmath>
+#include <cstdlib>
 
 #include "amx_bf16.hpp"
 #include "convert.hpp"
 #include "cpu_dut.hpp"
 #include "fused_kv.hpp"
+#include "isa_levels.hpp"
 #include "dut_case.hpp"
 #include "swa/atb_masks.hpp"
 #include "swa/dut/fp8.hpp"
@@ -395,4 +397,60 @@ BOOST_AUTO_TEST_CASE(compressed_mask_in_chunked_prefill_is_a_skip_not_a_failure)
   const Support s = make_cpu_dut()->supports(c.p);
   BOOST_TEST(!s.run);
   BOOST_TEST(s.skip_reason.find("aligned") != std::string::npos);
+}
+
+namespace {
+
+// The level the CPU DUT should run, worked out here from the CPU's flags and SWA_CPU_ISA, apart
+// from isa_levels.cpp's choice.
+std::string expected_level() {
+#if defined(__x86_64__)
+  const char* isa = std::getenv("SWA_CPU_ISA");
+  const std::string setting = isa ? isa : "";
+  if (setting == "portable") return "x86-64";
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vl");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("movbe");
+  if (avx512 && avx2 && setting != "x86-64-v3") return "x86-64-v4";
+  return avx2 ? "x86-64-v3" : "x86-64";
+#else
+  return "native";
+#endif
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_best_level_the_cpu_runs_is_chosen_and_named) {
+  const std::string path = cpu_kernel_path();
+  BOOST_TEST_MESSAGE("CPU kernels: " << path);
+  BOOST_TEST(cpu::level_name(cpu::chosen_level()) == expected_level());
+  BOOST_TEST(path.find("run time): " + expected_level() + " kernels") != std::string::npos, path);
+}
+
+BOOST_AUTO_TEST_CASE(every_level_this_cpu_runs_matches_the_golden) {
+  // Each level's kernels in one process, whatever SWA_CPU_ISA chose: prefill, chunked prefill and
+  // decode in every dtype, a head size off every SIMD width, sinks and a soft-cap.
+  int levels_run = 0;
+  for (cpu::IsaLevel level : {cpu::IsaLevel::x86_64, cpu::IsaLevel::x86_64_v3, cpu::IsaLevel::x86_64_v4,
+                              cpu::IsaLevel::native}) {
+    if (!cpu::cpu_runs(level)) {
+      BOOST_TEST_MESSAGE("level " << cpu::level_name(level) << ": skipped (not this CPU's or not in this build)");
+      continue;
+    }
+    ++levels_run;
+    BOOST_TEST_MESSAGE("level " << cpu::level_name(level) << ": Eigen " << cpu::level_gemm_simd(level));
+    auto dut = cpu::make_level_dut(level, CpuTuning{});
+    for (DType dt : kAllDTypes) {
+      Case pre = make_case({130, 1, 67}, 8, 2, 72, 17, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, dt);
+      test::with_semantics(pre, 30.f, true);
+      BOOST_TEST(test::verdict(*dut, pre) == "pass", cpu::level_name(level) << " prefill " << dtype_name(dt));
+      Case chunk = make_case({150, 9}, 8, 2, 40, 20, RunMode::chunked_prefill, CachePolicy::linear, 7, 0, dt);
+      BOOST_TEST(test::verdict(*dut, chunk) == "pass", cpu::level_name(level) << " chunked " << dtype_name(dt));
+      Case dec = make_case({300, 40}, 8, 2, 136, 200, RunMode::decode, CachePolicy::ring_modulo, 97, 6, dt);
+      BOOST_TEST(test::verdict(*dut, dec) == "pass", cpu::level_name(level) << " decode " << dtype_name(dt));
+    }
+  }
+  BOOST_TEST(levels_run >= 1);
 }

@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
     auto add = [&](const std::string& name, auto&& make) {
       if (!filter->found_in(name)) return;
       rows.push_back(make());
-      rows.back().set_ceiling(sgemm, "Eigen SGEMM " + std::to_string(plan.sgemm_n) + "^3, same run");
+      rows.back().set_ceiling(sgemm, "SGEMM " + std::to_string(plan.sgemm_n) + "^3, " + harness::cpu_sgemm_name() + ", same run");
       if (format == "table") std::cerr << "  done " << name << "\n";
     };
     for (DType dt : kAllDTypes)
@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
       std::cout << "  PyTorch (" << t.dut << ") / " << dut << " time, " << ours << ": " << std::setprecision(2)
                 << t.time_ms / by_case.at(ours).time_ms << "   (> 1: " << dut << " is faster)\n";
   }
-  std::cout << "SGEMM " << plan.sgemm_n << "^3 (Eigen, same run): " << std::setprecision(1) << (rows.empty() ? 0.0 : rows.front().ceiling_gflops)
+  std::cout << "SGEMM " << plan.sgemm_n << "^3 (" << harness::cpu_sgemm_name() << ", same run): " << std::setprecision(1) << (rows.empty() ? 0.0 : rows.front().ceiling_gflops)
             << " GFLOP/s; STREAM triad (" << (plan.triad_elements >> 20) << " Mi doubles per array, same run): "
             << std::setprecision(2) << triad << " GB/s\n";
   if (dut == "cpu") std::cout << "CPU kernels: " << harness::cpu_kernel_path() << "\n";

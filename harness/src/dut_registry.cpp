@@ -45,6 +45,8 @@ class CudaNotBuilt final : public dut::Dut {
 
 std::string cpu_kernel_path() { return dut::cpu_kernel_path(); }
 
+std::string cpu_sgemm_name() { return dut::cpu_sgemm_name(); }
+
 std::optional<std::string> cpu_isa_setting_error() { return dut::cpu_isa_setting_error(); }
 
 bool cuda_dut_built() { return SWA_HAVE_CUDA_DUT != 0; }

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "swa/harness/dut_registry.hpp"
 #include "swa/harness/timing.hpp"
 #include "swa/kv_cache_model.hpp"
 
@@ -118,7 +119,7 @@ PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const Perf
     }
   }
   row.gflops = attention_gflops(s.head_size, row.pairs, s.heads, row.time_ms);
-  row.set_ceiling(ceiling, "Eigen SGEMM 2048^3, same run");
+  row.set_ceiling(ceiling, "SGEMM 2048^3, " + cpu_sgemm_name() + ", same run");
   return row;
 }
 

@@ -87,7 +87,7 @@ int cmd_run(const std::vector<std::string>& args) {
     if (jobs > 1) std::cerr << "perf mode: running one scenario at a time so timings do not compete\n";
     options.jobs = 1;
     options.ceiling_gflops = harness::sgemm_ceiling_gflops(2048, 1, 3);
-    std::cerr << "perf ceiling: Eigen SGEMM 2048^3 = " << options.ceiling_gflops << " GFLOP/s\n";
+    std::cerr << "perf ceiling: SGEMM 2048^3 (" << harness::cpu_sgemm_name() << ") = " << options.ceiling_gflops << " GFLOP/s\n";
   }
   options.cache_check = vm.count("no-cache-check") == 0;
   const std::unique_ptr<harness::GoldenCache> golden_cache = open_golden_cache(vm, golden_cache_args);

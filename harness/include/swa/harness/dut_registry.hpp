@@ -18,6 +18,9 @@ bool cuda_dut_built();
 std::string cuda_device();
 // The CPU DUT's instruction paths in this process (dut::cpu_kernel_path).
 std::string cpu_kernel_path();
+
+// The GEMM the same-run SGEMM ceiling is timed on (dut::cpu_sgemm_name: "Eigen, x86-64-v4 avx512f").
+std::string cpu_sgemm_name();
 // Why SWA_CPU_ISA is refused, or nothing (dut::cpu_isa_setting_error): the commands exit 2 on it.
 std::optional<std::string> cpu_isa_setting_error();
 // The device's measured copy bandwidth in GB/s (read + write bytes); throws without a device or CUDA DUT.

@@ -42,7 +42,8 @@ inline double attention_gflops(std::int64_t head_size, std::int64_t pairs, std::
 }
 
 // Eigen's fp32 GEMM on an n^3 product, median after warm-ups, in GFLOP/s: the CPU's practical
-// ceiling, measured in the same run as the kernels it is quoted against.
+// ceiling, measured in the same run as the kernels it is quoted against, on the Eigen the CPU DUT's
+// chosen level runs (dut::cpu_sgemm_name() names it).
 double sgemm_ceiling_gflops(int n, int warmups, int repeats);
 
 // STREAM's triad a = b + s c over `elements` doubles per array, all threads, median after warm-ups,
