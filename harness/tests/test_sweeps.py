@@ -385,10 +385,13 @@ class CrashSafety(unittest.TestCase):
                 self.assertEqual(resumed[key], value, key)
 
     def test_every_scenario_the_console_calls_finished_is_in_the_file_after_kill_9(self):
-        # Commits are batched (results_store.hpp); a progress line waits for its commit.
+        # Commits are batched (results_store.hpp); a progress line waits for its commit. The whole
+        # ci.yaml, so that the kill lands before the end: one of its sweeps (63 scenarios) took 0.2 s
+        # on a 2-core Zen 5 with a warm golden cache and had ended before this test's kill.
+        total = len(run("list", CI_YAML).stdout.split())
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "r.h5")
-            proc = subprocess.Popen([HARNESS, "run", CI_YAML, "--sweep", "head_sizes", "--dut", "cpu", "--jobs", "2",
+            proc = subprocess.Popen([HARNESS, "run", CI_YAML, "--dut", "cpu", "--jobs", "2",
                                      "--out", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             printed = []
             for line in proc.stderr:
@@ -401,7 +404,7 @@ class CrashSafety(unittest.TestCase):
             proc.stderr.close()
             self.assertGreaterEqual(len(printed), 25, "the sweep ended before it could be killed")
             stored = {scenario for scenario, _ in rows(out)}
-            self.assertLess(len(stored), 63, "killed too late to test anything")
+            self.assertLess(len(stored), total, "killed too late to test anything")
             self.assertEqual([s for s in printed if s not in stored], [])
 
     def test_shards_merge_into_the_whole(self):
@@ -438,7 +441,8 @@ class Outputs(unittest.TestCase):
                     self.assertIn(key, f["meta"].attrs)
                 kernels = f["meta"].attrs["cpu_kernels"]
                 kernels = kernels.decode() if isinstance(kernels, bytes) else kernels
-                self.assertRegex(kernels, r"GEMM \(Eigen, build time\): \S+; fp16/bf16 conversion \(run time\): (avx2\+f16c|portable)")
+                self.assertRegex(kernels, r"GEMM \(Eigen, run time\): (x86-64|x86-64-v3|x86-64-v4|native) kernels, \S+; "
+                                          r"fp16/bf16 conversion \(run time\): (avx2\+f16c|portable)")
                 res, sc = f["results"], f["scenarios"]
                 self.assertEqual(res.maxshape, (None,))
                 self.assertIsNotNone(res.chunks)
