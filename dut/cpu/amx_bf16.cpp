@@ -225,15 +225,26 @@ void round_weights_to_bf16(float* weights, std::int64_t count) {
     weights[j] = std::bit_cast<float>(static_cast<std::uint32_t>(bf16_bits_rounded(weights[j])) << 16);
 }
 
+std::uint16_t* weights_buffer(ValueScratch& scratch, std::int64_t rows, std::int64_t cols) {
+  const std::int64_t padded_rows = (rows + 31) / 32 * 32;
+  scratch.p.resize(static_cast<std::size_t>(padded_rows * cols));
+  std::fill(scratch.p.begin() + rows * cols, scratch.p.end(), std::uint16_t{0});
+  return scratch.p.data();
+}
+
 void add_weighted_values(const float* weights, std::int64_t rows, const PackedKeys& keys, std::int64_t first_block,
                          std::int64_t block_count, ValueScratch& scratch, float* out) {
   const std::int64_t cols = block_count * kBlockKeys;
+  std::uint16_t* p = weights_buffer(scratch, rows, cols);
+  for (std::int64_t i = 0; i < rows * cols; ++i) p[i] = bf16_bits_rounded(weights[i]);
+  add_packed_weighted_values(rows, keys, first_block, block_count, scratch, out);
+}
+
+void add_packed_weighted_values(std::int64_t rows, const PackedKeys& keys, std::int64_t first_block,
+                                std::int64_t block_count, ValueScratch& scratch, float* out) {
+  const std::int64_t cols = block_count * kBlockKeys;
   const std::int64_t padded_rows = (rows + 31) / 32 * 32;
   const int vd = keys.value_dims;
-  scratch.p.resize(static_cast<std::size_t>(padded_rows * cols));
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) scratch.p[r * cols + c] = bf16_bits_rounded(weights[r * cols + c]);
-  std::fill(scratch.p.begin() + rows * cols, scratch.p.end(), std::uint16_t{0});
   if (products() == Products::avx512_bf16)
     return avx512_bf16::add_weighted_values(scratch.p.data(), rows, cols, keys, first_block, out);
 #if defined(SWA_AMX_BUILD)

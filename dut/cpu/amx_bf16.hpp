@@ -72,4 +72,10 @@ struct ValueScratch {
 void add_weighted_values(const float* weights, std::int64_t rows, const PackedKeys& keys, std::int64_t first_block,
                          std::int64_t block_count, ValueScratch& scratch, float* out);
 
+// The same with P written by the caller as bf16 bits into weights_buffer(scratch, rows, cols): rows x
+// cols, row-major, cols = 32 * block_count; the buffer's rows past `rows` (to a multiple of 32) are zero.
+std::uint16_t* weights_buffer(ValueScratch& scratch, std::int64_t rows, std::int64_t cols);
+void add_packed_weighted_values(std::int64_t rows, const PackedKeys& keys, std::int64_t first_block,
+                                std::int64_t block_count, ValueScratch& scratch, float* out);
+
 }  // namespace swa::dut::cpu::amx

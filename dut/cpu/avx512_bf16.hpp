@@ -1,6 +1,6 @@
 #pragma once
 // The bf16 tile products of amx_bf16.hpp on AVX512-BF16 (VDPBF16PS: pairs of bf16 products summed
-// into fp32 lanes), for CPUs without AMX where VDPBF16PS is fast (Zen 4 and later). The same packed operands and the same
+// into fp32 lanes), for CPUs without AMX where VDPBF16PS is fast (AMD Zen 4 and later). The same packed operands and the same
 // contracts as amx::tile_scores and amx::add_weighted_values, which call these when AMX is not usable.
 // Numerics as AMX's: exact products, fp32 sums, subnormal inputs and sums flushed to zero by the
 // instruction; only the order of the sums differs.
@@ -14,11 +14,13 @@ namespace swa::dut::cpu::avx512_bf16 {
 bool cpu_supports();
 
 // Whether VDPBF16PS (64 flops an instruction) outruns the fp32 FMA (32) on this CPU, so that these
-// products beat the fp32 GEMMs: on AMD (Zen 4 and later) both are expected to issue at one rate, so
-// yes (not measured in this project since the rule was made; the kernel was written on a Zen 4). On
-// Intel's AVX512-BF16 CPUs without usable AMX (Sapphire/Emerald Rapids where the hypervisor hides
-// AMX) a 2-core Xeon issued 0.5 VDPBF16PS a cycle against 2 FMAs (87 against 178 GFLOP/s in one
-// process), and bf16 prefill took 950 ms on these products against 646 ms on the fp32 GEMMs: no.
+// products beat the fp32 GEMMs. On AMD, yes: a 2-core Zen 5 (EPYC, family 26) issued both at
+// 8.2-8.4 G instructions/s per core (one thread, 24 accumulators: 526-539 against 260-268 GFLOP/s),
+// and swa-bench's bf16 prefill took 214-215 ms on these products against 404-412 ms on the fp32
+// GEMMs (1.62-1.80x against 0.85-0.86x the same run's SGEMM). On Intel's AVX512-BF16 CPUs without usable AMX (Sapphire/Emerald
+// Rapids where the hypervisor hides AMX) a 2-core Xeon issued 0.5 VDPBF16PS a cycle against 2 FMAs
+// (87 against 178 GFLOP/s in one process), and bf16 prefill took 950 ms on these products against
+// 646 ms on the fp32 GEMMs: no.
 bool beats_fp32_fma();
 
 void tile_scores(const amx::PackedQueries& q, const amx::PackedKeys& keys, std::int64_t first_block,

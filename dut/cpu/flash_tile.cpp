@@ -1,7 +1,10 @@
 #include "flash_tile.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
+
+#include "bf16_weights.hpp"
 
 namespace swa::dut::cpu::inline SWA_CPU_LEVEL {
 
@@ -20,23 +23,51 @@ void SoftmaxState::update(RowMatrix& scores, const ConstRowsView& values) {
   out.noalias() += scores * values;
 }
 
-void SoftmaxState::absorb(RowMatrix& scores, bool bf16_weights) {
+float SoftmaxState::raise_max(Eigen::Index i, float tile_max, float& correction) {
+  const float new_max = std::max(max[i], tile_max);
+  // A row with no visible key so far keeps max = -inf; subtracting 0 then keeps exp(-inf) = 0.
+  const float shift = new_max == kNegInf ? 0.f : new_max;
+  correction = max[i] == kNegInf ? 0.f : max[i] == new_max ? 1.f : std::exp(max[i] - shift);  // exp(0) = 1
+  max[i] = new_max;
+  return shift;
+}
+
+void SoftmaxState::absorb(RowMatrix& scores) {
   const Eigen::Index rows = scores.rows();
   Eigen::VectorXf correction(rows);
   for (Eigen::Index i = 0; i < rows; ++i) {
-    const float tile_max = scores.row(i).maxCoeff();
-    const float new_max = std::max(max[i], tile_max);
-    // A row with no visible key so far keeps max = -inf; subtracting 0 then keeps exp(-inf) = 0.
-    const float shift = new_max == kNegInf ? 0.f : new_max;
-    correction[i] = max[i] == kNegInf ? 0.f : max[i] == new_max ? 1.f : std::exp(max[i] - shift);  // exp(0) = 1
-    max[i] = new_max;
+    const float shift = raise_max(i, scores.row(i).maxCoeff(), correction[i]);
     scores.row(i).array() = (scores.row(i).array() - shift).exp();
-    if (bf16_weights) amx::round_weights_to_bf16(scores.row(i).data(), scores.cols());
   }
   sum = sum.cwiseProduct(correction) + scores.rowwise().sum();
   // Most tiles leave a row's max where it was (correction exactly 1): those rows need no rescale.
   for (Eigen::Index i = 0; i < rows; ++i)
     if (correction[i] != 1.f) out.row(i) *= correction[i];
+}
+
+void SoftmaxState::absorb_to_bf16(RowMatrix& scores, std::uint16_t* p) {
+  const Eigen::Index rows = scores.rows(), cols = scores.cols();
+  for (Eigen::Index i = 0; i < rows; ++i) {
+    const float* row = scores.row(i).data();
+    std::uint16_t* bits = p + i * cols;
+    float correction = 1.f, row_sum = 0.f;
+#if defined(__AVX512F__)
+    if (cols % 16 == 0) {
+      const float shift = raise_max(i, bf16_weights::row_max(row, cols, kNegInf), correction);
+      row_sum = bf16_weights::round_row(row, cols, shift, bits);
+    } else
+#endif
+    {  // levels without AVX-512, which no CPU with the bf16 products runs: Eigen's exp
+      const float shift = raise_max(i, scores.row(i).maxCoeff(), correction);
+      Eigen::Map<Eigen::RowVectorXf> weights(scores.row(i).data(), cols);
+      weights.array() = (weights.array() - shift).exp();
+      amx::round_weights_to_bf16(weights.data(), cols);
+      row_sum = weights.sum();
+      for (Eigen::Index c = 0; c < cols; ++c) bits[c] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(weights[c]) >> 16);
+    }
+    sum[i] = sum[i] * correction + row_sum;
+    if (correction != 1.f) out.row(i) *= correction;
+  }
 }
 
 void ScoreRule::cap(RowMatrix& scores) const {
@@ -125,9 +156,9 @@ void attend_rows(const float* q, float score_scale, int heads, std::int64_t rows
             for (int h = 0; h < heads; ++h) ws.scores(h * rows + r, c) = kNegInf;
         }
     if (keys.packed) {
-      ws.state.absorb(ws.scores, /*bf16_weights=*/true);
-      amx::add_weighted_values(ws.scores.data(), stacked, *keys.packed, first_block, block_count, ws.amx_values,
-                               ws.state.out.data());
+      ws.state.absorb_to_bf16(ws.scores, amx::weights_buffer(ws.amx_values, stacked, cols));
+      amx::add_packed_weighted_values(stacked, *keys.packed, first_block, block_count, ws.amx_values,
+                                      ws.state.out.data());
     } else {
       const ConstRowsView v(keys.v + (cs - keys.first_pos) * keys.stride, cols, head_size, Eigen::OuterStride<>(keys.stride));
       ws.state.update(ws.scores, v);

@@ -51,15 +51,24 @@ struct SoftmaxState {
   // Folds in one tile of scores (rows x cols, -inf where masked) and its value rows.
   void update(RowMatrix& scores, const ConstRowsView& values);
   // update's first half: scores become the tile's weights under the new running max, sum and out are
-  // rescaled; the caller adds weights x value rows to out (decode's fused fp16/bf16 path, the AMX
-  // path). `bf16_weights`: the weights are rounded to bf16 before the row sums take them, so the sum
-  // weighs the values exactly as the bf16 P x V product does.
-  void absorb(RowMatrix& scores, bool bf16_weights = false);
+  // rescaled; the caller adds weights x value rows to out (decode's fused fp16/bf16 path).
+  void absorb(RowMatrix& scores);
+  // absorb for the bf16 tile products: the weights are rounded to bf16 and written to p as bits
+  // (rows x cols, row-major: amx::weights_buffer), and the row sums take the rounded weights, so the
+  // sum weighs the values exactly as the bf16 P x V product does. Where the level has AVX-512, one
+  // pass over a row after its max (bf16_weights.hpp: exp, rounding, sum and packing together).
+  // scores may be overwritten.
+  void absorb_to_bf16(RowMatrix& scores, std::uint16_t* p);
   // Folds in another state over a disjoint set of keys (log-sum-exp merge).
   void merge(const Eigen::VectorXf& other_max, const Eigen::VectorXf& other_sum, const RowMatrix& other_out);
   // out / sum into dst (rows x head_size, contiguous); rows that saw no key get 0. With sinks, row
   // r's head is r / rows_per_head and its sink joins the sum (max first) without a value row.
   void finish(float* dst, const ScoreRule& rule = {}, std::int64_t rows_per_head = 1) const;
+
+ private:
+  // Raises row i's running max to cover a tile whose own max is tile_max; returns the shift the
+  // tile's exps subtract and leaves `correction` (the factor for the row's earlier sum and output).
+  float raise_max(Eigen::Index i, float tile_max, float& correction);
 };
 
 struct Workspace {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "amx_bf16.hpp"
+#include "bf16_weights.hpp"
 #include "convert.hpp"
 #include "cpu_dut.hpp"
 #include "fused_kv.hpp"
@@ -240,6 +241,69 @@ BOOST_AUTO_TEST_CASE(bf16_tile_products_match_an_fp64_loop) {
                                                 << first_block << ": " << worst_out);
         }
       }
+}
+
+BOOST_AUTO_TEST_CASE(bf16_softmax_weights_match_an_fp64_loop) {
+  // The fused exp + bf16 rounding + sum of the bf16 products' weights (bf16_weights.hpp) against
+  // exp in fp64: each weight is exp's bf16 rounding, or its neighbour where exp lies within the
+  // approximation's error (bf16_weights.hpp) of a rounding boundary; -inf (a masked key) gives +0,
+  // NaN stays NaN.
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx512f")) {
+    BOOST_TEST_MESSAGE("skipped: no AVX512F");
+    return;
+  }
+  std::vector<float> scores;
+  for (int i = 0; i <= 200000; ++i) scores.push_back(static_cast<float>(-105.0 * i / 200000.0));  // past exp's underflow
+  for (float x : {0.f, -0.f, -1e-7f, -0.5f, -1.f, -87.3f, -103.9f}) scores.push_back(x);
+  const std::size_t masked = scores.size();
+  scores.push_back(-std::numeric_limits<float>::infinity());
+  while (scores.size() % 16) scores.push_back(-2.f);
+  const float shift = 1.25f;
+  for (float& s : scores) s += shift;  // the kernel subtracts the row's shift first
+  std::vector<std::uint16_t> bits(scores.size());
+  const float sum = cpu::bf16_weights::round_row(scores.data(), static_cast<std::int64_t>(scores.size()), shift, bits.data());
+  auto as_float = [](std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); };
+  double expected_sum = 0;
+  int off_by_one = 0, wrong = 0;
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    const double e = std::exp(static_cast<double>(scores[i] - shift));
+    const float nearest = round_to(DType::bf16, static_cast<float>(e));
+    const float got = as_float(bits[i]);
+    expected_sum += got;
+    if (got == nearest && !(e == 0 && std::signbit(got))) continue;
+    const auto nearest_bits = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(nearest) >> 16);
+    const bool neighbour = bits[i] == nearest_bits + 1 || bits[i] + 1 == nearest_bits;
+    const double boundary = std::fabs(e - (static_cast<double>(got) + nearest) / 2);
+    const double x = std::fabs(static_cast<double>(scores[i] - shift));
+    // Below FLT_MIN the weight is subnormal (and the products flush it): one step either way.
+    const bool subnormal = e < std::numeric_limits<float>::min();
+    if (neighbour && (subnormal || boundary <= (3e-6 + 1.2e-7 * x) * e)) {
+      ++off_by_one;
+      continue;
+    }
+    if (++wrong <= 5)
+      BOOST_ERROR("x " << scores[i] - shift << ": bf16 weight " << got << ", exp rounds to " << nearest << " (exp "
+                       << e << ")");
+  }
+  BOOST_TEST(wrong == 0);
+  BOOST_TEST_MESSAGE(off_by_one << " of " << scores.size() << " weights one bf16 step off (exp within the error of a tie)");
+  // 12501 terms a lane in fp32: about 1e-5 relative in a random walk of roundings (7.5e-4 at worst).
+  BOOST_TEST(std::fabs(sum - expected_sum) <= 1e-4 * expected_sum, "sum " << sum << " against " << expected_sum);
+  BOOST_TEST(bits[masked] == 0u, "-inf gives +0");
+  std::vector<float> nan_row(16, shift);
+  nan_row[3] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::uint16_t> nan_bits(16);
+  BOOST_TEST(std::isnan(cpu::bf16_weights::round_row(nan_row.data(), 16, shift, nan_bits.data())));
+  BOOST_TEST(std::isnan(as_float(nan_bits[3])));
+  BOOST_TEST(as_float(nan_bits[0]) == 1.f);
+  std::vector<float> ramp(48);
+  for (std::size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<float>(i) - 100.f;
+  BOOST_TEST(cpu::bf16_weights::row_max(ramp.data(), 48, -1000.f) == -53.f);  // the last lane of the last block
+  BOOST_TEST(cpu::bf16_weights::row_max(ramp.data(), 48, 7.f) == 7.f);
+#else
+  BOOST_TEST_MESSAGE("skipped: not x86-64");
+#endif
 }
 
 BOOST_AUTO_TEST_CASE(fp8_kv_in_every_mode_and_cache) {
