@@ -158,7 +158,7 @@ class CudaDut final : public Dut {
       }
       const CacheView view = cache_view(cache);
       upload_row_work(rows);
-      const int splits = decode_split_count(longest, p.batch * p.heads_q, multiprocessors_);
+      const int splits = decode_split_count(longest, decode_ctas_per_split(p), multiprocessors_);
       float* partials = static_cast<float*>(
           partials_.reserve(sizeof(float) * p.batch * p.heads_q * splits * (p.head_size + 2)));
       timed([&] {

@@ -13,12 +13,12 @@ void launch_decode(const AttnParams& p, const CacheView& cache, const std::int64
                    float* partials, cudaStream_t stream) {
   const bool compiled = with_head_size(p.head_size, [&](auto head_size) {
     constexpr int D = decltype(head_size)::value;
-    decode_split_kernel<T, D><<<dim3(splits, p.heads_q, p.batch), kDecodeThreads, sizeof(DecodeShared<D>), stream>>>(
+    decode_split_kernel<T, D><<<decode_grid(p, splits), kDecodeThreads, sizeof(DecodeShared<D>), stream>>>(
         p, cache, q_pos, splits, partials);
     check_launch("decode_split_kernel");
   });
   if (!compiled) throw CudaError("decode: no kernel compiled for head size " + std::to_string(p.head_size));
-  decode_merge_kernel<T><<<dim3(p.heads_q, p.batch), kMergeThreads, 0, stream>>>(p, q_pos, splits, partials);
+  decode_merge_kernel<T><<<dim3(p.heads_q, p.batch), kMergeThreads, sizeof(DecodeMergeShared), stream>>>(p, q_pos, splits, partials);
   check_launch("decode_merge_kernel");
 }
 

@@ -12,6 +12,14 @@
 namespace swa::dut::cuda {
 
 inline constexpr int kHeadSizes[] = {64, 80, 96, 128, 160, 192, 256};
+inline constexpr int kMaxHeadSize = 256;
+
+constexpr bool is_max_head_size() {
+  for (int h : kHeadSizes)
+    if (h > kMaxHeadSize) return false;
+  return true;
+}
+static_assert(is_max_head_size(), "kMaxHeadSize must bound kHeadSizes");
 
 constexpr bool supported_head_size(int d) {
   for (int h : kHeadSizes)

@@ -181,13 +181,26 @@ SWA_HOST_DEVICE constexpr KeyRange split_range(KeyRange r, int splits, int split
   return {first, end > first ? end : first};
 }
 
-// Splits of a decode launch: enough CTAs (ctas = batch x q heads per split) to fill twice the
-// multiprocessors, but no split shorter than 128 slots, and at most 64.
+// A decode CTA reads each K/V row once for up to kHeadsPerCta q heads of its kv head (GQA): a
+// group of heads_q / heads_kv heads takes ceil(group / kHeadsPerCta) CTAs, the last one partly
+// empty when the group is not a multiple of it.
+constexpr int kHeadsPerCta = 4;
+SWA_HOST_DEVICE inline int decode_head_chunks(const AttnParams& p) {
+  return (p.heads_q / p.heads_kv + kHeadsPerCta - 1) / kHeadsPerCta;
+}
+SWA_HOST_DEVICE inline int decode_ctas_per_split(const AttnParams& p) {
+  return p.batch * p.heads_kv * decode_head_chunks(p);
+}
+
+// Splits of a decode launch: enough CTAs (ctas = the launch's CTAs per split) for eight per
+// multiprocessor, so the cache's rows are in flight on every one of them, but no split shorter than
+// 128 slots (two steps of the kernel's keys), and at most kMaxDecodeSplits.
+constexpr int kMaxDecodeSplits = 64;
 SWA_HOST_DEVICE constexpr int decode_split_count(std::int64_t longest_range, int ctas, int multiprocessors) {
-  std::int64_t splits = (2 * static_cast<std::int64_t>(multiprocessors) + ctas - 1) / ctas;
+  std::int64_t splits = (8 * static_cast<std::int64_t>(multiprocessors) + ctas - 1) / ctas;
   const std::int64_t by_length = longest_range / 128;
   if (splits > by_length) splits = by_length;
-  if (splits > 64) splits = 64;
+  if (splits > kMaxDecodeSplits) splits = kMaxDecodeSplits;
   return splits < 1 ? 1 : static_cast<int>(splits);
 }
 

@@ -63,9 +63,9 @@ void cache_write(const AttnParams& p, const Work& w, const CacheView& c) {
 template <class T, int D>
 void decode_kernels(const AttnParams& p, const CacheView& c, const Work& w, int splits) {
   std::vector<float> partials(static_cast<std::size_t>(p.batch) * p.heads_q * splits * (D + 2));
-  emulator::launch(dim3(splits, p.heads_q, p.batch), kDecodeThreads, sizeof(DecodeShared<D>),
+  emulator::launch(decode_grid(p, splits), kDecodeThreads, sizeof(DecodeShared<D>),
                    [&] { decode_split_kernel<T, D>(p, c, w.begin.data(), splits, partials.data()); });
-  emulator::launch(dim3(p.heads_q, p.batch), kMergeThreads, 0,
+  emulator::launch(dim3(p.heads_q, p.batch), kMergeThreads, sizeof(DecodeMergeShared),
                    [&] { decode_merge_kernel<T>(p, w.begin.data(), splits, partials.data()); });
 }
 
@@ -113,7 +113,7 @@ class EmulatedCudaDut final : public Dut {
     }
     const Work w(begin, end);
     const CacheView view = device_view(cache);
-    const int splits = decode_split_count(longest, p.batch * p.heads_q, 8);  // 8 "SMs": several splits
+    const int splits = decode_split_count(longest, decode_ctas_per_split(p), 8);  // 8 "SMs": several splits
     dispatch(p, [&](auto tag, auto d) {
       using T = typename decltype(tag)::type;
       cache_write<T>(p, w, view);
@@ -181,8 +181,18 @@ BOOST_AUTO_TEST_CASE(chunked_prefill_reads_and_writes_every_cache) {
 BOOST_AUTO_TEST_CASE(split_decode_matches_the_golden_through_every_cache) {
   for (CachePolicy cache : {CachePolicy::ring_modulo, CachePolicy::ring_compact, CachePolicy::linear})
     for (DType dt : {DType::bf16, DType::fp32}) {
-      Case dec = make_case({240, 30}, 4, 2, 80, 200, RunMode::decode, cache, 100, 3, dt);  // several splits
+      Case dec = make_case({240, 30}, 4, 2, 80, 200, RunMode::decode, cache, 100, 3, dt);
       BOOST_TEST(emulated_verdict(dec) == "pass", cache_name(cache) << " " << dtype_name(dt));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(split_decode_shares_kv_rows_across_any_gqa_group) {
+  // A CTA serves up to kHeadsPerCta q heads of one kv head: groups of 6 (a full chunk and a half-empty
+  // one), 8 (two full ones) and 1 (MHA: one head, three empty), each with two splits of 150 slots.
+  for (auto [hq, hkv] : {std::pair{12, 2}, std::pair{8, 1}, std::pair{3, 3}})
+    for (CachePolicy cache : {CachePolicy::ring_modulo, CachePolicy::linear}) {
+      Case dec = make_case({400, 30}, hq, hkv, 64, 300, RunMode::decode, cache, 200, 2, DType::bf16);
+      BOOST_TEST(emulated_verdict(dec) == "pass", "Hq " << hq << " Hkv " << hkv << " " << cache_name(cache));
     }
 }
 

@@ -201,7 +201,8 @@ BOOST_AUTO_TEST_CASE(decode_splits_cover_the_visible_slots_exactly_once) {
         BOOST_TEST(next == range.end, "splits " << splits);
       }
     }
-  BOOST_TEST(decode_split_count(4096, 32, 132) == 9);   // 2 * 132 / 32 CTAs, rounded up
+  BOOST_TEST(decode_split_count(100000, 160, 132) == 7);  // 8 * 132 / 160 CTAs, rounded up
+  BOOST_TEST(decode_split_count(4096, 32, 132) == 32);  // 33 wanted, capped by 128 slots per split
   BOOST_TEST(decode_split_count(4096, 1, 132) == 32);  // capped by 128 slots per split
   BOOST_TEST(decode_split_count(100000, 1, 132) == 64);
   BOOST_TEST(decode_split_count(5, 1, 132) == 1);
