@@ -3,10 +3,14 @@
 # but not this project's Debian packages: swa-harness, swa-bench, the CUDA tests, the CUDA DUT
 # library and every shared library they load except glibc's own. Carry build-gpu/ there (it stays
 # under 64 MiB) and run scripts/gpu-checks.sh from the repository root.
+# Its own build (SWA_BUILD_DIR, default build-gpu-host/): host code for any x86-64-v3 CPU, since the
+# GPU machine's CPU may differ from this one, and sm_90 machine code only, which keeps the bundle
+# under the device tool's 64 MiB. Arguments go to cmake after these defaults and override them.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$root/scripts/build.sh" "$@"
-build=${SWA_BUILD_DIR:-$root/build}
+build=${SWA_BUILD_DIR:-$root/build-gpu-host}
+SWA_BUILD_DIR=$build "$root/scripts/build.sh" -DSWA_NATIVE_ARCH=OFF -DCMAKE_CXX_FLAGS=-march=x86-64-v3 \
+  -DCMAKE_CUDA_ARCHITECTURES=90-real "$@"
 bundle=${SWA_GPU_BUNDLE:-$root/build-gpu}
 bins=(harness/swa-harness harness/swa-bench dut/cuda/tests/dut_cuda_test dut/cuda/tests/dut_cuda_logic_test)
 for b in "${bins[@]}"; do
