@@ -7,43 +7,70 @@
 #   racecheck  compute-sanitizer racecheck on the same
 #   sweep      scenarios/ci.yaml with --dut cuda,cpu: every CUDA row passes
 #   bench      swa-bench --dut cuda, PyTorch FlexAttention/SDPA beside it (SWA_PYTHON, default python3)
-# Steps to run: arguments (default: all, in that order). Exit 1 if any step failed.
+# Steps to run: arguments, in order (default: all). With no arguments, kernels and sweep run beside
+# memcheck and racecheck (a lent GPU's time is short: about 60 s for those four on an H200), then
+# bench alone, since it times. Each step is stopped after SWA_STEP_TIMEOUT seconds (default 300),
+# so a hung kernel costs one step, not the lease. Exit 1 if any step failed or timed out.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bundle=${SWA_GPU_BUNDLE:-$root/build-gpu}
 out=${OUT:-$root/gpu-out}
 py=${SWA_PYTHON:-python3}
+step_timeout=${SWA_STEP_TIMEOUT:-300}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-steps=("$@")
-[[ ${#steps[@]} -gt 0 ]] || steps=(logic kernels memcheck racecheck sweep bench)
-status=0
 
-run_step() {
-  local name=$1
-  shift
-  echo "== $name: $*"
-  local t0=$SECONDS
-  "$@" > "$out/$name.log" 2>&1
-  local rc=$?
-  echo "   exit $rc after $((SECONDS - t0)) s; last lines of $out/$name.log:"
-  tail -n 12 "$out/$name.log" | sed 's/^/   | /'
-  [[ $rc -eq 0 ]] || status=1
+step_command() {
+  case $1 in
+    logic) echo "$bundle/bin/dut_cuda_logic_test --report_level=short" ;;
+    kernels) echo "$bundle/bin/dut_cuda_test --log_level=test_suite --report_level=short" ;;
+    memcheck) echo "compute-sanitizer --tool memcheck --error-exitcode 1 $bundle/bin/dut_cuda_test --run_test=sanitizer_smoke" ;;
+    racecheck) echo "compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 1 $bundle/bin/dut_cuda_test --run_test=sanitizer_smoke" ;;
+    sweep) echo "$py $root/harness/tests/test_cuda_sweep.py $bundle/bin/swa-harness $root/scenarios/ci.yaml" ;;
+    bench) echo "$bundle/bin/swa-bench --dut cuda --torch-python $py --torch-script $root/harness/bench/torch_swa.py" ;;
+    *) return 1 ;;
+  esac
 }
 
-nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || echo "nvidia-smi failed (see $out/nvidia-smi.txt)"
+# Runs one step into $out/NAME.log and writes its summary (command, exit, time, last lines) to
+# $out/NAME.summary, so steps that run side by side do not interleave their reports.
+run_step() {
+  local name=$1 t0=$SECONDS rc
+  local cmd
+  cmd=$(step_command "$name")
+  # shellcheck disable=SC2086  # the command's words are split on purpose
+  timeout -k 10 "$step_timeout" $cmd > "$out/$name.log" 2>&1
+  rc=$?
+  {
+    echo "== $name: $cmd"
+    if [[ $rc -eq 124 || $rc -eq 137 ]]; then echo "   TIMED OUT after ${step_timeout} s (SWA_STEP_TIMEOUT)"; fi
+    echo "   exit $rc after $((SECONDS - t0)) s; last lines of $out/$name.log:"
+    tail -n 12 "$out/$name.log" | sed 's/^/   | /'
+  } > "$out/$name.summary"
+  return $rc
+}
+
+steps=("$@")
 for step in "${steps[@]}"; do
-  case $step in
-    logic) run_step logic "$bundle/bin/dut_cuda_logic_test" --report_level=short ;;
-    kernels) run_step kernels "$bundle/bin/dut_cuda_test" --log_level=test_suite --report_level=short ;;
-    memcheck) run_step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 \
-                "$bundle/bin/dut_cuda_test" --run_test=sanitizer_smoke ;;
-    racecheck) run_step racecheck compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 1 \
-                 "$bundle/bin/dut_cuda_test" --run_test=sanitizer_smoke ;;
-    sweep) run_step sweep "$py" "$root/harness/tests/test_cuda_sweep.py" "$bundle/bin/swa-harness" "$root/scenarios/ci.yaml" ;;
-    bench) run_step bench "$bundle/bin/swa-bench" --dut cuda --torch-python "$py" \
-             --torch-script "$root/harness/bench/torch_swa.py" ;;
-    *) echo "gpu-checks: unknown step '$step' (logic|kernels|memcheck|racecheck|sweep|bench)" >&2; exit 2 ;;
-  esac
+  step_command "$step" > /dev/null ||
+    { echo "gpu-checks: unknown step '$step' (logic|kernels|memcheck|racecheck|sweep|bench)" >&2; exit 2; }
 done
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || echo "nvidia-smi failed (see $out/nvidia-smi.txt)"
+status=0
+if [[ ${#steps[@]} -gt 0 ]]; then
+  for step in "${steps[@]}"; do
+    run_step "$step" || status=1
+    cat "$out/$step.summary"
+  done
+  exit $status
+fi
+run_step logic || status=1
+( run_step kernels; a=$?; run_step sweep; b=$?; [[ $a -eq 0 && $b -eq 0 ]] ) &
+correctness=$!
+( run_step memcheck; a=$?; run_step racecheck; b=$?; [[ $a -eq 0 && $b -eq 0 ]] ) &
+sanitizers=$!
+wait "$correctness" || status=1
+wait "$sanitizers" || status=1
+run_step bench || status=1
+for step in logic kernels sweep memcheck racecheck bench; do cat "$out/$step.summary"; done
 exit $status
