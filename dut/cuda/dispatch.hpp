@@ -14,12 +14,12 @@ namespace swa::dut::cuda {
 inline constexpr int kHeadSizes[] = {64, 80, 96, 128, 160, 192, 256};
 inline constexpr int kMaxHeadSize = 256;
 
-constexpr bool is_max_head_size() {
+constexpr bool max_head_size_bounds_every_head_size() {
   for (int h : kHeadSizes)
     if (h > kMaxHeadSize) return false;
   return true;
 }
-static_assert(is_max_head_size(), "kMaxHeadSize must bound kHeadSizes");
+static_assert(max_head_size_bounds_every_head_size(), "kMaxHeadSize must bound kHeadSizes");
 
 constexpr bool supported_head_size(int d) {
   for (int h : kHeadSizes)
