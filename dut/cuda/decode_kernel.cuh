@@ -182,11 +182,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
   constexpr int kDims = D / kLanesPerKey;
   DecodeShared<D>& shared = *dynamic_shared<DecodeShared<D>>();
   const int split = blockIdx.x, b = blockIdx.z;
-  const int chunks = decode_head_chunks(p), group_size = p.heads_q / p.heads_kv;
-  const int kv_head = static_cast<int>(blockIdx.y) / chunks;
-  const int first_in_group = static_cast<int>(blockIdx.y) % chunks * kHeadsPerCta;
-  const int heads = group_size - first_in_group < kHeadsPerCta ? group_size - first_in_group : kHeadsPerCta;
-  const int first_head = kv_head * group_size + first_in_group;
+  const DecodeHeads served = decode_heads(p, static_cast<int>(blockIdx.y));
+  const int kv_head = served.kv_head, first_head = served.first, heads = served.count;
   const std::int64_t i = q_pos[b];
   const int group = threadIdx.x / kLanesPerKey, lane = threadIdx.x % kLanesPerKey;
   const KeyRange range = split_range(decode_slot_range(cache.policy, cache.slots, p.band, i), splits, split);

@@ -192,6 +192,17 @@ SWA_HOST_DEVICE inline int decode_ctas_per_split(const AttnParams& p) {
   return p.batch * p.heads_kv * decode_head_chunks(p);
 }
 
+// The q heads [first, first + count) that decode CTA row `cta_row` (kv head x head chunk) serves.
+struct DecodeHeads {
+  int kv_head = 0, first = 0, count = 0;
+};
+SWA_HOST_DEVICE inline DecodeHeads decode_heads(const AttnParams& p, int cta_row) {
+  const int chunks = decode_head_chunks(p), group = p.heads_q / p.heads_kv;
+  const int kv_head = cta_row / chunks, first_in_group = cta_row % chunks * kHeadsPerCta;
+  const int count = group - first_in_group < kHeadsPerCta ? group - first_in_group : kHeadsPerCta;
+  return {kv_head, kv_head * group + first_in_group, count};
+}
+
 // Splits of a decode launch: enough CTAs (ctas = the launch's CTAs per split) for eight per
 // multiprocessor, so the cache's rows are in flight on every one of them, but no split shorter than
 // 128 slots (two steps of the kernel's keys), and at most kMaxDecodeSplits.

@@ -209,6 +209,30 @@ BOOST_AUTO_TEST_CASE(decode_splits_cover_the_visible_slots_exactly_once) {
   BOOST_TEST(decode_split_count(4096, 100000, 132) == 1);
 }
 
+BOOST_AUTO_TEST_CASE(decode_ctas_serve_every_q_head_once_with_its_own_kv_head) {
+  for (int heads_kv : {1, 2, 3, 8})
+    for (int group : {1, 2, 3, 4, 5, 6, 8, 9, 32}) {
+      AttnParams p;
+      p.batch = 2;
+      p.heads_kv = heads_kv;
+      p.heads_q = heads_kv * group;
+      std::vector<int> served(p.heads_q, 0);
+      const int rows = p.heads_kv * decode_head_chunks(p);
+      BOOST_TEST(decode_ctas_per_split(p) == p.batch * rows);
+      for (int row = 0; row < rows; ++row) {
+        const DecodeHeads h = decode_heads(p, row);
+        BOOST_TEST((h.count >= 1 && h.count <= kHeadsPerCta));
+        for (int head = h.first; head < h.first + h.count; ++head) {
+          BOOST_REQUIRE(head >= 0 && head < p.heads_q);
+          ++served[head];
+          BOOST_TEST(kv_head_for(head, p.heads_q, p.heads_kv) == h.kv_head);
+        }
+      }
+      for (int head = 0; head < p.heads_q; ++head)
+        BOOST_TEST(served[head] == 1, "Hq " << p.heads_q << " Hkv " << p.heads_kv << " head " << head);
+    }
+}
+
 namespace {
 
 template <class Coord>
