@@ -81,16 +81,6 @@ __device__ inline void load_share(const Stored* src, Stored (&dst)[N]) {
 #endif
 }
 
-// A stored K/V element as fp32: the dtype itself, or an FP8 code times the descale.
-template <class Stored>
-__device__ inline float kv_value(Stored x, bool, float) {
-  return to_float(x);
-}
-template <>
-__device__ inline float kv_value<std::uint8_t>(std::uint8_t code, bool e4m3, float descale) {
-  return fp8_to_float(code, e4m3) * descale;
-}
-
 // One group's online-softmax state for the CTA's heads, in the lane's share of the output.
 template <int Dims>
 struct GroupState {

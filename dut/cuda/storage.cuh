@@ -41,12 +41,15 @@ __device__ inline void load_fp8_kv(const AttnParams& p, bool in_cache, const T* 
   }
 }
 
-// One K or V element of the cache as fp32: storage dtype T, or an FP8 code times the descale.
-template <class T>
-__device__ inline float cached_kv(const AttnParams& p, const void* cache, std::int64_t element, float descale) {
-  if (is_fp8(p.kv_format))
-    return fp8_to_float(static_cast<const std::uint8_t*>(cache)[element], is_e4m3(p.kv_format)) * descale;
-  return to_float(static_cast<const T*>(cache)[element]);
+// A stored K or V element of the cache as fp32: the dtype itself, or an FP8 code (Stored = uint8_t)
+// times the descale.
+template <class Stored>
+__device__ inline float kv_value(Stored x, bool, float) {
+  return to_float(x);
+}
+template <>
+__device__ inline float kv_value<std::uint8_t>(std::uint8_t code, bool e4m3, float descale) {
+  return fp8_to_float(code, e4m3) * descale;
 }
 
 }  // namespace swa::dut::cuda
