@@ -158,7 +158,10 @@ class CudaDut final : public Dut {
       }
       const CacheView view = cache_view(cache);
       upload_row_work(rows);
-      const int splits = decode_split_count(longest, decode_ctas_per_split(p), multiprocessors_);
+      const int resident = with_storage_type(p.dtype, [&](auto tag) {
+        return multiprocessors_ * decode_ctas_per_multiprocessor<typename decltype(tag)::type>(p);
+      });
+      const int splits = decode_split_count(longest, decode_ctas_per_split(p), resident);
       float* partials = static_cast<float*>(
           partials_.reserve(sizeof(float) * p.batch * p.heads_q * splits * (p.head_size + 2)));
       timed([&] {

@@ -203,12 +203,14 @@ SWA_HOST_DEVICE inline DecodeHeads decode_heads(const AttnParams& p, int cta_row
   return {kv_head, kv_head * group + first_in_group, count};
 }
 
-// Splits of a decode launch: enough CTAs (ctas = the launch's CTAs per split) for eight per
-// multiprocessor, so the cache's rows are in flight on every one of them, but no split shorter than
-// 128 slots (two steps of the kernel's keys), and at most kMaxDecodeSplits.
+// Splits of a decode launch: as many as fill kDecodeWaves waves of the CTAs the GPU holds at once
+// (`resident` = multiprocessors x the split kernel's CTAs per multiprocessor; `ctas` = the launch's
+// CTAs per split), rounded down so no wave runs a few CTAs alone, but no split shorter than 128
+// slots (four tiles of the kernel's keys), and at most kMaxDecodeSplits.
 constexpr int kMaxDecodeSplits = 64;
-SWA_HOST_DEVICE constexpr int decode_split_count(std::int64_t longest_range, int ctas, int multiprocessors) {
-  std::int64_t splits = (8 * static_cast<std::int64_t>(multiprocessors) + ctas - 1) / ctas;
+constexpr int kDecodeWaves = 1;  // two waves were slower on an H100 (dut/cuda/README.md)
+SWA_HOST_DEVICE constexpr int decode_split_count(std::int64_t longest_range, int ctas, int resident) {
+  std::int64_t splits = kDecodeWaves * static_cast<std::int64_t>(resident) / ctas;
   const std::int64_t by_length = longest_range / 128;
   if (splits > by_length) splits = by_length;
   if (splits > kMaxDecodeSplits) splits = kMaxDecodeSplits;

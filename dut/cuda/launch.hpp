@@ -32,6 +32,11 @@ template <class T>
 void launch_decode(const AttnParams& p, const CacheView& cache, const std::int64_t* q_pos, int splits,
                    float* partials, cudaStream_t stream);
 
+// How many CTAs of launch_decode's split kernel for p (its head size and KV format) one
+// multiprocessor of the current device holds at once.
+template <class T>
+int decode_ctas_per_multiprocessor(const AttnParams& p);
+
 // Defined per storage type: the tensor-core kernel for fp16/bf16 (prefill_mma_*.cu), the CUDA-core
 // kernel for fp32 (prefill_simt.cu).
 template <>

@@ -108,4 +108,26 @@ float __shfl_xor_sync(unsigned, float value, int lane_mask) {
   return other;
 }
 
+float __shfl_sync(unsigned, float value, int source_lane) {
+  auto& w = swa::dut::cuda::emulator::my_warp();
+  const int lane = threadIdx.x % 32;
+  w.value[lane] = value;
+  w.sync.arrive_and_wait();
+  const float other = w.value[source_lane % 32];
+  w.sync.arrive_and_wait();
+  return other;
+}
+
+unsigned __ballot_sync(unsigned, bool predicate) {
+  auto& w = swa::dut::cuda::emulator::my_warp();
+  const int lane = threadIdx.x % 32;
+  w.value[lane] = predicate ? 1.f : 0.f;
+  w.sync.arrive_and_wait();
+  unsigned bits = 0;
+  for (int l = 0; l < 32; ++l)
+    if (w.value[l] != 0.f) bits |= 1u << l;
+  w.sync.arrive_and_wait();
+  return bits;
+}
+
 void __trap() { std::abort(); }

@@ -72,6 +72,17 @@ BOOST_AUTO_TEST_CASE(prefill_every_head_size_and_dtype) {
       }
 }
 
+// The decode kernel's shared-memory layout depends on the row's bytes: one stage for fp32 rows at
+// D >= 192, two otherwise; at D = 80 some lanes own no column pair.
+BOOST_AUTO_TEST_CASE(decode_every_head_size_and_dtype) {
+  for (int d : {64, 80, 96, 128, 160, 192, 256})
+    for (DType dt : kAllDTypes)
+      for (CachePolicy cache : {CachePolicy::ring_modulo, CachePolicy::linear}) {
+        Case c = make_case({300, 45}, 8, 2, d, 100, RunMode::decode, cache, 64, 4, dt);
+        BOOST_TEST(cuda_verdict(c) == "pass", "D=" << d << " " << dtype_name(dt) << " " << cache_name(cache));
+      }
+}
+
 BOOST_AUTO_TEST_CASE(chunked_prefill_and_decode_through_every_cache) {
   for (CachePolicy cache : kAllCachePolicies)
     for (DType dt : kAllDTypes) {

@@ -5,6 +5,7 @@
 // Runs everywhere, so CI checks the kernels' logic on every commit; it cannot check the hardware.
 #include "cta_emulator.hpp"  // first: the CUDA built-ins the kernel headers use
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <type_traits>
 
@@ -63,7 +64,7 @@ void cache_write(const AttnParams& p, const Work& w, const CacheView& c) {
 template <class T, int D>
 void decode_kernels(const AttnParams& p, const CacheView& c, const Work& w, int splits) {
   std::vector<float> partials(static_cast<std::size_t>(p.batch) * p.heads_q * splits * (D + 2));
-  emulator::launch(decode_grid(p, splits), kDecodeThreads, sizeof(DecodeShared<D>),
+  emulator::launch(decode_grid(p, splits), kDecodeThreads, decode_shared_bytes<T, D>(is_fp8(p.kv_format)),
                    [&] { decode_split_kernel<T, D>(p, c, w.begin.data(), splits, partials.data()); });
   emulator::launch(dim3(p.heads_q, p.batch), kMergeThreads, sizeof(DecodeMergeShared),
                    [&] { decode_merge_kernel<T>(p, w.begin.data(), splits, partials.data()); });
@@ -113,11 +114,13 @@ class EmulatedCudaDut final : public Dut {
     }
     const Work w(begin, end);
     const CacheView view = device_view(cache);
-    const int splits = decode_split_count(longest, decode_ctas_per_split(p), 8);  // 8 "SMs": several splits
+    const int splits = decode_split_count(longest, decode_ctas_per_split(p), 8 * 4);  // 8 "SMs" of 4 CTAs: several splits
     dispatch(p, [&](auto tag, auto d) {
       using T = typename decltype(tag)::type;
       cache_write<T>(p, w, view);
+      set_free_slots(cache, kPoison);
       decode_kernels<T, decltype(d)::value>(p, view, w, splits);
+      set_free_slots(cache, kRestore);
     });
     return same_cache(cache);
   }
@@ -134,6 +137,27 @@ class EmulatedCudaDut final : public Dut {
     return {cache.policy, cache.slots, cache.heads_kv, cache.head_size, device_k_.data(), device_v_.data(),
             cache.geometry.data(), cache.page_size, cache.table_width,
             cache.paged() ? cache.page_table.data() : nullptr};
+  }
+
+  // Decode reads whole tiles of slots, some holding no position yet (a ring not yet full): their
+  // bytes become NaN while the decode kernels run, so a kernel that lets such a slot reach the
+  // output, even times a zero weight, fails. (Not for a paged cache, whose rows are addressed by page.)
+  enum FreeSlots { kPoison, kRestore };
+  void set_free_slots(const KvCache& cache, FreeSlots what) {
+    if (cache.paged()) return;
+    const std::size_t row = cache.offset(0, 1, 0);  // one slot's bytes, every kv head
+    for (int b = 0; b < static_cast<int>(cache.geometry.size()); ++b)
+      for (std::int64_t slot = 0; slot < cache.slots; ++slot) {
+        if (cache.position_in(b, slot) >= 0) continue;
+        const std::size_t at = cache.offset(b, slot, 0);
+        if (what == kPoison) {
+          std::fill_n(device_k_.begin() + at, row, 0xFF);
+          std::fill_n(device_v_.begin() + at, row, 0xFF);
+        } else {
+          std::copy_n(cache.k.begin() + at, row, device_k_.begin() + at);
+          std::copy_n(cache.v.begin() + at, row, device_v_.begin() + at);
+        }
+      }
   }
 
   Status same_cache(const KvCache& cache) const {
@@ -193,6 +217,16 @@ BOOST_AUTO_TEST_CASE(split_decode_shares_kv_rows_across_any_gqa_group) {
     for (CachePolicy cache : {CachePolicy::ring_modulo, CachePolicy::linear}) {
       Case dec = make_case({400, 30}, hq, hkv, 64, 300, RunMode::decode, cache, 200, 2, DType::bf16);
       BOOST_TEST(emulated_verdict(dec) == "pass", "Hq " << hq << " Hkv " << hkv << " " << cache_name(cache));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(split_decode_tile_layouts_of_large_and_odd_head_sizes) {
+  // fp32 rows at D >= 192 take one shared-memory stage, the rest two; at D = 80 the lanes' column
+  // pairs do not cover every lane.
+  for (int d : {80, 192, 256})
+    for (DType dt : {DType::fp32, DType::fp16}) {
+      Case dec = make_case({150, 20}, 4, 2, d, 90, RunMode::decode, CachePolicy::linear, 70, 2, dt);
+      BOOST_TEST(emulated_verdict(dec) == "pass", "D=" << d << " " << dtype_name(dt));
     }
 }
 

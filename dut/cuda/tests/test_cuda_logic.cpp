@@ -201,12 +201,13 @@ BOOST_AUTO_TEST_CASE(decode_splits_cover_the_visible_slots_exactly_once) {
         BOOST_TEST(next == range.end, "splits " << splits);
       }
     }
-  BOOST_TEST(decode_split_count(100000, 160, 132) == 7);  // 8 * 132 / 160 CTAs, rounded up
-  BOOST_TEST(decode_split_count(4096, 32, 132) == 32);  // 33 wanted, capped by 128 slots per split
-  BOOST_TEST(decode_split_count(4096, 1, 132) == 32);  // capped by 128 slots per split
-  BOOST_TEST(decode_split_count(100000, 1, 132) == 64);
-  BOOST_TEST(decode_split_count(5, 1, 132) == 1);
-  BOOST_TEST(decode_split_count(4096, 100000, 132) == 1);
+  // resident = 132 multiprocessors x 4 CTAs = 528
+  BOOST_TEST(decode_split_count(100000, 160, 528) == 3 * kDecodeWaves);  // 528 / 160 CTAs, rounded down
+  BOOST_TEST(decode_split_count(4096, 32, 528) == 16 * kDecodeWaves);
+  BOOST_TEST(decode_split_count(4096, 1, 528) == 32);  // capped by 128 slots per split
+  BOOST_TEST(decode_split_count(100000, 1, 528) == 64);
+  BOOST_TEST(decode_split_count(5, 1, 528) == 1);
+  BOOST_TEST(decode_split_count(4096, 100000, 528) == 1);  // more CTAs per split than fit: one split
 }
 
 BOOST_AUTO_TEST_CASE(decode_ctas_serve_every_q_head_once_with_its_own_kv_head) {
