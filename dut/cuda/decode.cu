@@ -1,5 +1,6 @@
 // Split-K decode: the launcher (the kernels are in decode_kernel.cuh).
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include "cuda_check.hpp"
@@ -28,9 +29,17 @@ int decode_ctas_per_multiprocessor(const AttnParams& p) {
   int ctas = 0;
   const bool compiled = with_head_size(p.head_size, [&](auto head_size) {
     constexpr int D = decltype(head_size)::value;
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, split_kernel<T, D>(), kDecodeThreads,
-                                                        decode_shared_bytes<T, D>(is_fp8(p.kv_format))),
-          "cudaOccupancyMaxActiveBlocksPerMultiprocessor(decode_split_kernel)");
+    // The answer depends on the kernel and the device alone, so it is asked once per process (for
+    // the dtype's layout and the FP8 one), not on every decode step.
+    static const std::array<int, 2> by_layout = [] {
+      std::array<int, 2> answer{};
+      for (bool fp8 : {false, true})
+        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&answer[fp8], split_kernel<T, D>(), kDecodeThreads,
+                                                            decode_shared_bytes<T, D>(fp8)),
+              "cudaOccupancyMaxActiveBlocksPerMultiprocessor(decode_split_kernel)");
+      return answer;
+    }();
+    ctas = by_layout[is_fp8(p.kv_format)];
   });
   if (!compiled) throw CudaError("decode: no kernel compiled for head size " + std::to_string(p.head_size));
   return ctas > 0 ? ctas : 1;
