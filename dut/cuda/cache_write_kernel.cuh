@@ -4,6 +4,7 @@
 // chunk longer than the ring never has two CTAs racing for a slot.
 #include <cstdint>
 
+#include "grid_dependency.cuh"
 #include "kernel_args.hpp"
 #include "storage.cuh"
 
@@ -15,6 +16,7 @@ template <class T>
 __global__ void __launch_bounds__(kCopyThreads) cache_write_kernel(AttnParams p, CacheView cache,
                                                                    const std::int64_t* row_begin,
                                                                    const std::int64_t* row_end) {
+  let_dependent_grid_start();  // a decode step's split kernel waits for this grid before it reads the cache
   const int head = blockIdx.y, b = blockIdx.z;
   const std::int64_t pos = row_begin[b] + blockIdx.x, end = row_end[b];
   if (pos >= end || !cache_writes_position(cache, b, pos, end)) return;

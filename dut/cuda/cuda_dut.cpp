@@ -164,11 +164,13 @@ class CudaDut final : public Dut {
       const int splits = decode_split_count(longest, decode_ctas_per_split(p), resident);
       float* partials = static_cast<float*>(
           partials_.reserve(sizeof(float) * p.batch * p.heads_q * splits * (p.head_size + 2)));
+      // The split kernel's counters return to zero at the end of every launch; they are zeroed only when new.
+      auto* arrivals = static_cast<unsigned*>(arrivals_.reserve_zeroed(sizeof(unsigned) * decode_arrival_counters(p), stream_));
       timed([&] {
         with_storage_type(p.dtype, [&](auto tag) {
           using T = typename decltype(tag)::type;
           launch_cache_write<T>(d, view, row_begin_.as<std::int64_t>(), row_end_.as<std::int64_t>(), 1, stream_);
-          launch_decode<T>(d, view, row_begin_.as<std::int64_t>(), splits, partials, stream_);
+          launch_decode<T>(d, view, row_begin_.as<std::int64_t>(), splits, partials, arrivals, stream_);
         });
       });
       download_outputs(p, rows);
@@ -328,7 +330,7 @@ class CudaDut final : public Dut {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   int multiprocessors_ = 1;
   DeviceBuffer q_, k_, v_, out_, offsets_, lens_, mask_, sinks_, row_begin_, row_end_, tile_prefix_;
-  DeviceBuffer cache_k_, cache_v_, geometry_, page_table_, partials_;
+  DeviceBuffer cache_k_, cache_v_, geometry_, page_table_, partials_, arrivals_;
   MirrorState mirror_;
   std::optional<double> last_ms_;
 };

@@ -10,16 +10,40 @@
 
 namespace swa::dut::cuda {
 
-// The split kernel for head size D, allowed the larger of its two layouts' shared memory (the
-// dtype's and FP8 codes'): above 48 KB a kernel must ask, once.
-template <class T, int D>
-auto split_kernel() {
-  static const bool allowed = [] {
-    const int most = std::max(decode_shared_bytes<T, D>(false), decode_shared_bytes<T, D>(true));
-    check(cudaFuncSetAttribute(decode_split_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
-          "cudaFuncSetAttribute(decode_split_kernel)");
-    return true;
+// Whether the current device may start a kernel before the one ahead of it in the stream ends
+// (programmatic dependent launch: compute capability 9.0 and later).
+bool programmatic_launch_supported() {
+  static const bool supported = [] {
+    int device = 0, major = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+    return major >= 9;
   }();
+  return supported;
+}
+
+using DecodeSplitKernel = void (*)(AttnParams, CacheView, const std::int64_t*, int, float*, unsigned*);
+
+// Allows `kernel` its dynamic shared memory: above 48 KB a kernel must ask.
+void allow_shared_bytes(DecodeSplitKernel kernel, int bytes) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+        "cudaFuncSetAttribute(decode split kernel)");
+}
+
+// The split kernel a run of storage type T and head size D takes (tensor cores for fp16/bf16 caches
+// up to D = 128, else CUDA cores), allowed its shared memory once per process.
+template <class T, int D>
+DecodeSplitKernel split_kernel(bool fp8_cache) {
+  if constexpr (kDecodeMmaCompiled<T, D>) {
+    if (decode_on_tensor_cores<T, D>(fp8_cache)) {
+      static const bool allowed = (allow_shared_bytes(decode_mma_split_kernel<T, D>, decode_shared_bytes<T, D>(false)), true);
+      (void)allowed;
+      return decode_mma_split_kernel<T, D>;
+    }
+  }
+  static const bool allowed = (allow_shared_bytes(decode_split_kernel<T, D>, std::max(SimtDecodeLayout<T, D>::kSharedBytes,
+                                                                                     SimtDecodeLayout<std::uint8_t, D>::kSharedBytes)),
+                               true);
   (void)allowed;
   return decode_split_kernel<T, D>;
 }
@@ -30,40 +54,48 @@ int decode_ctas_per_multiprocessor(const AttnParams& p) {
   const bool compiled = with_head_size(p.head_size, [&](auto head_size) {
     constexpr int D = decltype(head_size)::value;
     // The answer depends on the kernel and the device alone, so it is asked once per process (for
-    // the dtype's layout and the FP8 one), not on every decode step.
-    static const std::array<int, 2> by_layout = [] {
+    // the dtype's kernel and the FP8 codes' one), not on every decode step.
+    static const std::array<int, 2> by_format = [] {
       std::array<int, 2> answer{};
       for (bool fp8 : {false, true})
-        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&answer[fp8], split_kernel<T, D>(), kDecodeThreads,
+        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&answer[fp8], split_kernel<T, D>(fp8), kDecodeThreads,
                                                             decode_shared_bytes<T, D>(fp8)),
-              "cudaOccupancyMaxActiveBlocksPerMultiprocessor(decode_split_kernel)");
+              "cudaOccupancyMaxActiveBlocksPerMultiprocessor(decode split kernel)");
       return answer;
     }();
-    ctas = by_layout[is_fp8(p.kv_format)];
+    ctas = by_format[is_fp8(p.kv_format)];
   });
   if (!compiled) throw CudaError("decode: no kernel compiled for head size " + std::to_string(p.head_size));
   return ctas > 0 ? ctas : 1;
 }
 
+// The split kernel starts while the cache write before it runs (grid_dependency.cuh): its CTAs load
+// their queries, then wait for the cache.
 template <class T>
 void launch_decode(const AttnParams& p, const CacheView& cache, const std::int64_t* q_pos, int splits,
-                   float* partials, cudaStream_t stream) {
+                   float* partials, unsigned* arrivals, cudaStream_t stream) {
   const bool compiled = with_head_size(p.head_size, [&](auto head_size) {
     constexpr int D = decltype(head_size)::value;
-    const auto kernel = split_kernel<T, D>();
-    kernel<<<decode_grid(p, splits), kDecodeThreads, decode_shared_bytes<T, D>(is_fp8(p.kv_format)), stream>>>(
-        p, cache, q_pos, splits, partials);
-    check_launch("decode_split_kernel");
+    const bool fp8 = is_fp8(p.kv_format);
+    cudaLaunchConfig_t config{};
+    config.gridDim = decode_grid(p, splits);
+    config.blockDim = dim3(kDecodeThreads);
+    config.dynamicSmemBytes = static_cast<std::size_t>(decode_shared_bytes<T, D>(fp8));
+    config.stream = stream;
+    cudaLaunchAttribute early_start{};
+    early_start.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    early_start.val.programmaticStreamSerializationAllowed = 1;
+    if (programmatic_launch_supported()) config.attrs = &early_start, config.numAttrs = 1;
+    check(cudaLaunchKernelEx(&config, split_kernel<T, D>(fp8), p, cache, q_pos, splits, partials, arrivals),
+          "cudaLaunchKernelEx(decode split kernel)");
   });
   if (!compiled) throw CudaError("decode: no kernel compiled for head size " + std::to_string(p.head_size));
-  decode_merge_kernel<T><<<dim3(p.heads_q, p.batch), kMergeThreads, sizeof(DecodeMergeShared), stream>>>(p, q_pos, splits, partials);
-  check_launch("decode_merge_kernel");
 }
 
-template void launch_decode<float>(const AttnParams&, const CacheView&, const std::int64_t*, int, float*, cudaStream_t);
-template void launch_decode<__half>(const AttnParams&, const CacheView&, const std::int64_t*, int, float*, cudaStream_t);
+template void launch_decode<float>(const AttnParams&, const CacheView&, const std::int64_t*, int, float*, unsigned*, cudaStream_t);
+template void launch_decode<__half>(const AttnParams&, const CacheView&, const std::int64_t*, int, float*, unsigned*, cudaStream_t);
 template void launch_decode<__nv_bfloat16>(const AttnParams&, const CacheView&, const std::int64_t*, int, float*,
-                                           cudaStream_t);
+                                           unsigned*, cudaStream_t);
 template int decode_ctas_per_multiprocessor<float>(const AttnParams&);
 template int decode_ctas_per_multiprocessor<__half>(const AttnParams&);
 template int decode_ctas_per_multiprocessor<__nv_bfloat16>(const AttnParams&);

@@ -30,6 +30,15 @@ class DeviceBuffer {
     return ptr_;
   }
 
+  // At least `bytes` bytes, zeroed on stream `stream` when they are new (a growth); what the
+  // kernels leave in it stays otherwise.
+  void* reserve_zeroed(std::size_t bytes, cudaStream_t stream) {
+    const bool grows = bytes > capacity_;
+    reserve(bytes);
+    if (grows) check(cudaMemsetAsync(ptr_, 0, capacity_, stream), "cudaMemsetAsync");
+    return ptr_;
+  }
+
   // Copies `bytes` from the host (growing first) and returns the device pointer.
   void* upload(const void* host, std::size_t bytes, cudaStream_t stream) {
     reserve(bytes > 0 ? bytes : 1);

@@ -191,6 +191,9 @@ SWA_HOST_DEVICE inline int decode_head_chunks(const AttnParams& p) {
 SWA_HOST_DEVICE inline int decode_ctas_per_split(const AttnParams& p) {
   return p.batch * p.heads_kv * decode_head_chunks(p);
 }
+// The counters a decode launch counts its finished splits in (decode_merge.cuh): one per CTA of a
+// split, i.e. per (sequence, kv head, head chunk).
+SWA_HOST_DEVICE inline std::int64_t decode_arrival_counters(const AttnParams& p) { return decode_ctas_per_split(p); }
 
 // The q heads [first, first + count) that decode CTA row `cta_row` (kv head x head chunk) serves.
 struct DecodeHeads {
@@ -206,7 +209,7 @@ SWA_HOST_DEVICE inline DecodeHeads decode_heads(const AttnParams& p, int cta_row
 // Splits of a decode launch: as many as fill kDecodeWaves waves of the CTAs the GPU holds at once
 // (`resident` = multiprocessors x the split kernel's CTAs per multiprocessor; `ctas` = the launch's
 // CTAs per split), rounded down so no wave runs a few CTAs alone, but no split shorter than 128
-// slots (four tiles of the kernel's keys), and at most kMaxDecodeSplits.
+// slots (four tiles of the CUDA-core kernel, two of the tensor-core one), and at most kMaxDecodeSplits.
 constexpr int kMaxDecodeSplits = 64;
 constexpr int kDecodeWaves = 1;  // two waves were slower on an H100 (dut/cuda/README.md)
 SWA_HOST_DEVICE constexpr int decode_split_count(std::int64_t longest_range, int ctas, int resident) {

@@ -26,11 +26,12 @@ void launch_cache_write(const AttnParams& p, const CacheView& cache, const std::
                         const std::int64_t* row_end, std::int64_t max_rows, cudaStream_t stream);
 
 // One decode query per sequence at q_pos[b] against the cache: `splits` partial states per
-// (sequence, q head) into `partials` (batch * heads_q * splits * (head_size + 2) floats), then
-// merged by log-sum-exp into p.out.
+// (sequence, q head) into `partials` (batch * heads_q * splits * (head_size + 2) floats), merged
+// by log-sum-exp into p.out by the last split to finish, in the same launch. `arrivals`: the
+// launch's counters (decode_arrival_counters(p) of them), zero before and after it.
 template <class T>
 void launch_decode(const AttnParams& p, const CacheView& cache, const std::int64_t* q_pos, int splits,
-                   float* partials, cudaStream_t stream);
+                   float* partials, unsigned* arrivals, cudaStream_t stream);
 
 // How many CTAs of launch_decode's split kernel for p (its head size and KV format) one
 // multiprocessor of the current device holds at once.

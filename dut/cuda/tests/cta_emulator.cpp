@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <barrier>
 #include <cstdlib>
 #include <cstring>
@@ -98,6 +99,8 @@ void launch(dim3 grid, int threads, std::size_t shared_bytes, const std::functio
 
 void __syncthreads() { swa::dut::cuda::emulator::current->sync->arrive_and_wait(); }
 
+void __syncwarp(unsigned) { swa::dut::cuda::emulator::my_warp().sync.arrive_and_wait(); }
+
 float __shfl_xor_sync(unsigned, float value, int lane_mask) {
   auto& w = swa::dut::cuda::emulator::my_warp();
   const int lane = threadIdx.x % 32;
@@ -131,3 +134,11 @@ unsigned __ballot_sync(unsigned, bool predicate) {
 }
 
 void __trap() { std::abort(); }
+
+void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+unsigned atomicAdd(unsigned* address, unsigned value) {
+  return std::atomic_ref<unsigned>(*address).fetch_add(value);
+}
+
+float __ldcg(const float* address) { return *address; }

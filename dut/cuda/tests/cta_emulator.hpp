@@ -1,7 +1,8 @@
 #pragma once
 // Runs the CUDA kernels' own source on the CPU (compiled with SWA_CUDA_HOST_EMULATION): each CTA
 // of a grid is a set of host threads sharing one shared-memory buffer, with __syncthreads as a
-// CTA barrier, __shfl_xor_sync, __shfl_sync and __ballot_sync as warp exchanges, and mma.sync.m16n8k16 computed from the lanes'
+// CTA barrier, __syncwarp as a warp barrier, atomicAdd and __threadfence as
+// host atomics, __shfl_xor_sync, __shfl_sync and __ballot_sync as warp exchanges, and mma.sync.m16n8k16 computed from the lanes'
 // registers through the PTX fragment layouts (mma_fragment.hpp). It checks the kernels' indexing,
 // masking, online softmax, register reuse and synchronisation; not the tensor cores themselves,
 // nor timing, nor memory ordering beyond the barriers.
@@ -15,10 +16,14 @@
 extern thread_local uint3 threadIdx;
 extern thread_local uint3 blockIdx;
 void __syncthreads();
+void __syncwarp(unsigned mask = 0xffffffffu);
 float __shfl_xor_sync(unsigned mask, float value, int lane_mask);
 float __shfl_sync(unsigned mask, float value, int source_lane);
 unsigned __ballot_sync(unsigned mask, bool predicate);
 [[noreturn]] void __trap();
+void __threadfence();
+unsigned atomicAdd(unsigned* address, unsigned value);
+float __ldcg(const float* address);
 
 namespace swa::dut::cuda::emulator {
 

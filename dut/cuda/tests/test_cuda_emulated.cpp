@@ -64,10 +64,16 @@ void cache_write(const AttnParams& p, const Work& w, const CacheView& c) {
 template <class T, int D>
 void decode_kernels(const AttnParams& p, const CacheView& c, const Work& w, int splits) {
   std::vector<float> partials(static_cast<std::size_t>(p.batch) * p.heads_q * splits * (D + 2));
-  emulator::launch(decode_grid(p, splits), kDecodeThreads, decode_shared_bytes<T, D>(is_fp8(p.kv_format)),
-                   [&] { decode_split_kernel<T, D>(p, c, w.begin.data(), splits, partials.data()); });
-  emulator::launch(dim3(p.heads_q, p.batch), kMergeThreads, sizeof(DecodeMergeShared),
-                   [&] { decode_merge_kernel<T>(p, w.begin.data(), splits, partials.data()); });
+  std::vector<unsigned> arrivals(static_cast<std::size_t>(decode_arrival_counters(p)), 0u);
+  const bool fp8 = is_fp8(p.kv_format);
+  emulator::launch(decode_grid(p, splits), kDecodeThreads, decode_shared_bytes<T, D>(fp8), [&] {
+    if constexpr (kDecodeMmaCompiled<T, D>)
+      if (decode_on_tensor_cores<T, D>(fp8))
+        return decode_mma_split_kernel<T, D>(p, c, w.begin.data(), splits, partials.data(), arrivals.data());
+    decode_split_kernel<T, D>(p, c, w.begin.data(), splits, partials.data(), arrivals.data());
+  });
+  BOOST_TEST(std::count(arrivals.begin(), arrivals.end(), 0u) == static_cast<std::ptrdiff_t>(arrivals.size()),
+             "the last split of every head chunk resets its counter");
 }
 
 // The CUDA DUT's schedule with host memory standing in for device memory, and a separate "device"
