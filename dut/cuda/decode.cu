@@ -9,6 +9,7 @@
 #include "launch.hpp"
 
 namespace swa::dut::cuda {
+namespace {
 
 // Whether the current device may start a kernel before the one ahead of it in the stream ends
 // (programmatic dependent launch: compute capability 9.0 and later).
@@ -47,6 +48,8 @@ DecodeSplitKernel split_kernel(bool fp8_cache) {
   (void)allowed;
   return decode_split_kernel<T, D>;
 }
+
+}  // namespace
 
 template <class T>
 int decode_ctas_per_multiprocessor(const AttnParams& p) {

@@ -20,7 +20,7 @@ constexpr int kDecodeMergeScratchBytes = (kHeadsPerCta * kMaxDecodeSplits + 1) *
 // Called by every thread of the CTA once its warps have written their heads' partial states;
 // `scratch` is shared memory no warp reads any more.
 template <class T>
-__device__ inline void merge_if_last(const AttnParams& p, const std::int64_t* q_pos, int splits, const float* partials,
+__device__ inline void merge_if_last(const AttnParams& p, const std::int64_t* q_pos, int splits, float* partials,
                                      unsigned* arrivals, const DecodeHeads& served, int b, unsigned char* scratch) {
   float* weights = reinterpret_cast<float*>(scratch);  // [kHeadsPerCta][kMaxDecodeSplits]
   unsigned* last = reinterpret_cast<unsigned*>(weights + kHeadsPerCta * kMaxDecodeSplits);
@@ -39,13 +39,13 @@ __device__ inline void merge_if_last(const AttnParams& p, const std::int64_t* q_
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   if (warp >= served.count) return;
   const int head = served.first + warp, stride = p.head_size + 2;
-  const float* split0 = partial_at(const_cast<float*>(partials), p, splits, b, head, 0);
+  const float* split0 = partial_at(partials, p, splits, b, head, 0);
   float most = -INFINITY;
   for (int s = 0; s < splits; ++s) most = fmaxf(most, __ldcg(split0 + static_cast<std::int64_t>(s) * stride));
   float* weight = weights + warp * kMaxDecodeSplits;
   for (int s = lane; s < splits; s += 32) {
     const float split_max = __ldcg(split0 + static_cast<std::int64_t>(s) * stride);
-    weight[s] = split_max == -INFINITY ? 0.f : exp2f(split_max - most);  // an empty split weighs 0
+    weight[s] = merge_weight(split_max, most);
   }
   __syncwarp();
   float sum = 0.f;

@@ -196,10 +196,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kMmaDecodeMinCtasPerSm)
     float most = -INFINITY;
     for (int w = 0; w < kMmaDecodeWarps; ++w) most = fmaxf(most, states[(w * kHeadsPerCta + warp) * kStateFloats]);
     float weight[kMmaDecodeWarps];
-    for (int w = 0; w < kMmaDecodeWarps; ++w) {
-      const float m = states[(w * kHeadsPerCta + warp) * kStateFloats];
-      weight[w] = m == -INFINITY ? 0.f : exp2f(m - most);  // a warp that saw no key weighs 0
-    }
+    for (int w = 0; w < kMmaDecodeWarps; ++w) weight[w] = merge_weight(states[(w * kHeadsPerCta + warp) * kStateFloats], most);
     float* partial = partial_at(partials, p, splits, b, served.first + warp, split);
     for (int column = lane; column < kStateFloats; column += 32) {
       float merged = 0.f;

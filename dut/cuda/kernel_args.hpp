@@ -172,6 +172,10 @@ SWA_HOST_DEVICE inline float row_normaliser(float m, float l, const float* sinks
   return keys / (l * keys + exp2f(sink - top));
 }
 
+// The weight 2^(m - most) of a partial softmax state with base-2 max m when states merge under the
+// common max `most`; a state that saw no key (m = -inf) weighs 0.
+SWA_HOST_DEVICE inline float merge_weight(float m, float most) { return m == -INFINITY ? 0.f : exp2f(m - most); }
+
 // Split `split` of `splits` near-equal, contiguous parts of r (flash-decoding); may be empty.
 SWA_HOST_DEVICE constexpr KeyRange split_range(KeyRange r, int splits, int split) {
   const std::int64_t n = r.end > r.first ? r.end - r.first : 0;
