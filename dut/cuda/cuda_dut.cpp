@@ -6,12 +6,14 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "cuda_check.hpp"
 #include "device_buffer.hpp"
 #include "dispatch.hpp"
 #include "launch.hpp"
+#include "stream_hold.hpp"
 
 namespace swa::dut {
 namespace cuda {
@@ -210,18 +212,26 @@ class CudaDut final : public Dut {
 
   void ensure_stream() {
     check(cudaSetDevice(0), "cudaSetDevice");
-    if (stream_) return;
-    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(cudaEventCreate(&start_), "cudaEventCreate");
-    check(cudaEventCreate(&stop_), "cudaEventCreate");
+    if (hold_) return;  // made last, so a failure above is retried on the next call
+    if (!stream_) check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (!start_) check(cudaEventCreate(&start_), "cudaEventCreate");
+    if (!stop_) check(cudaEventCreate(&stop_), "cudaEventCreate");
     check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+    hold_.emplace();
   }
 
+  // The GPU time of the launches `kernels` enqueues, without the host's launch latency (stream_hold.hpp).
   template <class F>
   void timed(F&& kernels) {
+    hold_->hold(stream_);
+    struct Release {
+      StreamHold& hold;
+      ~Release() { hold.release(); }  // also when a launch throws: the stream must not wait for the limit
+    } release{*hold_};
     check(cudaEventRecord(start_, stream_), "cudaEventRecord");
     kernels();
     check(cudaEventRecord(stop_, stream_), "cudaEventRecord");
+    hold_->release();
     check(cudaStreamSynchronize(stream_), "kernel execution (cudaStreamSynchronize)");
     float ms = 0;
     check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
@@ -328,6 +338,7 @@ class CudaDut final : public Dut {
   std::string problem_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  std::optional<StreamHold> hold_;
   int multiprocessors_ = 1;
   DeviceBuffer q_, k_, v_, out_, offsets_, lens_, mask_, sinks_, row_begin_, row_end_, tile_prefix_;
   DeviceBuffer cache_k_, cache_v_, geometry_, page_table_, partials_, arrivals_;
