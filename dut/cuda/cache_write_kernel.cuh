@@ -1,10 +1,10 @@
 #pragma once
-// The chunk's (or decode step's) K/V into the device cache after attention: CTA (row, kv head,
-// sequence) copies one head row. Only positions that survive an in-order write are copied, so a
-// chunk longer than the ring never has two CTAs racing for a slot.
+// A chunk's K/V into the device cache after attention: CTA (row, kv head, sequence) copies one head
+// row. Only positions that survive an in-order write are copied, so a chunk longer than the ring
+// never has two CTAs racing for a slot. (A decode step writes its row in its decode launch:
+// decode_fresh_row.cuh.)
 #include <cstdint>
 
-#include "grid_dependency.cuh"
 #include "kernel_args.hpp"
 #include "storage.cuh"
 
@@ -16,7 +16,6 @@ template <class T>
 __global__ void __launch_bounds__(kCopyThreads) cache_write_kernel(AttnParams p, CacheView cache,
                                                                    const std::int64_t* row_begin,
                                                                    const std::int64_t* row_end) {
-  let_dependent_grid_start();  // a decode step's split kernel waits for this grid before it reads the cache
   const int head = blockIdx.y, b = blockIdx.z;
   const std::int64_t pos = row_begin[b] + blockIdx.x, end = row_end[b];
   if (pos >= end || !cache_writes_position(cache, b, pos, end)) return;

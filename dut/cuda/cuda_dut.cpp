@@ -171,7 +171,6 @@ class CudaDut final : public Dut {
       timed([&] {
         with_storage_type(p.dtype, [&](auto tag) {
           using T = typename decltype(tag)::type;
-          launch_cache_write<T>(d, view, row_begin_.as<std::int64_t>(), row_end_.as<std::int64_t>(), 1, stream_);
           launch_decode<T>(d, view, row_begin_.as<std::int64_t>(), splits, partials, arrivals, stream_);
         });
       });

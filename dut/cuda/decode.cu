@@ -11,19 +11,13 @@
 namespace swa::dut::cuda {
 namespace {
 
-// Whether the current device may start a kernel before the one ahead of it in the stream ends
-// (programmatic dependent launch: compute capability 9.0 and later).
-bool programmatic_launch_supported() {
-  static const bool supported = [] {
-    int device = 0, major = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
-    return major >= 9;
-  }();
-  return supported;
-}
-
 using DecodeSplitKernel = void (*)(AttnParams, CacheView, const std::int64_t*, int, float*, unsigned*);
+
+// A split kernel and the dynamic shared memory a launch of it takes.
+struct SplitKernel {
+  DecodeSplitKernel kernel = nullptr;
+  int shared_bytes = 0;
+};
 
 // Allows `kernel` its dynamic shared memory: above 48 KB a kernel must ask.
 void allow_shared_bytes(DecodeSplitKernel kernel, int bytes) {
@@ -31,22 +25,38 @@ void allow_shared_bytes(DecodeSplitKernel kernel, int bytes) {
         "cudaFuncSetAttribute(decode split kernel)");
 }
 
+// The most dynamic shared memory the current device lets one CTA opt in to.
+int shared_bytes_optin() {
+  int device = 0, bytes = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
+  return bytes;
+}
+
 // The split kernel a run of storage type T and head size D takes (tensor cores for fp16/bf16 caches
-// up to D = 128, else CUDA cores), allowed its shared memory once per process.
+// up to D = 128, with three stages of tiles where the device allows their shared memory, else CUDA
+// cores), allowed its shared memory once per process.
 template <class T, int D>
-DecodeSplitKernel split_kernel(bool fp8_cache) {
+SplitKernel split_kernel(bool fp8_cache) {
   if constexpr (kDecodeMmaCompiled<T, D>) {
     if (decode_on_tensor_cores<T, D>(fp8_cache)) {
-      static const bool allowed = (allow_shared_bytes(decode_mma_split_kernel<T, D>, decode_shared_bytes<T, D>(false)), true);
-      (void)allowed;
-      return decode_mma_split_kernel<T, D>;
+      static const SplitKernel mma = [] {
+        constexpr int deep_bytes = MmaDecodeLayout<T, D, kMmaDecodeDeepStages>::kSharedBytes;
+        const SplitKernel chosen =
+            deep_bytes <= shared_bytes_optin()
+                ? SplitKernel{decode_mma_split_kernel<T, D, kMmaDecodeDeepStages>, deep_bytes}
+                : SplitKernel{decode_mma_split_kernel<T, D, kDecodeStages>, MmaDecodeLayout<T, D, kDecodeStages>::kSharedBytes};
+        allow_shared_bytes(chosen.kernel, chosen.shared_bytes);
+        return chosen;
+      }();
+      return mma;
     }
   }
-  static const bool allowed = (allow_shared_bytes(decode_split_kernel<T, D>, std::max(SimtDecodeLayout<T, D>::kSharedBytes,
-                                                                                     SimtDecodeLayout<std::uint8_t, D>::kSharedBytes)),
+  static const bool allowed = (allow_shared_bytes(decode_split_kernel<T, D>, std::max(simt_decode_shared_bytes<T, D>(false),
+                                                                                     simt_decode_shared_bytes<T, D>(true))),
                                true);
   (void)allowed;
-  return decode_split_kernel<T, D>;
+  return {decode_split_kernel<T, D>, simt_decode_shared_bytes<T, D>(fp8_cache)};
 }
 
 }  // namespace
@@ -60,10 +70,11 @@ int decode_ctas_per_multiprocessor(const AttnParams& p) {
     // the dtype's kernel and the FP8 codes' one), not on every decode step.
     static const std::array<int, 2> by_format = [] {
       std::array<int, 2> answer{};
-      for (bool fp8 : {false, true})
-        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&answer[fp8], split_kernel<T, D>(fp8), kDecodeThreads,
-                                                            decode_shared_bytes<T, D>(fp8)),
+      for (bool fp8 : {false, true}) {
+        const SplitKernel k = split_kernel<T, D>(fp8);
+        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&answer[fp8], k.kernel, kDecodeThreads, k.shared_bytes),
               "cudaOccupancyMaxActiveBlocksPerMultiprocessor(decode split kernel)");
+      }
       return answer;
     }();
     ctas = by_format[is_fp8(p.kv_format)];
@@ -72,25 +83,16 @@ int decode_ctas_per_multiprocessor(const AttnParams& p) {
   return ctas > 0 ? ctas : 1;
 }
 
-// The split kernel starts while the cache write before it runs (grid_dependency.cuh): its CTAs load
-// their queries, then wait for the cache.
+// One launch a decode step: the split kernel also writes the step's new K/V row into the cache
+// (decode_fresh_row.cuh), and its last CTA of a head chunk merges the splits (decode_merge.cuh).
 template <class T>
 void launch_decode(const AttnParams& p, const CacheView& cache, const std::int64_t* q_pos, int splits,
                    float* partials, unsigned* arrivals, cudaStream_t stream) {
   const bool compiled = with_head_size(p.head_size, [&](auto head_size) {
     constexpr int D = decltype(head_size)::value;
-    const bool fp8 = is_fp8(p.kv_format);
-    cudaLaunchConfig_t config{};
-    config.gridDim = decode_grid(p, splits);
-    config.blockDim = dim3(kDecodeThreads);
-    config.dynamicSmemBytes = static_cast<std::size_t>(decode_shared_bytes<T, D>(fp8));
-    config.stream = stream;
-    cudaLaunchAttribute early_start{};
-    early_start.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    early_start.val.programmaticStreamSerializationAllowed = 1;
-    if (programmatic_launch_supported()) config.attrs = &early_start, config.numAttrs = 1;
-    check(cudaLaunchKernelEx(&config, split_kernel<T, D>(fp8), p, cache, q_pos, splits, partials, arrivals),
-          "cudaLaunchKernelEx(decode split kernel)");
+    const SplitKernel k = split_kernel<T, D>(is_fp8(p.kv_format));
+    k.kernel<<<decode_grid(p, splits), kDecodeThreads, k.shared_bytes, stream>>>(p, cache, q_pos, splits, partials, arrivals);
+    check_launch("decode split kernel");
   });
   if (!compiled) throw CudaError("decode: no kernel compiled for head size " + std::to_string(p.head_size));
 }

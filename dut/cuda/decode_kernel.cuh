@@ -13,10 +13,10 @@
 
 #include <type_traits>
 
+#include "decode_fresh_row.cuh"
 #include "decode_merge.cuh"
 #include "decode_mma_kernel.cuh"
 #include "decode_tiles.cuh"
-#include "grid_dependency.cuh"
 #include "dispatch.hpp"
 #include "kernel_args.hpp"
 #include "shared_memory.cuh"
@@ -30,11 +30,9 @@ constexpr int kDecodeTileKeys = 32;
 template <class Stored, int D>
 using SimtDecodeLayout = DecodeLayout<Stored, D, kDecodeTileKeys, kHeadsPerCta * D * static_cast<int>(sizeof(float))>;
 
-// The split kernel's dynamic shared memory for a run's storage type T and KV format.
+// The CUDA-core split kernel's dynamic shared memory for a run's storage type T and KV format.
 template <class T, int D>
-constexpr int decode_shared_bytes(bool fp8_cache) {
-  if constexpr (kDecodeMmaCompiled<T, D>)
-    if (!fp8_cache) return MmaDecodeLayout<T, D>::kSharedBytes;
+constexpr int simt_decode_shared_bytes(bool fp8_cache) {
   return fp8_cache ? SimtDecodeLayout<std::uint8_t, D>::kSharedBytes : SimtDecodeLayout<T, D>::kSharedBytes;
 }
 
@@ -153,14 +151,19 @@ __device__ inline void fold_tile(const AttnParams& p, const CacheView& cache, in
   }
 }
 
-// Folds the split's tiles into the warp's head (warps past the CTA's heads only help copy).
-template <class Stored, int D>
+// Folds the split's tiles (`range`, split `split` of `decode_range`) into the warp's head (warps
+// past the CTA's heads only help copy), with the step's new row in its slot, then stores that row
+// in the cache if this CTA owns it (decode_fresh_row.cuh).
+template <class Stored, class T, int D>
 __device__ inline void fold_range(const AttnParams& p, const CacheView& cache, int b, int kv_head, std::int64_t i,
-                                  KeyRange range, unsigned char* stages, const float* q, bool serves, HeadState<D>& s) {
-  stream_tiles<Stored, SimtDecodeLayout<Stored, D>>(cache, b, kv_head, range, stages,
+                                  KeyRange decode_range, KeyRange range, int split, unsigned char* stages,
+                                  const float* q, bool serves, HeadState<D>& s) {
+  const auto fresh = FreshRow<Stored, D>::template load<T>(p, cache, b, kv_head, i);
+  stream_tiles<Stored, SimtDecodeLayout<Stored, D>>(cache, b, kv_head, range, fresh, stages,
                                                     [&](std::int64_t first, const unsigned char* tile) {
                                                       if (serves) fold_tile<Stored, D>(p, cache, b, i, first, range.end, tile, q, s);
                                                     });
+  if (fresh.stored_by(p, decode_range, range, split)) fresh.store(cache, b, kv_head);
 }
 
 template <class T, int D>
@@ -173,7 +176,8 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeMinCtasPerSm)
   const DecodeHeads served = decode_heads(p, static_cast<int>(blockIdx.y));
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const std::int64_t i = q_pos[b];
-  const KeyRange range = split_range(decode_slot_range(cache.policy, cache.slots, p.band, i), splits, split);
+  const KeyRange decode_range = decode_slot_range(cache.policy, cache.slots, p.band, i);
+  const KeyRange range = split_range(decode_range, splits, split);
   const float scale_log2 = p.scale * 1.4426950408889634f;
 
   for (int e = static_cast<int>(threadIdx.x); e < kHeadsPerCta * D; e += kDecodeThreads) {
@@ -184,9 +188,10 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeMinCtasPerSm)
   }  // the first tile's barrier publishes these
   const bool serves = warp < served.count;
   HeadState<D> s;
-  wait_for_preceding_grid();  // the cache write before this launch (decode.cu launches it programmatically)
-  if (is_fp8(p.kv_format)) fold_range<std::uint8_t, D>(p, cache, b, served.kv_head, i, range, stages, q + warp * D, serves, s);
-  else fold_range<T, D>(p, cache, b, served.kv_head, i, range, stages, q + warp * D, serves, s);
+  if (is_fp8(p.kv_format))
+    fold_range<std::uint8_t, T, D>(p, cache, b, served.kv_head, i, decode_range, range, split, stages, q + warp * D, serves, s);
+  else
+    fold_range<T, T, D>(p, cache, b, served.kv_head, i, decode_range, range, split, stages, q + warp * D, serves, s);
   if (serves) {
     float* partial = partial_at(partials, p, splits, b, served.first + warp, split);
     if (lane == 0) {

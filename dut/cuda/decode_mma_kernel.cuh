@@ -12,9 +12,9 @@
 #include <cstring>
 #include <type_traits>
 
+#include "decode_fresh_row.cuh"
 #include "decode_merge.cuh"
 #include "decode_tiles.cuh"
-#include "grid_dependency.cuh"
 #include "kernel_args.hpp"
 #include "mma_fragment.hpp"
 #include "shared_memory.cuh"
@@ -25,8 +25,13 @@ namespace swa::dut::cuda {
 
 constexpr int kMmaDecodeWarps = kDecodeThreads / 32;
 constexpr int kMmaDecodeWarpKeys = 16;  // one k16 block of P.V per warp and tile
-// On an H100 three CTAs of this layout fit a multiprocessor (69.6 KB of tiles each at D = 128).
-constexpr int kMmaDecodeMinCtasPerSm = 3;
+// Stages of tiles: three where the device lets a CTA take them (104 KB at fp16 D = 128; an H100
+// ran a decode step 8-13 % faster with them than with two: dut/cuda/README.md), else two (sm_86,
+// sm_89). CTAs per multiprocessor the registers must allow: as many as the stages' shared memory
+// lets an H100 hold (two of 104 KB, three of 69.6 KB).
+constexpr int kMmaDecodeDeepStages = 3;
+template <int Stages>
+constexpr int kMmaDecodeMinCtasPerSm = Stages > kDecodeStages ? 2 : 3;
 
 // Whether storage type T and head size D have the tensor-core kernel; a run takes it unless its
 // cache holds FP8 codes.
@@ -38,8 +43,9 @@ constexpr bool decode_on_tensor_cores(bool fp8_cache) {
 }
 
 // No queries in shared memory (their fragments live in registers); tiles of 16 keys per warp.
-template <class T, int D>
-using MmaDecodeLayout = DecodeLayout<T, D, kMmaDecodeWarps * kMmaDecodeWarpKeys, 0>;
+template <class T, int D, int Stages>
+using MmaDecodeLayout = DecodeLayout<T, D, kMmaDecodeWarps * kMmaDecodeWarpKeys, 0, Stages,
+                                     (Stages > kDecodeStages ? kDecodeDeepSharedBudget : kDecodeSharedBudget)>;
 
 // One warp's state for the CTA's heads: rows g (head g of the chunk, this lane's group) and g + 8
 // (always zero) of the m16n8 accumulators. m and l are row g's; l is this lane's share until the
@@ -53,10 +59,9 @@ struct MmaHeadState {
 // This warp's 16 keys of a tile (K rows at `k_rows`, V rows at `v_rows`, kPitch apart) folded into s.
 // `seen_keys` bit j: the warp's key j is seen; a key not seen weighs 0 and its V row is zeroed first
 // (an unwritten slot may hold NaN, and 0 x NaN is NaN inside the mma).
-template <class T, int D>
+template <class T, int D, class L>
 __device__ inline void fold_warp_keys(const AttnParams& p, const unsigned (&q)[D / 16][2], unsigned char* k_rows,
                                       unsigned char* v_rows, unsigned seen_keys, MmaHeadState<D>& s) {
-  using L = MmaDecodeLayout<T, D>;
   using Ops = TensorCoreOps<T>;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (seen_keys != (1u << kMmaDecodeWarpKeys) - 1) {
@@ -131,11 +136,11 @@ __device__ inline void fold_warp_keys(const AttnParams& p, const unsigned (&q)[D
   }
 }
 
-template <class T, int D>
-__global__ void __launch_bounds__(kDecodeThreads, kMmaDecodeMinCtasPerSm)
+template <class T, int D, int Stages>
+__global__ void __launch_bounds__(kDecodeThreads, kMmaDecodeMinCtasPerSm<Stages>)
     decode_mma_split_kernel(AttnParams p, CacheView cache, const std::int64_t* q_pos, int splits, float* partials,
                             unsigned* arrivals) {
-  using L = MmaDecodeLayout<T, D>;
+  using L = MmaDecodeLayout<T, D, Stages>;
   static_assert(D % 16 == 0 && D <= 128);
   unsigned char* stages = dynamic_shared<unsigned char>();
   const int split = blockIdx.x, b = blockIdx.z;
@@ -143,7 +148,8 @@ __global__ void __launch_bounds__(kDecodeThreads, kMmaDecodeMinCtasPerSm)
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int group = lane / 4;  // this lane's accumulator row: head first + group
   const std::int64_t i = q_pos[b];
-  const KeyRange range = split_range(decode_slot_range(cache.policy, cache.slots, p.band, i), splits, split);
+  const KeyRange decode_range = decode_slot_range(cache.policy, cache.slots, p.band, i);
+  const KeyRange range = split_range(decode_range, splits, split);
 
   // Row g of A (head g of the chunk) in registers: elements (g, 16 kk + 2 pair + {0, 1}) and (g, ... + 8).
   unsigned q[D / 16][2];
@@ -162,16 +168,16 @@ __global__ void __launch_bounds__(kDecodeThreads, kMmaDecodeMinCtasPerSm)
       }
   }
 
+  const auto fresh = FreshRow<T, D>::template load<T>(p, cache, b, served.kv_head, i);
   MmaHeadState<D> s;
-  wait_for_preceding_grid();  // the cache write before this launch (decode.cu launches it programmatically)
-  stream_tiles<T, L>(cache, b, served.kv_head, range, stages, [&](std::int64_t first, const unsigned char* tile) {
+  stream_tiles<T, L>(cache, b, served.kv_head, range, fresh, stages, [&](std::int64_t first, const unsigned char* tile) {
     const int key = lane % kMmaDecodeWarpKeys;
     const std::int64_t warp_first = first + warp * kMmaDecodeWarpKeys;
     const unsigned seen_keys =
         __ballot_sync(0xffffffffu, decode_sees(p, cache, b, i, warp_first + key, range.end)) & 0xFFFFu;
     if (seen_keys == 0) return;  // the same in every lane of the warp
     unsigned char* k_rows = const_cast<unsigned char*>(tile) + warp * kMmaDecodeWarpKeys * L::kPitch;
-    fold_warp_keys<T, D>(p, q, k_rows, k_rows + L::kTileBytes, seen_keys, s);
+    fold_warp_keys<T, D, L>(p, q, k_rows, k_rows + L::kTileBytes, seen_keys, s);
   });
 
   // The warps' states of each head, into shared memory (the tiles are consumed: stream_tiles ended
@@ -205,6 +211,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kMmaDecodeMinCtasPerSm)
       partial[column] = column == 0 ? most : merged;
     }
   }
+  if (fresh.stored_by(p, decode_range, range, split)) fresh.store(cache, b, served.kv_head);
   static_assert(kDecodeMergeScratchBytes <= L::kStageBytes);
   merge_if_last<T>(p, q_pos, splits, partials, arrivals, served, b, stages);
 }

@@ -13,12 +13,14 @@
 
 namespace swa::dut::cuda {
 
-constexpr int kDecodeThreads = 32 * kHeadsPerCta;
-// Shared memory a decode CTA may take: within what sm_86/sm_89 allow one CTA (99 KB), so the
-// layouts below fit every architecture the library is built for (sm_80+).
+// Shared memory a decode CTA may take on every architecture the library is built for (sm_80+):
+// within what sm_86/sm_89 allow one CTA (99 KB).
 constexpr int kDecodeSharedBudget = 96 * 1024;
-// Tiles in shared memory at once. On an H100, 3 stages were no faster than 2 (dut/cuda/README.md,
-// "Measured on a GPU").
+// What a CTA may take where the device lets it opt in to more: sm_80 allows 163 KB, sm_90 227 KB.
+// Only the tensor-core kernel's deep layout uses it, where the device allows it (decode.cu).
+constexpr int kDecodeDeepSharedBudget = 160 * 1024;
+// Tiles in shared memory at once, unless a layout asks for more. (For the CUDA-core kernel on an
+// H100, 3 stages were no faster than 2: dut/cuda/README.md, "Measured on a GPU".)
 constexpr int kDecodeStages = 2;
 
 // Where a decode CTA's shared memory holds what, for cache elements of type Stored (the dtype, or
@@ -26,7 +28,7 @@ constexpr int kDecodeStages = 2;
 // rows. Rows are kPitch bytes apart, an odd number of 16-byte words, so the 8 lanes of a quarter
 // warp that read 16 bytes of 8 different rows at one column offset meet 8 different groups of 4
 // banks.
-template <class Stored, int D, int Keys, int QueryBytes>
+template <class Stored, int D, int Keys, int QueryBytes, int Stages = kDecodeStages, int Budget = kDecodeSharedBudget>
 struct DecodeLayout {
   static constexpr int kKeys = Keys;
   static constexpr int kRowBytes = D * static_cast<int>(sizeof(Stored));
@@ -36,12 +38,12 @@ struct DecodeLayout {
   static constexpr int kTileBytes = kKeys * kPitch;  // K, then V at + kTileBytes
   static constexpr int kStageBytes = 2 * kTileBytes;
   static constexpr int kQueryBytes = QueryBytes;
-  // kDecodeStages stages (tiles copied while another is read) where they fit, else fewer.
-  static constexpr int kStages = kQueryBytes + kDecodeStages * kStageBytes <= kDecodeSharedBudget ? kDecodeStages
-                                 : kQueryBytes + 2 * kStageBytes <= kDecodeSharedBudget           ? 2
-                                                                                                  : 1;
+  // Stages stages (tiles copied while another is read) where they fit the budget, else fewer.
+  static constexpr int kStages = kQueryBytes + Stages * kStageBytes <= Budget ? Stages
+                                 : kQueryBytes + 2 * kStageBytes <= Budget    ? 2
+                                                                              : 1;
   static constexpr int kSharedBytes = kQueryBytes + kStages * kStageBytes;
-  static_assert(kSharedBytes <= kDecodeSharedBudget, "a decode CTA's tiles exceed the shared-memory budget");
+  static_assert(kSharedBytes <= Budget, "a decode CTA's tiles exceed the shared-memory budget");
 };
 
 // The launch's CTAs: (split, kv head x head chunk, sequence).
@@ -56,17 +58,19 @@ SWA_HOST_DEVICE inline float* partial_at(float* partials, const AttnParams& p, i
 }
 
 // Starts the copies of the K and V rows of slots [first, first + L::kKeys) into `stage`, every
-// thread of the CTA a share of the 16-byte pieces. Slots past the range's end, and paged slots
-// whose page is not held, are zero-filled without a read.
+// thread of the CTA a share of the 16-byte pieces. Slots past the range's end, paged slots whose
+// page is not held, and `skipped` (the slot this launch writes: decode_fresh_row.cuh) are
+// zero-filled without a read.
 template <class Stored, class L>
 __device__ inline void copy_tile_async(const CacheView& cache, int b, int kv_head, std::int64_t first, std::int64_t end,
-                                       unsigned char* stage) {
+                                       std::int64_t skipped, unsigned char* stage) {
   const auto* k = static_cast<const unsigned char*>(cache.k);
   const auto* v = static_cast<const unsigned char*>(cache.v);
   for (int piece = static_cast<int>(threadIdx.x); piece < L::kKeys * L::kChunksPerRow; piece += kDecodeThreads) {
     const int key = piece / L::kChunksPerRow, chunk = piece % L::kChunksPerRow;
     const std::int64_t slot = first + key;
-    const bool held = slot < end && (cache.policy != CachePolicy::paged || cache_page(cache, b, slot) >= 0);
+    const bool held =
+        slot < end && slot != skipped && (cache.policy != CachePolicy::paged || cache_page(cache, b, slot) >= 0);
     const std::int64_t byte =
         held ? cache_element(cache, b, slot, kv_head) * static_cast<std::int64_t>(sizeof(Stored)) + chunk * 16 : 0;
     unsigned char* row = stage + key * L::kPitch + chunk * 16;
@@ -77,24 +81,34 @@ __device__ inline void copy_tile_async(const CacheView& cache, int b, int kv_hea
 }
 
 // Streams the split's tiles through the stages and calls fold(first slot, tile) on every thread of
-// the CTA for each tile in turn, once the whole tile is in shared memory.
-template <class Stored, class L, class Fold>
-__device__ inline void stream_tiles(const CacheView& cache, int b, int kv_head, KeyRange range, unsigned char* stages,
-                                    Fold&& fold) {
+// the CTA for each tile in turn, once the whole tile is in shared memory, with the step's new row
+// (`fresh`, a FreshRow) in its slot.
+template <class Stored, class L, class Fresh, class Fold>
+__device__ inline void stream_tiles(const CacheView& cache, int b, int kv_head, KeyRange range, const Fresh& fresh,
+                                    unsigned char* stages, Fold&& fold) {
   const std::int64_t tiles = (range.end - range.first + L::kKeys - 1) / L::kKeys;
-  for (int t = 0; t < L::kStages - 1; ++t)
-    if (t < tiles)
-      copy_tile_async<Stored, L>(cache, b, kv_head, range.first + t * L::kKeys, range.end, stages + t * L::kStageBytes);
+  const auto copy = [&](std::int64_t t) {
+    copy_tile_async<Stored, L>(cache, b, kv_head, range.first + t * L::kKeys, range.end, fresh.slot,
+                               stages + t % L::kStages * L::kStageBytes);
+  };
+  for (int t = 0; t < L::kStages - 1; ++t) {
+    if (t < tiles) copy(t);
+    else commit_async_copies();  // an empty group: the wait below counts on kStages - 1 groups ahead
+  }
   for (std::int64_t t = 0; t < tiles; ++t) {
     const std::int64_t ahead = t + L::kStages - 1;  // into the stage tile t - 1 used, free since the last barrier
-    if (ahead < tiles)
-      copy_tile_async<Stored, L>(cache, b, kv_head, range.first + ahead * L::kKeys, range.end,
-                                 stages + ahead % L::kStages * L::kStageBytes);
-    else
-      commit_async_copies();  // an empty group keeps the count the wait below relies on
+    if (ahead < tiles) copy(ahead);
+    else commit_async_copies();  // an empty group keeps the count the wait below relies on
     wait_async_copies<L::kStages - 1>();
     __syncthreads();
-    fold(range.first + t * L::kKeys, static_cast<const unsigned char*>(stages + t % L::kStages * L::kStageBytes));
+    const std::int64_t first = range.first + t * L::kKeys;
+    unsigned char* stage = stages + t % L::kStages * L::kStageBytes;
+    if (fresh.slot >= first && fresh.slot < first + L::kKeys && fresh.slot < range.end) {  // the same in every thread
+      const int key = static_cast<int>(fresh.slot - first);
+      fresh.put(stage + key * L::kPitch, stage + L::kTileBytes + key * L::kPitch);
+      __syncthreads();
+    }
+    fold(first, static_cast<const unsigned char*>(stage));
     __syncthreads();  // every warp is done with this stage before a copy reuses it
   }
 }

@@ -189,6 +189,7 @@ SWA_HOST_DEVICE constexpr KeyRange split_range(KeyRange r, int splits, int split
 // group of heads_q / heads_kv heads takes ceil(group / kHeadsPerCta) CTAs, the last one partly
 // empty when the group is not a multiple of it.
 constexpr int kHeadsPerCta = 4;
+constexpr int kDecodeThreads = 32 * kHeadsPerCta;  // a warp per q head of the chunk
 SWA_HOST_DEVICE inline int decode_head_chunks(const AttnParams& p) {
   return (p.heads_q / p.heads_kv + kHeadsPerCta - 1) / kHeadsPerCta;
 }

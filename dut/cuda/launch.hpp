@@ -19,13 +19,14 @@ inline constexpr int kPrefillTileRows = 64;
 template <class T>
 void launch_prefill(const AttnParams& p, const RowWork& work, const CacheView& cache, int tiles, cudaStream_t stream);
 
-// Sequence rows [row_begin[b], row_end[b]) of p.k/p.v into the cache slots they survive in;
+// A chunk's sequence rows [row_begin[b], row_end[b]) of p.k/p.v into the cache slots they survive in;
 // max_rows >= every row_end[b] - row_begin[b].
 template <class T>
 void launch_cache_write(const AttnParams& p, const CacheView& cache, const std::int64_t* row_begin,
                         const std::int64_t* row_end, std::int64_t max_rows, cudaStream_t stream);
 
-// One decode query per sequence at q_pos[b] against the cache: `splits` partial states per
+// One decode query per sequence at q_pos[b] against the cache, whose row q_pos[b] of p.k/p.v the
+// same launch writes into the cache (no cache write before it): `splits` partial states per
 // (sequence, q head) into `partials` (batch * heads_q * splits * (head_size + 2) floats), merged
 // by log-sum-exp into p.out by the last split to finish, in the same launch. `arrivals`: the
 // launch's counters (decode_arrival_counters(p) of them), zero before and after it.

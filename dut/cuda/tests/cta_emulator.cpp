@@ -7,14 +7,15 @@
 #include <barrier>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "mma_fragment.hpp"
 
-thread_local uint3 threadIdx;
-thread_local uint3 blockIdx;
+constinit thread_local uint3 threadIdx{};
+constinit thread_local uint3 blockIdx{};
 
 namespace swa::dut::cuda::emulator {
 namespace {
@@ -35,6 +36,15 @@ struct Cta {
 
 Cta* current = nullptr;  // CTAs run one at a time
 
+// This thread's copies in flight: committed groups, oldest first, then the open one. Every CTA
+// thread is a new host thread, so nothing carries over between CTAs.
+struct PendingCopy {
+  void* shared;
+  unsigned char bytes[16];
+};
+thread_local std::deque<std::vector<PendingCopy>> committed_copies;
+thread_local std::vector<PendingCopy> open_copies;
+
 Warp& my_warp() { return *current->warps[threadIdx.x / 32]; }
 
 template <class T>
@@ -48,6 +58,24 @@ float half_of(unsigned word, int which) {
 }  // namespace
 
 void* cta_shared_memory() { return current->shared.data(); }
+
+void copy_16_async(void* shared, const void* global, bool fill) {
+  PendingCopy copy{shared, {}};
+  if (fill) std::memcpy(copy.bytes, global, 16);
+  open_copies.push_back(copy);
+}
+
+void commit_async_copies() {
+  committed_copies.push_back(std::move(open_copies));
+  open_copies.clear();
+}
+
+void wait_async_copies(int pending) {
+  while (static_cast<int>(committed_copies.size()) > pending) {
+    for (const PendingCopy& copy : committed_copies.front()) std::memcpy(copy.shared, copy.bytes, 16);
+    committed_copies.pop_front();
+  }
+}
 
 template <class T>
 void warp_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {

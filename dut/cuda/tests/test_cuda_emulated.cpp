@@ -61,17 +61,28 @@ void cache_write(const AttnParams& p, const Work& w, const CacheView& c) {
                    [&] { cache_write_kernel<T>(p, c, w.begin.data(), w.end.data()); });
 }
 
+// The split kernel the CUDA DUT launches for p: tensor cores with `mma_stages` stages of tiles (3
+// where the device allows their shared memory, else 2: decode.cu), or CUDA cores.
 template <class T, int D>
-void decode_kernels(const AttnParams& p, const CacheView& c, const Work& w, int splits) {
+void decode_kernels(const AttnParams& p, const CacheView& c, const Work& w, int splits, int mma_stages) {
   std::vector<float> partials(static_cast<std::size_t>(p.batch) * p.heads_q * splits * (D + 2));
   std::vector<unsigned> arrivals(static_cast<std::size_t>(decode_arrival_counters(p)), 0u);
   const bool fp8 = is_fp8(p.kv_format);
-  emulator::launch(decode_grid(p, splits), kDecodeThreads, decode_shared_bytes<T, D>(fp8), [&] {
-    if constexpr (kDecodeMmaCompiled<T, D>)
-      if (decode_on_tensor_cores<T, D>(fp8))
-        return decode_mma_split_kernel<T, D>(p, c, w.begin.data(), splits, partials.data(), arrivals.data());
-    decode_split_kernel<T, D>(p, c, w.begin.data(), splits, partials.data(), arrivals.data());
-  });
+  const auto run = [&](int shared_bytes, auto kernel) {
+    emulator::launch(decode_grid(p, splits), kDecodeThreads, shared_bytes,
+                     [&] { kernel(p, c, w.begin.data(), splits, partials.data(), arrivals.data()); });
+  };
+  bool done = false;
+  if constexpr (kDecodeMmaCompiled<T, D>) {
+    if (decode_on_tensor_cores<T, D>(fp8)) {
+      if (mma_stages == kMmaDecodeDeepStages)
+        run(MmaDecodeLayout<T, D, kMmaDecodeDeepStages>::kSharedBytes, decode_mma_split_kernel<T, D, kMmaDecodeDeepStages>);
+      else
+        run(MmaDecodeLayout<T, D, kDecodeStages>::kSharedBytes, decode_mma_split_kernel<T, D, kDecodeStages>);
+      done = true;
+    }
+  }
+  if (!done) run(simt_decode_shared_bytes<T, D>(fp8), decode_split_kernel<T, D>);
   BOOST_TEST(std::count(arrivals.begin(), arrivals.end(), 0u) == static_cast<std::ptrdiff_t>(arrivals.size()),
              "the last split of every head chunk resets its counter");
 }
@@ -80,6 +91,7 @@ void decode_kernels(const AttnParams& p, const CacheView& c, const Work& w, int 
 // cache that only the emulated kernels write.
 class EmulatedCudaDut final : public Dut {
  public:
+  explicit EmulatedCudaDut(int mma_decode_stages = kMmaDecodeDeepStages) : mma_decode_stages_(mma_decode_stages) {}
   std::string name() const override { return "cuda-emulated"; }
   Support supports(const AttnParams&) const override { return Support::yes(); }
 
@@ -122,10 +134,9 @@ class EmulatedCudaDut final : public Dut {
     const CacheView view = device_view(cache);
     const int splits = decode_split_count(longest, decode_ctas_per_split(p), 8 * 4);  // 8 "SMs" of 4 CTAs: several splits
     dispatch(p, [&](auto tag, auto d) {
-      using T = typename decltype(tag)::type;
-      cache_write<T>(p, w, view);
       set_free_slots(cache, kPoison);
-      decode_kernels<T, decltype(d)::value>(p, view, w, splits);
+      poison_new_rows(cache, begin);
+      decode_kernels<typename decltype(tag)::type, decltype(d)::value>(p, view, w, splits, mma_decode_stages_);  // writes the new rows
       set_free_slots(cache, kRestore);
     });
     return same_cache(cache);
@@ -166,17 +177,32 @@ class EmulatedCudaDut final : public Dut {
       }
   }
 
+  // The decode launch writes each sequence's new row into its slot: until then the device slot
+  // holds NaN, so a CTA that reads the slot instead of the new row in its registers fails, and so
+  // does a launch that leaves a row unwritten (same_cache).
+  void poison_new_rows(const KvCache& cache, const std::vector<std::int64_t>& positions) {
+    const std::size_t row = static_cast<std::size_t>(cache.heads_kv) * cache.head_size * cache.element_bytes();
+    for (int b = 0; b < static_cast<int>(positions.size()); ++b) {
+      const std::int64_t slot = cache.slot_of(b, positions[b]);
+      if (slot < 0 || cache.position_in(b, slot) != positions[b]) continue;  // the cache does not store it
+      const std::size_t at = cache.offset(b, slot, 0);
+      std::fill_n(device_k_.begin() + at, row, 0xFF);
+      std::fill_n(device_v_.begin() + at, row, 0xFF);
+    }
+  }
+
   Status same_cache(const KvCache& cache) const {
     if (device_k_ != cache.k || device_v_ != cache.v)
       return Status::failure("the kernels' cache differs from the host's in-order write");
     return Status::success();
   }
 
+  int mma_decode_stages_;
   std::vector<unsigned char> device_k_, device_v_;
 };
 
-std::string emulated_verdict(Case& c) {
-  EmulatedCudaDut dut;
+std::string emulated_verdict(Case& c, int mma_decode_stages = kMmaDecodeDeepStages) {
+  EmulatedCudaDut dut(mma_decode_stages);
   return test::verdict(dut, c);
 }
 
@@ -213,6 +239,26 @@ BOOST_AUTO_TEST_CASE(split_decode_matches_the_golden_through_every_cache) {
     for (DType dt : {DType::bf16, DType::fp32}) {
       Case dec = make_case({240, 30}, 4, 2, 80, 200, RunMode::decode, cache, 100, 3, dt);
       BOOST_TEST(emulated_verdict(dec) == "pass", cache_name(cache) << " " << dtype_name(dt));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(two_stage_tensor_core_decode_where_deep_tiles_do_not_fit) {
+  // GPUs that let a CTA take under 104 KB (sm_86, sm_89) run the tensor-core decode with two stages
+  // of tiles instead of three: the same kernel source, a shallower pipeline.
+  for (CachePolicy cache : {CachePolicy::ring_modulo, CachePolicy::linear})
+    for (DType dt : {DType::fp16, DType::bf16}) {
+      Case dec = make_case({240, 30}, 4, 2, 128, 200, RunMode::decode, cache, 100, 3, dt);
+      BOOST_TEST(emulated_verdict(dec, kDecodeStages) == "pass", cache_name(cache) << " " << dtype_name(dt));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(decode_splits_shorter_than_the_copy_pipeline) {
+  // A window of 40 keys is one tile a split, fewer than the stages of tiles copied ahead: the tile
+  // stream still waits for the tile it folds (the emulator lands copies only at their waits).
+  for (int stages : {kMmaDecodeDeepStages, kDecodeStages})
+    for (DType dt : {DType::fp16, DType::fp32}) {
+      Case dec = make_case({150, 20}, 4, 2, 64, 40, RunMode::decode, CachePolicy::linear, 70, 2, dt);
+      BOOST_TEST(emulated_verdict(dec, stages) == "pass", stages << " stages " << dtype_name(dt));
     }
 }
 
