@@ -35,8 +35,8 @@ void launch_decode(const AttnParams& p, const CacheView& cache, const std::int64
                    float* partials, unsigned* arrivals, cudaStream_t stream);
 
 // A one-thread kernel that spins until *flag (mapped host memory) is not 0, or for limit_ns at
-// most, then writes 2 there (stream_hold.hpp).
-void launch_stream_hold(int* flag, std::uint64_t limit_ns, cudaStream_t stream);
+// most (stream_hold.hpp).
+void launch_stream_hold(const int* flag, std::uint64_t limit_ns, cudaStream_t stream);
 
 // How many CTAs of launch_decode's split kernel for p (its head size and KV format) one
 // multiprocessor of the current device holds at once.

@@ -13,21 +13,15 @@ __device__ std::uint64_t global_ns() {
   return ns;
 }
 
-// Spins until *flag is not 0, or for limit_ns at most; then writes 2 there if it gave up.
-__global__ void stream_hold_kernel(volatile int* flag, std::uint64_t limit_ns) {
+// Spins until *flag is not 0, or for limit_ns at most.
+__global__ void stream_hold_kernel(const volatile int* flag, std::uint64_t limit_ns) {
   const std::uint64_t start = global_ns();
-  while (*flag == 0) {
-    if (global_ns() - start > limit_ns) {
-      *flag = 2;
-      return;
-    }
-    __nanosleep(1000);
-  }
+  while (*flag == 0 && global_ns() - start <= limit_ns) __nanosleep(1000);
 }
 
 }  // namespace
 
-void launch_stream_hold(int* flag, std::uint64_t limit_ns, cudaStream_t stream) {
+void launch_stream_hold(const int* flag, std::uint64_t limit_ns, cudaStream_t stream) {
   stream_hold_kernel<<<1, 1, 0, stream>>>(flag, limit_ns);
   check_launch("stream_hold_kernel");
 }

@@ -6,7 +6,7 @@
 // once and the time includes the host's cudaLaunchKernel calls (several microseconds, which a
 // decode step's few tens are not). The spin gives up after kLimitNs, when nothing releases it in
 // time (a sanitizer that waits for each kernel to end, a host descheduled that long); the time
-// then includes the launch latency, as without the hold (gave_up() says so).
+// then includes the launch latency, as without the hold.
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -23,7 +23,12 @@ class StreamHold {
 
   StreamHold() {
     check(cudaHostAlloc(reinterpret_cast<void**>(&flag_), sizeof(int), cudaHostAllocMapped), "cudaHostAlloc(stream hold flag)");
-    check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_flag_), flag_, 0), "cudaHostGetDevicePointer");
+    const cudaError_t mapped = cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_flag_), flag_, 0);
+    if (mapped != cudaSuccess) {
+      cudaFreeHost(flag_);  // the destructor does not run for a constructor that throws
+      flag_ = nullptr;
+      check(mapped, "cudaHostGetDevicePointer");
+    }
   }
   StreamHold(const StreamHold&) = delete;
   StreamHold& operator=(const StreamHold&) = delete;
@@ -36,17 +41,12 @@ class StreamHold {
     flag().store(0, std::memory_order_seq_cst);
     launch_stream_hold(device_flag_, kLimitNs, stream);
   }
-  void release() {
-    int held = 0;  // a hold that gave up (2) stays so
-    flag().compare_exchange_strong(held, 1, std::memory_order_seq_cst);
-  }
-  // After the stream synchronised: whether the last hold ended by itself, not by release().
-  bool gave_up() { return flag().load(std::memory_order_seq_cst) == 2; }
+  void release() { flag().store(1, std::memory_order_seq_cst); }
 
  private:
   std::atomic_ref<int> flag() { return std::atomic_ref<int>(*flag_); }
   int* flag_ = nullptr;
-  int* device_flag_ = nullptr;
+  int* device_flag_ = nullptr;  // the same flag, as the device addresses it
 };
 
 }  // namespace swa::dut::cuda
