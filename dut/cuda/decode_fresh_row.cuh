@@ -29,9 +29,9 @@ struct FreshRow {
     FreshRow row;
     if (!cache_writes_position(cache, b, i, i + 1)) return row;
     row.slot = cache_slot(cache, b, i);
-    const std::int64_t input_row = p.seq_offsets[b] + i;
-    const T* k_in = static_cast<const T*>(p.k) + input_row * p.k_row_stride + kv_head * p.k_head_stride;
-    const T* v_in = static_cast<const T*>(p.v) + input_row * p.v_row_stride + kv_head * p.v_head_stride;
+    const KeyLocation input = locate_key(p, cache, i, b, i, kv_head);  // position i is this call's row
+    const T* k_in = static_cast<const T*>(p.k) + input.k_element;
+    const T* v_in = static_cast<const T*>(p.v) + input.v_element;
 #pragma unroll
     for (int r = 0; r < kPerThread; ++r) {
       const int d = static_cast<int>(threadIdx.x) + r * kDecodeThreads;
