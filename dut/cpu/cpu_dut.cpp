@@ -379,7 +379,7 @@ class CpuDut final : public Dut {
           const std::int64_t t1 = std::min(s1, t0 + tile);
           const bool all_visible = slots_all_visible(p, cache, b, i, t0, t1);
           if (fused && all_visible) {
-            fused_tile(p, cache, b, t0, t1, q.data(), head_scores, states);
+            fused_tile(p, cache, b, t0, t1, s1, q.data(), head_scores, states);
             continue;
           }
           for (int g = 0; g < p.heads_kv; ++g) {
@@ -418,40 +418,43 @@ class CpuDut final : public Dut {
   // its output. Slots are walked in memory order, a block of them at a time and every kv head within
   // the block, so the cache streams front to back (rows of one kv head alone are 2 * Hkv * D bytes
   // apart, which neither the prefetchers nor L1's sets serve well); a block is contiguous within a
-  // page.
+  // page. The walk asks for memory one block ahead throughout: the keys' last block for the values'
+  // first, the values' last for the first keys of the task's next tile (slots [t1, s1) remain).
   static void fused_tile(const AttnParams& p, const KvCache& cache, int b, std::int64_t t0, std::int64_t t1,
-                         const float* q, std::vector<RowMatrix>& scores, std::vector<cpu::SoftmaxState>& states) {
+                         std::int64_t s1, const float* q, std::vector<RowMatrix>& scores,
+                         std::vector<cpu::SoftmaxState>& states) {
     const int group = p.heads_q / p.heads_kv, d = p.head_size;
     const std::int64_t n = t1 - t0, stride = static_cast<std::int64_t>(cache.heads_kv) * d;
     const bool bf16 = p.dtype == DType::bf16;
     auto rows = [&](const std::vector<unsigned char>& bytes, std::int64_t a, int g) {
       return reinterpret_cast<const std::uint16_t*>(bytes.data() + cache.offset(b, a, g));
     };
-    // The block decode_blocks_ahead further on, as every kv head's share of its bytes.
+    // A block asked for ahead of its use, as every kv head's share of its bytes.
     struct Ahead {
       const unsigned char* from = nullptr;
       std::size_t share = 0;
       cpu::fused::Prefetch of_head(int g) const { return {from ? from + g * share : nullptr, share}; }
     };
     const std::size_t row_bytes = static_cast<std::size_t>(d) * cache.element_bytes();
+    // The block of `bytes` (cache.k or cache.v) that starts at slot `a`, up to slot `end`.
+    auto block_at = [&](const std::vector<unsigned char>& bytes, std::int64_t a, std::int64_t end) -> Ahead {
+      if (a >= end) return {};
+      const std::int64_t slots = std::min({end - a, cache.contiguous_slots(a), decode_slot_block});
+      return {bytes.data() + cache.offset(b, a, 0), static_cast<std::size_t>(slots) * row_bytes};
+    };
     // Calls f(first slot, slots, ahead) for blocks of at most decode_slot_block slots, none across a
     // page. The kernels ask for head g's share of `ahead` a line at a time as they consume their own
-    // rows, so the next block's misses are in flight while this one computes (dut/README.md, decode).
-    auto blocks = [&](const std::vector<unsigned char>& bytes, auto&& f) {
+    // rows, so the next block's misses are in flight while this one computes (dut/README.md, decode);
+    // the last block asks for `after`.
+    auto blocks = [&](const std::vector<unsigned char>& bytes, const Ahead& after, auto&& f) {
       for (std::int64_t a = t0; a < t1;) {
         const std::int64_t m = std::min({t1 - a, cache.contiguous_slots(a), decode_slot_block});
-        const std::int64_t next = a + decode_blocks_ahead * decode_slot_block;
-        Ahead ahead;
-        if (next < t1) {
-          const std::int64_t slots = std::min({t1 - next, cache.contiguous_slots(next), decode_slot_block});
-          ahead = {bytes.data() + cache.offset(b, next, 0), static_cast<std::size_t>(slots) * row_bytes};
-        }
-        f(a, m, ahead);
+        f(a, m, a + m < t1 ? block_at(bytes, a + m, t1) : after);
         a += m;
       }
     };
     for (int g = 0; g < p.heads_kv; ++g) scores[g].resize(group, n);
-    blocks(cache.k, [&](std::int64_t a, std::int64_t m, const Ahead& ahead) {
+    blocks(cache.k, block_at(cache.v, t0, t1), [&](std::int64_t a, std::int64_t m, const Ahead& ahead) {
       for (int g = 0; g < p.heads_kv; ++g) {
         cpu::fused::Prefetch next = ahead.of_head(g);
         cpu::fused::dots(q + static_cast<std::size_t>(g) * group * d, group, d, rows(cache.k, a, g), stride, m, bf16,
@@ -462,7 +465,7 @@ class CpuDut final : public Dut {
       score_rule(p, g).cap(scores[g]);
       states[g].absorb(scores[g]);
     }
-    blocks(cache.v, [&](std::int64_t a, std::int64_t m, const Ahead& ahead) {
+    blocks(cache.v, block_at(cache.k, t1, s1), [&](std::int64_t a, std::int64_t m, const Ahead& ahead) {
       for (int g = 0; g < p.heads_kv; ++g) {
         cpu::fused::Prefetch next = ahead.of_head(g);
         cpu::fused::accumulate(scores[g].data() + (a - t0), n, group, rows(cache.v, a, g), stride, m, d, bf16,
@@ -472,9 +475,9 @@ class CpuDut final : public Dut {
   }
 
   // Slots per block of fused_tile's walk: a block's K or V rows of every kv head (block * Hkv * D
-  // elements; 16 KiB for 8 slots at Hkv 8, D 128, fp16) stay in L1 while each head reads its own.
-  static constexpr std::int64_t decode_slot_block = 8;
-  static constexpr std::int64_t decode_blocks_ahead = 1;
+  // elements; 32 KiB for 16 slots at Hkv 8, D 128, fp16) while each head reads its own. 16 read
+  // faster than 8 and 32 (dut/README.md, decode).
+  static constexpr std::int64_t decode_slot_block = 16;
 
   // Keys per decode tile: larger than prefill's, since one query row per head leaves the tile's
   // fixed costs (a small GEMM call, the softmax update) to be spread over more keys.

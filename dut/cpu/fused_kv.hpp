@@ -5,6 +5,7 @@
 // (F, BW, VL) where the CPU has it, else AVX2 + F16C + FMA (also under SWA_CPU_ISA=avx2-decode);
 // `available()` is false without AVX2 + F16C + FMA (or under SWA_CPU_ISA=portable) and the caller
 // keeps the converting path. fp32 accumulation throughout.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -28,6 +29,19 @@ class Prefetch {
   void consumed(std::size_t bytes) {
     owed_ += bytes;
     for (; owed_ >= kLine && next_ < end_; owed_ -= kLine, next_ += kLine) __builtin_prefetch(next_, 0, 3);
+  }
+
+  // For kernels that ask for a line per 64 bytes consumed at fixed points of an unrolled loop (no
+  // per-line bookkeeping, which cost as much as the arithmetic on cache-resident rows): where the
+  // lines for the next `bytes` consumed start, or nullptr if the range is spent. The kernel asks for
+  // all of them without a bound check, so a range shorter than `bytes` has it ask for the lines just
+  // past the range (a prefetch never faults; decode's next block is as long as the one consumed
+  // unless a page ends within it). The range moves on by `bytes`.
+  const char* take(std::size_t bytes) {
+    if (next_ >= end_) return nullptr;
+    const char* at = next_;
+    next_ += std::min<std::size_t>(bytes, static_cast<std::size_t>(end_ - next_));
+    return at;
   }
 
  private:

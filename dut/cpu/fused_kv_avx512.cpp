@@ -15,10 +15,49 @@ namespace swa::dut::cpu::fused::avx512 {
 namespace {
 
 // Elements [x, x + 16) of an fp16/bf16 row in fp32; lanes outside `mask` read nothing and are zero.
-SWA_AVX512 inline __m512 load16(const std::uint16_t* src, bool bf16, __mmask16 mask) {
-  const __m256i bits = _mm256_maskz_loadu_epi16(mask, src);
+SWA_AVX512 inline __m512 convert16(__m256i bits, bool bf16) {
   if (bf16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
   return _mm512_cvtph_ps(bits);
+}
+
+SWA_AVX512 inline __m512 load16(const std::uint16_t* src, bool bf16, __mmask16 mask) {
+  return convert16(_mm256_maskz_loadu_epi16(mask, src), bf16);
+}
+
+// All 16 elements (a whole chunk): a plain load, which the conversion takes as its memory operand.
+SWA_AVX512 inline __m512 load16(const std::uint16_t* src, bool bf16) {
+  return convert16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), bf16);
+}
+
+// The two lines for the 128 bytes of rows just consumed (Prefetch::take).
+SWA_AVX512 inline void ask_for_two_lines(const char*& lines) {
+  __builtin_prefetch(lines, 0, 3);
+  __builtin_prefetch(lines + 64, 0, 3);
+  lines += 128;
+}
+
+// Calls f(bf16, ask) with both as compile-time constants (std::bool_constant), for the whole-chunk
+// loops' template arguments.
+template <class F>
+SWA_AVX512 inline void with_constants(bool bf16, bool ask, F&& f) {
+  using Yes = std::true_type;
+  using No = std::false_type;
+  if (bf16) {
+    if (ask) f(Yes{}, Yes{});
+    else f(Yes{}, No{});
+  } else {
+    if (ask) f(No{}, Yes{});
+    else f(No{}, No{});
+  }
+}
+
+// Row r's four scores leave `sums` (lanes [4r, 4r + 4), sum_each's order) as one 128-bit store.
+template <int R>
+SWA_AVX512 inline void store_scores(__m512 sums, float* scores, std::int64_t ld) {
+  _mm_storeu_ps(scores, _mm512_castps512_ps128(sums));
+  if constexpr (R > 1) _mm_storeu_ps(scores + ld, _mm512_extractf32x4_ps(sums, 1));
+  if constexpr (R > 2) _mm_storeu_ps(scores + 2 * ld, _mm512_extractf32x4_ps(sums, 2));
+  if constexpr (R > 3) _mm_storeu_ps(scores + 3 * ld, _mm512_extractf32x4_ps(sums, 3));
 }
 
 SWA_AVX512 inline __mmask16 lanes_below(int count) {
@@ -42,15 +81,48 @@ SWA_AVX512 inline __m512 sum_each(const __m512* v) {
                        _mm512_shuffle_f32x4(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+constexpr int kKeys = 4;
+
 // R (1..4) query rows against four keys per pass: 16 accumulators, each loaded query chunk feeding
 // four FMAs; their 16 sums come out of one transpose-and-add tree as row r's four scores in lanes
 // [4r, 4r + 4). R is a template argument so that the accumulators stay in registers.
+// This is the pass for head sizes that are multiples of 16 (whole chunks, no masks) and n a multiple
+// of four; with Ask, it asks for two lines of `lines` per chunk of four keys (128 bytes consumed).
+// The dtype is a template argument too: a run-time one costs a test and a branch per chunk.
+template <int R, bool Bf16, bool Ask>
+SWA_AVX512 void dots_whole_chunks(const float* qg, int d, const std::uint16_t* k, std::int64_t stride,
+                                  std::int64_t n, float* scores, std::int64_t ld, const char* lines) {
+  for (std::int64_t j = 0; j < n; j += kKeys) {
+    const std::uint16_t* row = k + j * stride;
+    __m512 acc[4 * kKeys];
+    for (auto& a : acc) a = _mm512_setzero_ps();
+    for (int x = 0; x < d; x += 16) {
+      __m512 kv[kKeys];
+      for (int i = 0; i < kKeys; ++i) kv[i] = load16(row + i * stride + x, Bf16);
+      if constexpr (Ask) ask_for_two_lines(lines);
+      for (int r = 0; r < R; ++r) {
+        const __m512 qv = _mm512_loadu_ps(qg + r * d + x);
+        for (int i = 0; i < kKeys; ++i) acc[r * kKeys + i] = _mm512_fmadd_ps(qv, kv[i], acc[r * kKeys + i]);
+      }
+    }
+    store_scores<R>(sum_each(acc), scores + j, ld);
+  }
+}
+
+// Any head size and key count: masked chunks, the prefetch walk kept per chunk. With whole chunks
+// the four-key passes go to dots_whole_chunks; the same sums in the same order either way.
 template <int R>
 SWA_AVX512 void dots_rows(const float* qg, int d, const std::uint16_t* k, std::int64_t stride, std::int64_t n,
                           bool bf16, float* scores, std::int64_t ld, Prefetch& ahead) {
-  constexpr int kKeys = 4;
-  Prefetch next = ahead;  // a local copy stays in registers
   std::int64_t j = 0;
+  if (d % 16 == 0) {
+    j = n / kKeys * kKeys;
+    const char* lines = ahead.take(static_cast<std::size_t>(j) * d * sizeof(std::uint16_t));
+    with_constants(bf16, lines != nullptr, [&](auto bf16_rows, auto ask) {
+      dots_whole_chunks<R, bf16_rows, ask>(qg, d, k, stride, j, scores, ld, lines);
+    });
+  }
+  Prefetch next = ahead;  // a local copy stays in registers
   for (; j + kKeys <= n; j += kKeys) {
     const std::uint16_t* row = k + j * stride;
     __m512 acc[4 * kKeys];
@@ -65,10 +137,7 @@ SWA_AVX512 void dots_rows(const float* qg, int d, const std::uint16_t* k, std::i
         for (int i = 0; i < kKeys; ++i) acc[r * kKeys + i] = _mm512_fmadd_ps(qv, kv[i], acc[r * kKeys + i]);
       }
     }
-    alignas(64) float sums[16];
-    _mm512_store_ps(sums, sum_each(acc));
-    for (int r = 0; r < R; ++r)
-      for (int i = 0; i < kKeys; ++i) scores[r * ld + j + i] = sums[r * kKeys + i];
+    store_scores<R>(sum_each(acc), scores + j, ld);
   }
   for (; j < n; ++j) {
     const std::uint16_t* row = k + j * stride;
@@ -113,13 +182,55 @@ SWA_AVX512 void accumulate_columns(const float* pg, std::int64_t ld, const std::
   ahead = next;
 }
 
+// accumulate_columns' 64-column pass without masks, the dtype a template argument; with Ask, two
+// lines of `lines` per value row (128 bytes consumed).
+template <int R, bool Bf16, bool Ask>
+SWA_AVX512 void accumulate_64_columns(const float* pg, std::int64_t ld, const std::uint16_t* v, std::int64_t stride,
+                                      std::int64_t n, int d, float* og, const char* lines) {
+  constexpr int C = 4;
+  __m512 acc[C][R];
+  for (int c = 0; c < C; ++c)
+    for (int r = 0; r < R; ++r) acc[c][r] = _mm512_loadu_ps(og + r * d + 16 * c);
+  for (std::int64_t j = 0; j < n; ++j) {
+    __m512 vv[C];
+    for (int c = 0; c < C; ++c) vv[c] = load16(v + j * stride + 16 * c, Bf16);
+    if constexpr (Ask) ask_for_two_lines(lines);
+    for (int r = 0; r < R; ++r) {
+      const __m512 w = _mm512_set1_ps(pg[r * ld + j]);
+      for (int c = 0; c < C; ++c) acc[c][r] = _mm512_fmadd_ps(w, vv[c], acc[c][r]);
+    }
+  }
+  for (int c = 0; c < C; ++c)
+    for (int r = 0; r < R; ++r) _mm512_storeu_ps(og + r * d + 16 * c, acc[c][r]);
+}
+
 // Value rows are 2 * Hkv * D bytes apart (a cache's slots): blocks of kRowBlock rows stay in L1
 // across the column passes, each row read from memory once.
 constexpr std::int64_t kRowBlock = 8;
 
+// Head sizes that are multiples of 64: every pass is accumulate_64_columns.
+template <int R, bool Bf16, bool Ask>
+SWA_AVX512 void accumulate_rows_64(const float* pg, std::int64_t ld, const std::uint16_t* v, std::int64_t stride,
+                                   std::int64_t n, int d, float* og, const char* lines) {
+  for (std::int64_t j0 = 0; j0 < n; j0 += kRowBlock) {
+    const std::int64_t m = n - j0 < kRowBlock ? n - j0 : kRowBlock;
+    for (int x = 0; x < d; x += 64) {
+      accumulate_64_columns<R, Bf16, Ask>(pg + j0, ld, v + j0 * stride + x, stride, m, d, og + x, lines);
+      if constexpr (Ask) lines += m * 128;
+    }
+  }
+}
+
 template <int R>
 SWA_AVX512 void accumulate_rows(const float* pg, std::int64_t ld, const std::uint16_t* v, std::int64_t stride,
                                 std::int64_t n, int d, bool bf16, float* og, Prefetch& ahead) {
+  if (d % 64 == 0) {
+    const char* lines = ahead.take(static_cast<std::size_t>(n) * d * sizeof(std::uint16_t));
+    with_constants(bf16, lines != nullptr, [&](auto bf16_rows, auto ask) {
+      accumulate_rows_64<R, bf16_rows, ask>(pg, ld, v, stride, n, d, og, lines);
+    });
+    return;
+  }
   for (std::int64_t j0 = 0; j0 < n; j0 += kRowBlock) {
     const std::int64_t m = n - j0 < kRowBlock ? n - j0 : kRowBlock;
     const std::uint16_t* vb = v + j0 * stride;

@@ -117,8 +117,9 @@ BOOST_AUTO_TEST_CASE(fused_dots_and_accumulate_match_an_fp64_loop) {
   // under SWA_CPU_ISA=avx2-decode, dut_cpu_avx2_decode_test), against fp64 sums of the same converted
   // values: 1..5 query rows (the 4-row blocks and their remainder); key counts below one 4-key pass,
   // past one 8-row block, with a remainder; head sizes with a 16- or 8-lane tail (13, 40, 72, 136)
-  // or none (96: a 64-column pass and two 16-column chunks, 128); rows strided as in a cache of 3 kv
-  // heads; a prefetch range as decode passes one.
+  // or none (96: a 64-column pass and two 16-column chunks; 128 and 256: whole 64-column passes, the
+  // AVX-512 kernels' unmasked paths); rows strided as in a cache of 3 kv heads; a prefetch range as
+  // decode passes one.
   if (!cpu::fused::available()) {
     BOOST_TEST_MESSAGE("skipped: no AVX2+F16C+FMA (or SWA_CPU_ISA=portable)");
     return;
@@ -130,7 +131,7 @@ BOOST_AUTO_TEST_CASE(fused_dots_and_accumulate_match_an_fp64_loop) {
     return static_cast<float>(state >> 8) / 16777216.f - 0.5f;
   };
   for (bool bf16 : {false, true})
-    for (int d : {72, 128, 13, 40, 96, 136})
+    for (int d : {72, 128, 13, 40, 96, 136, 256})
       for (int group : {1, 4, 5})
         for (std::int64_t n : {1, 3, 8, 21}) {
           const std::int64_t stride = 3 * d;
@@ -169,7 +170,7 @@ BOOST_AUTO_TEST_CASE(fused_dots_and_accumulate_match_an_fp64_loop) {
               worst_out = std::max(worst_out, std::abs(out[r * d + x] - want));
             }
           }
-          // fp32 accumulation of at most 128 terms of magnitude <= 0.25: far below 1e-5 when right,
+          // fp32 accumulation of at most 256 terms of magnitude <= 0.25: far below 1e-5 when right,
           // O(0.1) when a row, weight or column is wrong (NaN fails too).
           BOOST_TEST(worst_dot < 1e-5, "dots bf16=" << bf16 << " D=" << d << " rows=" << group << " n=" << n);
           BOOST_TEST(worst_out < 1e-5, "accumulate bf16=" << bf16 << " D=" << d << " rows=" << group << " n=" << n);
