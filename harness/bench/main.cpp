@@ -23,7 +23,8 @@ struct Plan {
   Shape decode;
   int sgemm_n;
   // Decode over the whole context (no window) through a linear cache: bandwidth-bound, quoted
-  // against the same run's STREAM triad over `triad_elements` doubles per array.
+  // against the STREAM triad over `triad_elements` doubles per array, measured right before and
+  // right after each such case (TriadBeside).
   std::vector<std::int64_t> bandwidth_contexts;
   std::int64_t triad_elements;
 };
@@ -70,9 +71,31 @@ void print_table(const std::vector<PerfRow>& rows) {
               << std::setprecision(2) << decode_gbs(r) << "\n";
 }
 
+// The triad measured right before and right after one bandwidth case. A machine's memory can change
+// speed within a run (a Zen 5 here read the triad at 43-47 GB/s in one period and 73-79 in the next,
+// dut/README.md), so the triad at the start of a run can belong to another period than a case
+// minutes later. The case is quoted against the faster of the two, the stricter reading.
+struct TriadBeside {
+  double before = 0, after = 0;
+  double faster() const { return std::max(before, after); }
+};
+
+// The whole-context decode cases that ran, each as GB/s read against the triad beside it.
+void print_bandwidth_targets(const std::map<std::string, PerfRow>& by_case, const Plan& plan,
+                             const std::map<std::string, TriadBeside>& beside) {
+  for (auto c : plan.bandwidth_contexts) {
+    const std::string name = "decode_full_linear_" + std::to_string(c);
+    if (!by_case.count(name) || !beside.count(name)) continue;
+    const double read = decode_gbs(by_case.at(name));
+    const TriadBeside& t = beside.at(name);
+    std::cout << std::fixed << std::setprecision(3) << "  fp16 decode, linear cache, whole context " << c << ": "
+              << read << " GB/s read = " << read / t.faster() << " of the STREAM triad beside it (" << std::setprecision(2)
+              << t.before << " GB/s before, " << t.after << " after; the faster)   (target >= 0.5)\n";
+  }
+}
+
 // The targets, computed from this run's rows.
-void print_targets(const std::map<std::string, PerfRow>& by_case, const std::string& dut, const Plan& plan,
-                   double triad_gbs) {
+void print_targets(const std::map<std::string, PerfRow>& by_case, const std::string& dut, const Plan& plan) {
   auto t = [&](const std::string& name) { return by_case.at(name).time_ms; };
   std::cout << std::fixed << std::setprecision(3) << "\ntargets (" << dut << ", this run):\n";
   std::cout << "  fp32 prefill / SGEMM rate:            " << by_case.at("prefill_fp32").ceiling_fraction
@@ -99,11 +122,6 @@ void print_targets(const std::map<std::string, PerfRow>& by_case, const std::str
             << "   (target >= 1.5)\n";
   std::cout << "  fp16 / fp32 prefill time: " << t("prefill_fp16") / t("prefill_fp32")
             << ", bf16 / fp32: " << t("prefill_bf16") / t("prefill_fp32") << "   (target <= 1.5)\n";
-  for (auto c : plan.bandwidth_contexts) {
-    const PerfRow& r = by_case.at("decode_full_linear_" + std::to_string(c));
-    std::cout << "  fp16 decode, linear cache, whole context " << c << ": " << decode_gbs(r) << " GB/s read = "
-              << decode_gbs(r) / triad_gbs << " of the STREAM triad   (target >= 0.5)\n";
-  }
 }
 
 }  // namespace
@@ -174,6 +192,7 @@ int main(int argc, char** argv) {
   std::vector<PerfRow> rows, torch_rows;
   std::vector<std::string> torch_notes;
   double triad = 0;
+  std::map<std::string, TriadBeside> triad_beside;
   try {
     const double sgemm = harness::sgemm_ceiling_gflops(plan.sgemm_n, settings.warmups, settings.repeats);
     triad = harness::triad_bandwidth_gbs(plan.triad_elements, settings.warmups, settings.repeats);
@@ -201,7 +220,13 @@ int main(int argc, char** argv) {
       Shape shape = plan.decode;
       shape.s = c;
       shape.w = 0;
-      add(name, [&] { return bench_decode(name, dut, DType::fp16, shape, CachePolicy::linear, settings); });
+      add(name, [&] {
+        TriadBeside& t = triad_beside[name];
+        t.before = harness::triad_bandwidth_gbs(plan.triad_elements, settings.warmups, settings.repeats);
+        PerfRow row = bench_decode(name, dut, DType::fp16, shape, CachePolicy::linear, settings);
+        t.after = harness::triad_bandwidth_gbs(plan.triad_elements, settings.warmups, settings.repeats);
+        return row;
+      });
     }
     if (!vm.count("no-torch") && !cuda_options.torch_python.empty()) {
       const TorchCpuOptions torch{cuda_options.torch_python, SWA_TORCH_CPU_SCRIPT};
@@ -239,7 +264,11 @@ int main(int argc, char** argv) {
   print_table(rows);
   std::map<std::string, PerfRow> by_case;
   for (const auto& r : rows) by_case[r.scenario_id] = r;
-  if (only.empty()) print_targets(by_case, dut, plan, triad);
+  if (only.empty()) print_targets(by_case, dut, plan);
+  if (only.empty() || !triad_beside.empty()) {
+    if (!only.empty()) std::cout << "\ntargets (" << dut << ", this run's whole-context decode cases):\n";
+    print_bandwidth_targets(by_case, plan, triad_beside);
+  }
   for (const auto& t : torch_rows) {
     const std::string ours = t.scenario_id.substr(std::string("torch_").size());
     if (by_case.count(ours))
@@ -248,7 +277,7 @@ int main(int argc, char** argv) {
   }
   std::cout << "SGEMM " << plan.sgemm_n << "^3 (" << harness::cpu_sgemm_name() << ", same run): " << std::setprecision(1) << (rows.empty() ? 0.0 : rows.front().ceiling_gflops)
             << " GFLOP/s; STREAM triad (" << (plan.triad_elements >> 20) << " Mi doubles per array, same run): "
-            << std::setprecision(2) << triad << " GB/s\n";
+            << std::setprecision(2) << triad << " GB/s at the start\n";
   if (dut == "cpu") std::cout << "CPU kernels: " << harness::cpu_kernel_path() << "\n";
   return 0;
 }
