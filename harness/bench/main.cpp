@@ -47,14 +47,27 @@ double decode_bytes_read(const PerfRow& r) {
 }
 double decode_gbs(const PerfRow& r) { return r.mode == "decode" ? decode_bytes_read(r) / (r.time_ms * 1e6) : 0; }
 
-void print_csv(const std::vector<PerfRow>& rows) {
+// The triad measured right before and right after one bandwidth case. A machine's memory can change
+// speed within a run (a Zen 5 here read the triad at 43-47 GB/s in one period and 73-79 in the next,
+// dut/README.md), so the triad at the start of a run can belong to another period than a case
+// minutes later. The case is quoted against the faster of the two, the stricter reading.
+struct TriadBeside {
+  double before = 0, after = 0;
+  double faster() const { return std::max(before, after); }
+};
+
+// triad_beside_gbs: the faster triad beside a whole-context decode case, empty for the others.
+void print_csv(const std::vector<PerfRow>& rows, const std::map<std::string, TriadBeside>& beside = {}) {
   std::cout << "case,dut,dtype,mode,cache,S,W,D,Hq,Hkv,batch,time_ms,min_ms,max_ms,repeats,gflops,sgemm_gflops,"
-               "ratio_to_sgemm,kv_bytes,read_gbs,timer\n";
-  for (const auto& r : rows)
+               "ratio_to_sgemm,kv_bytes,read_gbs,timer,triad_beside_gbs\n";
+  for (const auto& r : rows) {
     std::cout << r.scenario_id << "," << r.dut << "," << r.dtype << "," << r.mode << "," << r.cache << "," << r.tokens << ","
               << r.window << "," << r.head_size << "," << r.heads << "," << r.kv_heads << "," << r.batch << "," << r.time_ms << ","
               << r.min_ms << "," << r.max_ms << "," << r.repeats << "," << r.gflops << ","
-              << r.ceiling_gflops << "," << r.ceiling_fraction << "," << r.kv_bytes << "," << decode_gbs(r) << "," << r.timer << "\n";
+              << r.ceiling_gflops << "," << r.ceiling_fraction << "," << r.kv_bytes << "," << decode_gbs(r) << "," << r.timer << ",";
+    if (const auto t = beside.find(r.scenario_id); t != beside.end()) std::cout << t->second.faster();
+    std::cout << "\n";
+  }
 }
 
 void print_table(const std::vector<PerfRow>& rows) {
@@ -70,15 +83,6 @@ void print_table(const std::vector<PerfRow>& rows) {
               << std::setw(8) << std::setprecision(3) << r.ceiling_fraction << std::setw(14) << r.kv_bytes << std::setw(8)
               << std::setprecision(2) << decode_gbs(r) << "\n";
 }
-
-// The triad measured right before and right after one bandwidth case. A machine's memory can change
-// speed within a run (a Zen 5 here read the triad at 43-47 GB/s in one period and 73-79 in the next,
-// dut/README.md), so the triad at the start of a run can belong to another period than a case
-// minutes later. The case is quoted against the faster of the two, the stricter reading.
-struct TriadBeside {
-  double before = 0, after = 0;
-  double faster() const { return std::max(before, after); }
-};
 
 // The whole-context decode cases that ran, each as GB/s read against the triad beside it.
 void print_bandwidth_targets(const std::map<std::string, PerfRow>& by_case, const Plan& plan,
@@ -258,7 +262,7 @@ int main(int argc, char** argv) {
   }
   for (const auto& note : torch_notes) std::cerr << "note: " << note << "\n";
   if (format == "csv") {
-    print_csv(rows);
+    print_csv(rows, triad_beside);
     return 0;
   }
   print_table(rows);
