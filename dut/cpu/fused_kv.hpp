@@ -31,12 +31,12 @@ class Prefetch {
     for (; owed_ >= kLine && next_ < end_; owed_ -= kLine, next_ += kLine) __builtin_prefetch(next_, 0, 3);
   }
 
-  // For kernels that ask for a line per 64 bytes consumed at fixed points of an unrolled loop (no
-  // per-line bookkeeping, which cost as much as the arithmetic on cache-resident rows): where the
-  // lines for the next `bytes` consumed start, or nullptr if the range is spent. The kernel asks for
-  // all of them without a bound check, so a range shorter than `bytes` has it ask for the lines just
-  // past the range (a prefetch never faults; decode's next block is as long as the one consumed
-  // unless a page ends within it). The range moves on by `bytes`.
+  // For kernels that ask for a line per 64 bytes consumed at fixed points of their loops, with no
+  // per-line test or count: where the lines for the next `bytes` consumed start, or nullptr if the
+  // range is spent. The kernel asks for all of them without a bound check, so a range shorter than
+  // `bytes` has it ask for the lines just past the range (a prefetch never faults; decode's next
+  // block is as long as the one consumed unless a page ends within it). The range moves on by
+  // `bytes`.
   const char* take(std::size_t bytes) {
     if (next_ >= end_) return nullptr;
     const char* at = next_;
