@@ -85,23 +85,25 @@ constexpr int kKeys = 4;
 
 // R (1..4) query rows against four keys per pass: 16 accumulators, each loaded query chunk feeding
 // four FMAs; their 16 sums come out of one transpose-and-add tree as row r's four scores in lanes
-// [4r, 4r + 4). R is a template argument so that the accumulators stay in registers.
-// This is the pass for head sizes that are multiples of 16 (whole chunks, no masks) and n a multiple
-// of four; with Ask, it asks for two lines of `lines` per chunk of four keys (128 bytes consumed).
-// The dtype is a template argument too: a run-time one costs a test and a branch per chunk.
-template <int R, bool Bf16, bool Ask>
-SWA_AVX512 void dots_whole_chunks(const float* qg, int d, const std::uint16_t* k, std::int64_t stride,
-                                  std::int64_t n, float* scores, std::int64_t ld, const char* lines) {
+// [4r, 4r + 4). R is a template argument so that the accumulators stay in registers, and so are the
+// dtype (a run-time one costs a test and a branch per chunk) and Masked: head sizes that are not a
+// multiple of 16 mask their last chunk, the others take plain loads. n is a multiple of four; with
+// Ask, the pass asks for two lines of `lines` per 16-element chunk of four keys (128 bytes).
+template <int R, bool Bf16, bool Ask, bool Masked>
+SWA_AVX512 void dots_four_key_passes(const float* qg, int d, const std::uint16_t* k, std::int64_t stride,
+                                     std::int64_t n, float* scores, std::int64_t ld, const char* lines) {
   for (std::int64_t j = 0; j < n; j += kKeys) {
     const std::uint16_t* row = k + j * stride;
     __m512 acc[4 * kKeys];
     for (auto& a : acc) a = _mm512_setzero_ps();
     for (int x = 0; x < d; x += 16) {
+      const __mmask16 m = Masked ? lanes_below(d - x) : __mmask16(0xFFFF);
       __m512 kv[kKeys];
-      for (int i = 0; i < kKeys; ++i) kv[i] = load16(row + i * stride + x, Bf16);
+      for (int i = 0; i < kKeys; ++i)
+        kv[i] = Masked ? load16(row + i * stride + x, Bf16, m) : load16(row + i * stride + x, Bf16);
       if constexpr (Ask) ask_for_two_lines(lines);
       for (int r = 0; r < R; ++r) {
-        const __m512 qv = _mm512_loadu_ps(qg + r * d + x);
+        const __m512 qv = Masked ? _mm512_maskz_loadu_ps(m, qg + r * d + x) : _mm512_loadu_ps(qg + r * d + x);
         for (int i = 0; i < kKeys; ++i) acc[r * kKeys + i] = _mm512_fmadd_ps(qv, kv[i], acc[r * kKeys + i]);
       }
     }
@@ -109,36 +111,19 @@ SWA_AVX512 void dots_whole_chunks(const float* qg, int d, const std::uint16_t* k
   }
 }
 
-// Any head size and key count: masked chunks, the prefetch walk kept per chunk. With whole chunks
-// the four-key passes go to dots_whole_chunks; the same sums in the same order either way.
+// Any head size and key count: the four-key passes, then the last n % 4 keys one at a time with the
+// prefetch walk kept per chunk.
 template <int R>
 SWA_AVX512 void dots_rows(const float* qg, int d, const std::uint16_t* k, std::int64_t stride, std::int64_t n,
                           bool bf16, float* scores, std::int64_t ld, Prefetch& ahead) {
-  std::int64_t j = 0;
-  if (d % 16 == 0) {
-    j = n / kKeys * kKeys;
-    const char* lines = ahead.take(static_cast<std::size_t>(j) * d * sizeof(std::uint16_t));
-    with_constants(bf16, lines != nullptr, [&](auto bf16_rows, auto ask) {
-      dots_whole_chunks<R, bf16_rows, ask>(qg, d, k, stride, j, scores, ld, lines);
-    });
-  }
+  std::int64_t j = n / kKeys * kKeys;
+  const std::size_t chunks = static_cast<std::size_t>(d + 15) / 16;
+  const char* lines = ahead.take(static_cast<std::size_t>(j / kKeys) * chunks * 128);
+  with_constants(bf16, lines != nullptr, [&](auto bf16_rows, auto ask) {
+    if (d % 16 == 0) dots_four_key_passes<R, bf16_rows, ask, false>(qg, d, k, stride, j, scores, ld, lines);
+    else dots_four_key_passes<R, bf16_rows, ask, true>(qg, d, k, stride, j, scores, ld, lines);
+  });
   Prefetch next = ahead;  // a local copy stays in registers
-  for (; j + kKeys <= n; j += kKeys) {
-    const std::uint16_t* row = k + j * stride;
-    __m512 acc[4 * kKeys];
-    for (auto& a : acc) a = _mm512_setzero_ps();
-    for (int x = 0; x < d; x += 16) {
-      const __mmask16 m = lanes_below(d - x);
-      __m512 kv[kKeys];
-      for (int i = 0; i < kKeys; ++i) kv[i] = load16(row + i * stride + x, bf16, m);
-      next.consumed(kKeys * 16 * sizeof(std::uint16_t));
-      for (int r = 0; r < R; ++r) {
-        const __m512 qv = _mm512_maskz_loadu_ps(m, qg + r * d + x);
-        for (int i = 0; i < kKeys; ++i) acc[r * kKeys + i] = _mm512_fmadd_ps(qv, kv[i], acc[r * kKeys + i]);
-      }
-    }
-    store_scores<R>(sum_each(acc), scores + j, ld);
-  }
   for (; j < n; ++j) {
     const std::uint16_t* row = k + j * stride;
     __m512 acc[R];
