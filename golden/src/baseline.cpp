@@ -146,10 +146,9 @@ std::vector<float> attention(const AttnParams& p) {
       load_rows(p, p.q, p.q_row_stride, p.q_head_stride, b, h, q);
       load_rows(p, p.k, p.k_row_stride, p.k_head_stride, b, kvh, k);
       load_rows(p, p.v, p.v_row_stride, p.v_head_stride, b, kvh, v);
-      if (is_fp8(p.kv_format)) {  // the same quantisation as the golden's: exact in fp32 too
-        for (float& x : k) x = static_cast<float>(kv_read_value(p.kv_format, p.k_descale, x));
-        for (float& x : v) x = static_cast<float>(kv_read_value(p.kv_format, p.v_descale, x));
-      }
+      // The same quantisation as the golden's: exact in fp32 too.
+      kv_read_values(p.kv_format, p.k_descale, k.data(), k.size());
+      kv_read_values(p.kv_format, p.v_descale, v.data(), v.size());
       for (float& x : q) x *= p.scale;
       round_all_to(dt, q.data(), q.size());
       for (std::int64_t i0 = 0; i0 < len; i0 += kBlockRows) {

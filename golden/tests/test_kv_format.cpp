@@ -3,6 +3,7 @@
 // nearest-value search, and the golden's attention with an FP8 format equal, bit for bit, to the
 // golden on K/V quantised beforehand, in every mode and cache.
 #include <boost/test/unit_test.hpp>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -89,11 +90,37 @@ BOOST_AUTO_TEST_CASE(every_code_round_trips_and_encoding_matches_a_search) {
     std::mt19937_64 rng(5);
     std::uniform_real_distribution<double> exponent(-20, 18), mantissa(1, 2);
     for (int i = 0; i < 20000; ++i) xs.push_back(std::ldexp(mantissa(rng), static_cast<int>(exponent(rng))));
+    // The whole double range: the saturation and underflow edges, subnormal doubles, infinity.
+    std::uniform_int_distribution<std::uint64_t> any_bits(0, 0x7fefffffffffffff);
+    for (int i = 0; i < 20000; ++i) xs.push_back(std::bit_cast<double>(any_bits(rng)));
+    for (int e = -1074; e <= 1023; ++e)
+      for (double m : {1.0, 1.5, 1.875, 1.9375, 1.99999}) xs.push_back(std::ldexp(m, e));
+    for (double x : {0.0, std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::max(), double{INFINITY}})
+      xs.push_back(x);
     wrong = 0;
     for (double x : xs)
       for (double s : {1.0, -1.0}) wrong += fp8_encode(f, s * x) != nearest_code(f, s * x);
     BOOST_TEST(wrong == 0, kv_format_name(f) << ": encodings that differ from the nearest-value search");
   }
+}
+
+BOOST_AUTO_TEST_CASE(the_batch_read_is_the_one_value_read_rounded_to_float) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> value(0.f, 300.f);
+  std::vector<float> xs(4096);
+  for (float& x : xs) x = value(rng);
+  xs[0] = NAN, xs[1] = -INFINITY, xs[2] = 1e-30f, xs[3] = -0.f;
+  for (KvFormat f : kAllKvFormats)
+    for (double descale : {1.0, 0.0078125, 1.0 / 4096}) {
+      std::vector<float> batch = xs;
+      kv_read_values(f, descale, batch.data(), batch.size());
+      int wrong = 0;
+      for (std::size_t i = 0; i < xs.size(); ++i) {
+        const float one = static_cast<float>(kv_read_value(f, descale, xs[i]));
+        wrong += std::bit_cast<std::uint32_t>(one) != std::bit_cast<std::uint32_t>(batch[i]);
+      }
+      BOOST_TEST(wrong == 0, kv_format_name(f) << " descale " << descale);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(attention_reads_the_quantised_values_in_every_mode_and_cache) {

@@ -33,5 +33,8 @@ double fp8_decode(KvFormat f, std::uint8_t code);
 // The value attention reads for an input K or V element x: x itself for KvFormat::dtype, else
 // fp8_decode(fp8_encode(x / descale)) * descale, exact in double (descale is a power of two).
 double kv_read_value(KvFormat f, double descale, double x);
+// Each of values[0, count) replaced by its kv_read_value, rounded to float (exact: an FP8 value
+// times a power of two), in place: the fp32 baseline's K and V.
+void kv_read_values(KvFormat f, double descale, float* values, std::size_t count);
 
 }  // namespace swa
