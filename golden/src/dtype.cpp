@@ -24,6 +24,18 @@ std::optional<DType> parse_dtype(std::string_view name) { return parse_enum(name
 
 std::string dtype_choices() { return enum_choices(kAllDTypes, dtype_name); }
 
+namespace {
+// Eigen::bfloat16's rounding of non-NaN floats' bit patterns: to nearest, ties to even. U is
+// std::uint32_t or a vector of them (the same formula lane by lane).
+template <class U>
+U bf16_round_bits(U bits) {
+  return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+}
+inline std::uint16_t bf16_bits_of(float x) {
+  return static_cast<std::uint16_t>(bf16_round_bits(std::bit_cast<std::uint32_t>(x)));
+}
+}  // namespace
+
 float round_to(DType dtype, float value) {
   switch (dtype) {
     case DType::fp32: return value;
@@ -53,9 +65,30 @@ void round_all_to(DType dtype, float* values, std::size_t count) {
       for (; j < count; ++j) values[j] = static_cast<float>(Eigen::half(values[j]));
       return;
     }
-    case DType::bf16:
-      for (std::size_t j = 0; j < count; ++j) values[j] = static_cast<float>(Eigen::bfloat16(values[j]));
+    case DType::bf16: {
+      // Sixteen at a time on the bits, lane by lane (AVX-512, AVX2 or SSE: the same bits).
+      using Bits16 = std::uint32_t __attribute__((vector_size(64)));
+      std::size_t j = 0;
+      for (; j + 16 <= count; j += 16) {
+        Bits16 bits;
+        std::memcpy(&bits, values + j, sizeof bits);
+        // A NaN lane takes Eigen::bfloat16's canonical NaN: such groups go one value at a time.
+        // Halves OR-ed in registers (a memcmp of the mask would store it and reload it in pieces).
+        Bits16 nan = (bits & 0x7fffffffu) > 0x7f800000u;
+        nan |= __builtin_shufflevector(nan, nan, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+        nan |= __builtin_shufflevector(nan, nan, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
+        nan |= __builtin_shufflevector(nan, nan, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
+        nan |= __builtin_shufflevector(nan, nan, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0);
+        if (nan[0] != 0) {
+          for (std::size_t i = j; i < j + 16; ++i) values[i] = static_cast<float>(Eigen::bfloat16(values[i]));
+          continue;
+        }
+        bits = bf16_round_bits(bits) << 16;
+        std::memcpy(values + j, &bits, sizeof bits);
+      }
+      for (; j < count; ++j) values[j] = static_cast<float>(Eigen::bfloat16(values[j]));
       return;
+    }
   }
 }
 
@@ -86,18 +119,6 @@ float load_from(DType dtype, const void* src) {
   if (dtype == DType::fp16) return static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(bits));
   return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(bits));
 }
-
-namespace {
-// Eigen::bfloat16's rounding of non-NaN floats' bit patterns: to nearest, ties to even. U is
-// std::uint32_t or a vector of them (the same formula lane by lane).
-template <class U>
-U bf16_round_bits(U bits) {
-  return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-}
-inline std::uint16_t bf16_bits_of(float x) {
-  return static_cast<std::uint16_t>(bf16_round_bits(std::bit_cast<std::uint32_t>(x)));
-}
-}  // namespace
 
 void store_all_as(DType dtype, const float* values, std::size_t count, void* dst) {
   if (dtype == DType::fp32) {
