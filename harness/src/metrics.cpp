@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace swa::harness {
 namespace {
@@ -16,16 +19,27 @@ using Doubles = double __attribute__((vector_size(8 * kLanes)));
 using Floats = float __attribute__((vector_size(4 * kLanes)));
 using Ints = std::int64_t __attribute__((vector_size(8 * kLanes)));  // and the masks of Doubles' compares
 
+// x in every lane, as one initializer (a broadcast instruction; a store per lane became eight
+// masked broadcasts).
 template <class V, class T>
 V broadcast(T x) {
-  V v;
-  for (int i = 0; i < kLanes; ++i) v[i] = x;
-  return v;
+  static_assert(kLanes == 8);
+  return V{x, x, x, x, x, x, x, x};
 }
 
-bool any(Ints mask) {
-  const Ints none{};
-  return std::memcmp(&mask, &none, sizeof mask) != 0;  // a few vector instructions, not eight extractions
+// Whether a[i] >= b[i] in any lane (false for NaN, as the vector compare): one mask compare where the
+// build targets AVX-512, elsewhere the mask's halves OR-ed together in registers. (A memcmp of the
+// mask against zero stored it and loaded it back in pieces, stalling store forwarding.)
+bool any_at_least(Doubles a, Doubles b) {
+#if defined(__AVX512F__)
+  return _mm512_cmp_pd_mask(a, b, _CMP_GE_OQ) != 0;
+#else
+  Ints mask = a >= b;
+  mask |= __builtin_shufflevector(mask, mask, 4, 5, 6, 7, 0, 1, 2, 3);
+  mask |= __builtin_shufflevector(mask, mask, 2, 3, 0, 1, 2, 3, 0, 1);
+  mask |= __builtin_shufflevector(mask, mask, 1, 0, 1, 0, 1, 0, 1, 0);
+  return mask[0] != 0;
+#endif
 }
 
 // Eight elements with the non-finite outputs (and lanes outside `valid`) left out: their output and
@@ -61,7 +75,7 @@ struct Lanes {
     const Doubles den = abs_r < floor ? floor : abs_r;
     // The division only when some lane may raise its maximum: e / den rounds above max_rel only when
     // e >= max_rel * den, and the bound below is smaller than that product whatever its rounding.
-    if (any(e >= max_rel * den * 0.999999)) {
+    if (any_at_least(e, max_rel * den * 0.999999)) {
       const Doubles rel = e / den;
       // NaN ratios (0 / 0 where ref and the floor are 0) never raise the maximum, as std::max(max, NaN).
       max_rel = rel > max_rel ? rel : max_rel;
@@ -127,7 +141,7 @@ Comparison compare(std::span<const float> out, std::span<const double> ref, DTyp
   Lanes lanes;
   // ULP distances go a chunk at a time through the batch conversion (ulp_distances).
   constexpr std::int64_t kChunk = 1024;
-  alignas(64) std::array<float, kChunk> out_f, ref_f;
+  alignas(64) std::array<float, kChunk> ref_f;
   alignas(64) std::array<std::int64_t, kChunk> ulps;
   const Ints all = broadcast<Ints>(std::int64_t{-1});
   Ints lane_index;
@@ -135,15 +149,15 @@ Comparison compare(std::span<const float> out, std::span<const double> ref, DTyp
   for (std::int64_t i0 = 0; i0 < c.elements; i0 += kChunk) {
     const std::int64_t n = std::min(kChunk, c.elements - i0);
     const double* r_chunk = ref.data() + i0;
-    std::copy_n(out.data() + i0, n, out_f.begin());
+    const float* o_chunk = out.data() + i0;
     for (std::int64_t k = 0; k < n; ++k) ref_f[k] = static_cast<float>(r_chunk[k]);
-    ulp_distances(dtype, out_f.data(), ref_f.data(), static_cast<std::size_t>(n), ulps.data());
+    ulp_distances(dtype, o_chunk, ref_f.data(), static_cast<std::size_t>(n), ulps.data());
     std::int64_t k = 0;
     for (; k + kLanes <= n; k += kLanes) {  // fixed-size copies: vector loads, not rep movs
       Floats o;
       Doubles r;
       Ints u;
-      std::memcpy(&o, &out_f[k], sizeof o);
+      std::memcpy(&o, o_chunk + k, sizeof o);
       std::memcpy(&r, r_chunk + k, sizeof r);
       std::memcpy(&u, &ulps[k], sizeof u);
       lanes.add(o, r, u, lane_index + broadcast<Ints>(i0 + k), all, c.rel_floor, threshold);
@@ -153,7 +167,7 @@ Comparison compare(std::span<const float> out, std::span<const double> ref, DTyp
       Doubles r{};
       Ints u{};
       for (std::int64_t j = 0; j < m; ++j) {
-        o[j] = out_f[k + j];
+        o[j] = o_chunk[k + j];
         r[j] = r_chunk[k + j];
         u[j] = ulps[k + j];
       }
