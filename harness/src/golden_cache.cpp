@@ -5,6 +5,9 @@
 #include <gnu/libc-version.h>
 #include <unistd.h>
 #include <xxhash.h>
+#if defined(__x86_64__)
+#include <xxh_x86dispatch.h>  // XXH3 through the SSE2, AVX2 or AVX-512 kernel the CPU has, picked at run time
+#endif
 
 #include <algorithm>
 #include <array>
