@@ -1,5 +1,7 @@
 #include "swa/baseline.hpp"
 
+#include "expf_lanes.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -203,7 +205,7 @@ std::vector<float> attention(const AttnParams& p) {
             for (float* s = row; s < row_end; ++s) *s = round_to(dt, p.softcap * std::tanh(*s / p.softcap));
           const float sink = p.sinks ? p.sinks[h] : -INFINITY;
           const float m = std::max(row_max(row, row_end), sink);
-          for (float* s = row; s < row_end; ++s) *s = std::exp(*s - m);
+          golden::detail::exp_of_differences(row, static_cast<std::size_t>(row_end - row), m);
           float sum = p.sinks ? std::exp(sink - m) : 0.f;
           for (const float* s = row; s < row_end; ++s) sum += *s;  // in position order
           for (float* s = row; s < row_end; ++s) *s = *s / sum;
