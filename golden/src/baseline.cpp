@@ -26,22 +26,48 @@ float dot_fp32(const float* q, const float* k, int n) {
 // eight partial sums, so K independent add chains run side by side: the same bits as dot_fp32.
 template <int K>
 void dot_fp32_keys(const float* q, const float* k, int n, float* out) {
+  static_assert(K % 4 == 0);
   using Floats8 = float __attribute__((vector_size(32)));
   Floats8 s[K];
+#pragma GCC unroll 8
   for (int key = 0; key < K; ++key) s[key] = Floats8{};
   int d = 0;
   for (; d + 8 <= n; d += 8) {
     Floats8 qd;
     std::memcpy(&qd, q + d, sizeof qd);
+#pragma GCC unroll 8
     for (int key = 0; key < K; ++key) {
       Floats8 kd;
       std::memcpy(&kd, k + key * n + d, sizeof kd);
       s[key] = s[key] + qd * kd;
     }
   }
-  for (int key = 0; key < K; ++key) {
-    for (int l = 0; d + l < n; ++l) s[key][l] += q[d + l] * k[key * n + d + l];
-    out[key] = ((s[key][0] + s[key][4]) + (s[key][2] + s[key][6])) + ((s[key][1] + s[key][5]) + (s[key][3] + s[key][7]));
+  if (d < n) {
+    // The last n - d dims in lanes 0 .. n - d - 1 and zeros above: those lanes add +0 * +0 = +0, which
+    // leaves a partial sum's bits as they are (a sum of products that starts at +0 is never -0), so
+    // the accumulators stay in registers instead of being indexed in memory.
+    Floats8 qd{};
+    for (int l = 0; d + l < n; ++l) qd[l] = q[d + l];
+#pragma GCC unroll 8
+    for (int key = 0; key < K; ++key) {
+      Floats8 kd{};
+      for (int l = 0; d + l < n; ++l) kd[l] = k[key * n + d + l];
+      s[key] = s[key] + qd * kd;
+    }
+  }
+  // ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)) for four keys at once, each add the scalar
+  // tree's pair: t_l = s_l + s_(l+4) of two keys per vector, u_0 = t_0 + t_2 and u_1 = t_1 + t_3 of
+  // four keys, then u_0 + u_1.
+  for (int key0 = 0; key0 < K; key0 += 4) {
+    const Floats8 t01 = __builtin_shufflevector(s[key0], s[key0 + 1], 0, 1, 2, 3, 8, 9, 10, 11) +
+                        __builtin_shufflevector(s[key0], s[key0 + 1], 4, 5, 6, 7, 12, 13, 14, 15);
+    const Floats8 t23 = __builtin_shufflevector(s[key0 + 2], s[key0 + 3], 0, 1, 2, 3, 8, 9, 10, 11) +
+                        __builtin_shufflevector(s[key0 + 2], s[key0 + 3], 4, 5, 6, 7, 12, 13, 14, 15);
+    const Floats8 u = __builtin_shufflevector(t01, t23, 0, 1, 4, 5, 8, 9, 12, 13) +
+                      __builtin_shufflevector(t01, t23, 2, 3, 6, 7, 10, 11, 14, 15);
+    using Floats4 = float __attribute__((vector_size(16)));
+    const Floats4 sum = __builtin_shufflevector(u, u, 0, 2, 4, 6) + __builtin_shufflevector(u, u, 1, 3, 5, 7);
+    std::memcpy(out + key0, &sum, sizeof sum);
   }
 }
 
