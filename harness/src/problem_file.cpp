@@ -1,6 +1,7 @@
 #include "swa/harness/problem_file.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "swa/dut/kv_cache.hpp"
 #include "swa/enum_names.hpp"
@@ -72,14 +73,23 @@ const char* problem_file_kind_name(ProblemFileKind k) {
 }
 
 ProblemFile problem_inputs(const AttnParams& p) {
+  return problem_inputs(p, gather(p, p.q, p.q_row_stride, p.q_head_stride, p.heads_q),
+                        gather(p, p.k, p.k_row_stride, p.k_head_stride, p.heads_kv),
+                        gather(p, p.v, p.v_row_stride, p.v_head_stride, p.heads_kv));
+}
+
+ProblemFile problem_inputs(const AttnParams& p, std::vector<float> q, std::vector<float> k, std::vector<float> v) {
   ProblemFile f;
   f.tokens = total_tokens(p);
   f.heads_q = p.heads_q;
   f.heads_kv = p.heads_kv;
   f.head_size = p.head_size;
-  f.q = gather(p, p.q, p.q_row_stride, p.q_head_stride, p.heads_q);
-  f.k = gather(p, p.k, p.k_row_stride, p.k_head_stride, p.heads_kv);
-  f.v = gather(p, p.v, p.v_row_stride, p.v_head_stride, p.heads_kv);
+  const auto elements = [&](int heads) { return static_cast<std::size_t>(f.tokens) * heads * p.head_size; };
+  if (q.size() != elements(p.heads_q) || k.size() != elements(p.heads_kv) || v.size() != elements(p.heads_kv))
+    throw std::invalid_argument("problem_inputs: Q, K or V does not have the problem's shape");
+  f.q = std::move(q);
+  f.k = std::move(k);
+  f.v = std::move(v);
   f.seq_lens.assign(p.seq_lens, p.seq_lens + p.batch);
   for (int b = 0; b < p.batch; ++b) f.prompt_lens.push_back(static_cast<std::int32_t>(prompt_len(p, b)));
   if (p.mask) {

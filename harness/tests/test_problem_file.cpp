@@ -82,6 +82,24 @@ BOOST_AUTO_TEST_CASE(a_dump_reads_back_whole) {
     BOOST_REQUIRE(error[i] == static_cast<double>(ref.baseline[i]) - ref.golden.out[i]);
 }
 
+BOOST_AUTO_TEST_CASE(a_consumed_reference_gives_the_same_file_as_a_kept_one) {
+  // The golden command moves the problem's float tensors into its file instead of reading them back
+  // through the strides: the same values either way, GQA, a ragged batch and bf16 included.
+  const Scenario s = decode_case();
+  const Reference kept(s);
+  const ProblemFile want = problem_file(s, kept, ProblemFileKind::golden);
+  Reference consumed(s);
+  const ProblemFile got = problem_file(s, std::move(consumed), ProblemFileKind::golden);
+  BOOST_TEST(got.q == want.q);
+  BOOST_TEST(got.k == want.k);
+  BOOST_TEST(got.v == want.v);
+  BOOST_TEST(got.reference == want.reference);
+  BOOST_TEST(got.baseline == want.baseline);
+  BOOST_TEST(got.q.size() == static_cast<std::size_t>(got.tokens) * 4 * 16);
+  // Tensors of the wrong shape are refused, not written.
+  BOOST_CHECK_THROW(problem_inputs(kept.problem.params, want.q, want.k, {}), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(a_request_is_the_inputs_part) {
   const Reference ref(decode_case());
   const fs::path path = scratch("request.h5");

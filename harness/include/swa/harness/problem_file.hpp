@@ -79,6 +79,9 @@ int protocol_version(const ProblemFile& f);
 
 // The inputs part, read through the params' strides and dtype (what any DUT is given).
 ProblemFile problem_inputs(const AttnParams& p);
+// The same with Q, K and V given as the values the file holds, [tokens, heads, head_size] (a
+// problem's float tensors, moved in instead of read back through the strides).
+ProblemFile problem_inputs(const AttnParams& p, std::vector<float> q, std::vector<float> k, std::vector<float> v);
 // Adds the case: its ID and parameters.
 void describe_case(ProblemFile& f, const Scenario& s);
 
