@@ -11,6 +11,10 @@
 namespace swa::baseline {
 namespace {
 
+using Floats4 = float __attribute__((vector_size(16)));
+using Floats8 = float __attribute__((vector_size(32)));
+using Floats16 = float __attribute__((vector_size(64)));
+
 // fp32 q.k in the order a SIMD GEMM micro-kernel uses: eight partial sums over d mod 8, then
 // combined as ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)).
 float dot_fp32(const float* q, const float* k, int n) {
@@ -27,7 +31,6 @@ float dot_fp32(const float* q, const float* k, int n) {
 template <int K>
 void dot_fp32_keys(const float* q, const float* k, int n, float* out) {
   static_assert(K % 4 == 0);
-  using Floats8 = float __attribute__((vector_size(32)));
   Floats8 s[K];
 #pragma GCC unroll 8
   for (int key = 0; key < K; ++key) s[key] = Floats8{};
@@ -65,7 +68,6 @@ void dot_fp32_keys(const float* q, const float* k, int n, float* out) {
                         __builtin_shufflevector(s[key0 + 2], s[key0 + 3], 4, 5, 6, 7, 12, 13, 14, 15);
     const Floats8 u = __builtin_shufflevector(t01, t23, 0, 1, 4, 5, 8, 9, 12, 13) +
                       __builtin_shufflevector(t01, t23, 2, 3, 6, 7, 10, 11, 14, 15);
-    using Floats4 = float __attribute__((vector_size(16)));
     const Floats4 sum = __builtin_shufflevector(u, u, 0, 2, 4, 6) + __builtin_shufflevector(u, u, 1, 3, 5, 7);
     std::memcpy(out + key0, &sum, sizeof sum);
   }
@@ -97,9 +99,6 @@ void load_rows(const AttnParams& p, const void* base, std::int64_t row_stride, s
     load_all_from(p.dtype, bytes + ((p.seq_offsets[b] + j) * row_stride + head * head_stride) * elem,
                   static_cast<std::size_t>(p.head_size), &rows[j * p.head_size]);
 }
-
-using Floats8 = float __attribute__((vector_size(32)));
-using Floats16 = float __attribute__((vector_size(64)));
 
 template <class Vec>
 Vec load(const float* p) {

@@ -25,6 +25,13 @@ std::optional<DType> parse_dtype(std::string_view name) { return parse_enum(name
 std::string dtype_choices() { return enum_choices(kAllDTypes, dtype_name); }
 
 namespace {
+// Eight lanes at a time in GCC vector types (AVX2 or AVX-512 registers, SSE pairs elsewhere).
+using U16x8 = std::uint16_t __attribute__((vector_size(16)));
+using U32x8 = std::uint32_t __attribute__((vector_size(32)));
+using I32x8 = std::int32_t __attribute__((vector_size(32)));
+using I64x8 = std::int64_t __attribute__((vector_size(64)));
+using F32x8 = float __attribute__((vector_size(32)));
+
 // Eigen::bfloat16's rounding of non-NaN floats' bit patterns: to nearest, ties to even. U is
 // std::uint32_t or a vector of them (the same formula lane by lane).
 template <class U>
@@ -33,6 +40,17 @@ U bf16_round_bits(U bits) {
 }
 inline std::uint16_t bf16_bits_of(float x) {
   return static_cast<std::uint16_t>(bf16_round_bits(std::bit_cast<std::uint32_t>(x)));
+}
+
+// Whether any of a[0..8) and b[0..8) is a NaN.
+bool any_nan8(const float* a, const float* b) {
+  F32x8 va, vb;
+  std::memcpy(&va, a, sizeof va);
+  std::memcpy(&vb, b, sizeof vb);
+  const I32x8 nan = (va != va) | (vb != vb);
+  std::int32_t any = 0;
+  for (int i = 0; i < 8; ++i) any |= nan[i];
+  return any != 0;
 }
 }  // namespace
 
@@ -73,13 +91,7 @@ void round_all_to(DType dtype, float* values, std::size_t count) {
         Bits16 bits;
         std::memcpy(&bits, values + j, sizeof bits);
         // A NaN lane takes Eigen::bfloat16's canonical NaN: such groups go one value at a time.
-        // Halves OR-ed in registers (a memcmp of the mask would store it and reload it in pieces).
-        Bits16 nan = (bits & 0x7fffffffu) > 0x7f800000u;
-        nan |= __builtin_shufflevector(nan, nan, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-        nan |= __builtin_shufflevector(nan, nan, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
-        nan |= __builtin_shufflevector(nan, nan, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
-        nan |= __builtin_shufflevector(nan, nan, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0);
-        if (nan[0] != 0) {
+        if (any_nan8(values + j, values + j + 8)) {
           for (std::size_t i = j; i < j + 16; ++i) values[i] = static_cast<float>(Eigen::bfloat16(values[i]));
           continue;
         }
@@ -222,13 +234,6 @@ std::int64_t ulp_distance(DType dtype, float a, float b) {
 }
 
 namespace {
-// Eight pairs at a time in GCC vector types (AVX2 or AVX-512 registers, SSE pairs elsewhere).
-using U16x8 = std::uint16_t __attribute__((vector_size(16)));
-using U32x8 = std::uint32_t __attribute__((vector_size(32)));
-using I32x8 = std::int32_t __attribute__((vector_size(32)));
-using I64x8 = std::int64_t __attribute__((vector_size(64)));
-using F32x8 = float __attribute__((vector_size(32)));
-
 // ordered() of eight bit patterns of `width` bits.
 I32x8 ordered8(U32x8 bits, std::uint32_t width) {
   const std::uint32_t sign_bit = 1u << (width - 1);
@@ -249,15 +254,6 @@ U32x8 load_bits(const float* x) {
   return bits;
 }
 
-bool any_nan8(const float* a, const float* b) {
-  F32x8 va, vb;
-  std::memcpy(&va, a, sizeof va);
-  std::memcpy(&vb, b, sizeof vb);
-  const I32x8 nan = (va != va) | (vb != vb);
-  std::int32_t any = 0;
-  for (int i = 0; i < 8; ++i) any |= nan[i];
-  return any != 0;
-}
 }  // namespace
 
 void ulp_distances(DType dtype, const float* a, const float* b, std::size_t count, std::int64_t* distances) {

@@ -122,9 +122,11 @@ ProblemFile problem_file(const Scenario& s, Reference&& ref, ProblemFileKind kin
   // tokens, Hq 32, Hkv 8, D 128).
   Problem& pr = ref.problem;
   const AttnParams& p = pr.params;
-  const bool packed = p.q_head_stride == p.head_size && p.q_row_stride == std::int64_t{p.heads_q} * p.head_size &&
-                      p.k_head_stride == p.head_size && p.k_row_stride == std::int64_t{p.heads_kv} * p.head_size &&
-                      p.v_head_stride == p.head_size && p.v_row_stride == std::int64_t{p.heads_kv} * p.head_size;
+  AttnParams contiguous = p;
+  set_contiguous_strides(contiguous);
+  const bool packed = p.q_row_stride == contiguous.q_row_stride && p.q_head_stride == contiguous.q_head_stride &&
+                      p.k_row_stride == contiguous.k_row_stride && p.k_head_stride == contiguous.k_head_stride &&
+                      p.v_row_stride == contiguous.v_row_stride && p.v_head_stride == contiguous.v_head_stride;
   ProblemFile inputs = packed ? problem_inputs(p, std::move(pr.q), std::move(pr.k), std::move(pr.v)) : problem_inputs(p);
   return problem_file(s, std::move(inputs), kind, std::move(ref.golden.out), std::move(ref.golden.lse),
                       std::move(ref.baseline));
