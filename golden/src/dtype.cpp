@@ -5,7 +5,7 @@
 #include <cstring>
 #include <cstdlib>
 #include "swa/enum_names.hpp"
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX__)
 #include <immintrin.h>
 #endif
 
@@ -44,6 +44,11 @@ inline std::uint16_t bf16_bits_of(float x) {
 
 // Whether any of a[0..8) and b[0..8) is a NaN.
 bool any_nan8(const float* a, const float* b) {
+#if defined(__AVX__)
+  // One unordered compare and a sign mask (OR-ing the lanes one by one was a third of ulp_distances).
+  const __m256 va = _mm256_loadu_ps(a), vb = _mm256_loadu_ps(b);
+  return _mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(va, va, _CMP_UNORD_Q), _mm256_cmp_ps(vb, vb, _CMP_UNORD_Q))) != 0;
+#else
   F32x8 va, vb;
   std::memcpy(&va, a, sizeof va);
   std::memcpy(&vb, b, sizeof vb);
@@ -51,6 +56,7 @@ bool any_nan8(const float* a, const float* b) {
   std::int32_t any = 0;
   for (int i = 0; i < 8; ++i) any |= nan[i];
   return any != 0;
+#endif
 }
 }  // namespace
 

@@ -113,6 +113,49 @@ BOOST_AUTO_TEST_CASE(compare_equals_the_element_by_element_definitions) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(chunks_with_and_without_a_nonfinite_output_sum_the_same_bits) {
+  // compare takes a 1024-element chunk whose outputs are all finite through fewer operations, and
+  // one holding a NaN or Inf the general way. An element whose output and reference are both +0
+  // adds +0 to every sum and raises no maximum, as a left-out NaN does: with one such element in
+  // every chunk, the outputs with NaN there (every chunk the general way) and with +0 there (every
+  // chunk the short way) must give the same sums, bit for bit.
+  std::mt19937_64 rng(13);
+  std::normal_distribution<double> normal;
+  const std::size_t n = 3 * 1024 + 21;
+  for (DType dt : kAllDTypes) {
+    std::vector<double> ref(n);
+    std::vector<float> out(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ref[i] = normal(rng);
+      out[i] = round_to(dt, static_cast<float>(ref[i] * (1 + 1e-3 * normal(rng))));
+    }
+    std::vector<float> with_nan = out;
+    for (const std::size_t at : {std::size_t{700}, std::size_t{1024 + 5}, std::size_t{2048 + 1000}, n - 3}) {
+      ref[at] = 0.0;
+      out[at] = 0.0f;
+      with_nan[at] = std::numeric_limits<float>::quiet_NaN();
+    }
+    const Comparison general = compare(with_nan, ref, dt, 1e-3), short_way = compare(out, ref, dt, 1e-3);
+    BOOST_TEST_CONTEXT(dtype_name(dt)) {
+      BOOST_TEST(general.nan_count == 4);
+      BOOST_TEST(short_way.nan_count == 0);
+      BOOST_TEST(general.first_nonfinite == 700);
+      BOOST_TEST(general.rel_l2 == short_way.rel_l2);  // sum of squared errors and of squared references
+      BOOST_TEST(general.nmse == short_way.nmse);
+      BOOST_TEST(general.cosine == short_way.cosine);  // the dot product and the output's squares
+      BOOST_TEST(general.max_abs == short_way.max_abs);
+      BOOST_TEST(general.worst_index == short_way.worst_index);
+      BOOST_TEST(general.max_rel == short_way.max_rel);
+      BOOST_TEST(general.out_max_abs == short_way.out_max_abs);
+      BOOST_TEST(general.max_ulp == short_way.max_ulp);
+      BOOST_TEST(general.over_threshold == short_way.over_threshold);
+      // The sums of errors and of ULP distances, over their counts of finite outputs.
+      BOOST_TEST(general.mean_abs * (n - 4) == short_way.mean_abs * n, boost::test_tools::tolerance(1e-15));
+      BOOST_TEST(general.mean_ulp * (n - 4) == short_way.mean_ulp * n, boost::test_tools::tolerance(1e-15));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(compare_of_nothing_but_nan_counts_every_element) {
   const std::vector<float> out(13, std::numeric_limits<float>::quiet_NaN());
   const std::vector<double> ref(13, 1.0);
