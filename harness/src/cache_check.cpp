@@ -22,27 +22,53 @@ CacheChecker::CacheChecker(const Problem& problem, dut::CacheReport when)
       each_call_(when == dut::CacheReport::every_call),
       calls_left_(dut::chunk_count(problem.params) +
                   (problem.params.mode == RunMode::decode ? problem.params.decode_steps : 0)),
-      k_(problem.k.begin(), problem.k.end()),
-      v_(problem.v.begin(), problem.v.end()),
-      element_bytes_(kv_element_bytes(problem.params.kv_format, problem.params.dtype)) {
-  const AttnParams& p = problem.params;
-  stored_k_.resize(k_.size() * element_bytes_);
-  stored_v_.resize(v_.size() * element_bytes_);
+      element_bytes_(kv_element_bytes(problem.params.kv_format, problem.params.dtype)) {}
+
+namespace {
+
+// Values in dtype storage widened to fp64, a block at a time (no zero-filled vector first).
+std::vector<double> widened(const std::vector<unsigned char>& storage, DType dtype) {
+  const std::size_t elem = dtype_bytes(dtype), n = storage.size() / elem;
+  std::vector<double> out;
+  out.reserve(n);
+  constexpr std::size_t kBlock = 256;
+  float block[kBlock];
+  for (std::size_t i0 = 0; i0 < n; i0 += kBlock) {
+    const std::size_t m = std::min(kBlock, n - i0);
+    load_all_from(dtype, storage.data() + i0 * elem, m, block);
+    out.insert(out.end(), block, block + m);
+  }
+  return out;
+}
+
+}  // namespace
+
+// The models and the inputs' fp64 and stored forms, at the first call of the schedule: a DUT that
+// skips the scenario costs nothing.
+void CacheChecker::prepare() {
+  if (prepared_) return;
+  prepared_ = true;
+  const AttnParams& p = pr_.params;
+  k_ = widened(pr_.k_storage, p.dtype);
+  v_ = widened(pr_.v_storage, p.dtype);
   if (is_fp8(p.kv_format)) {
     // A value read back from its FP8 code encodes to that code again (decode times descale, divided
     // by descale, is exact in fp64), so each element is encoded once; a NaN code goes the long way.
     auto read_back = [&](std::vector<double>& values, float descale, std::vector<unsigned char>& stored) {
+      stored.resize(values.size());
       for (std::size_t i = 0; i < values.size(); ++i) {
         const std::uint8_t code = fp8_encode(p.kv_format, values[i] / descale);
         values[i] = fp8_decode(p.kv_format, code) * descale;
         stored[i] = std::isnan(values[i]) ? fp8_encode(p.kv_format, values[i] / descale) : code;
       }
     };
-    read_back(k_, p.k_descale, stored_k_);
-    read_back(v_, p.v_descale, stored_v_);
+    read_back(k_, p.k_descale, fp8_k_);
+    read_back(v_, p.v_descale, fp8_v_);
+    stored_k_ = fp8_k_.data();
+    stored_v_ = fp8_v_.data();
   } else {
-    store_all_as(p.dtype, problem.k.data(), problem.k.size(), stored_k_.data());
-    store_all_as(p.dtype, problem.v.data(), problem.v.size(), stored_v_.data());
+    stored_k_ = pr_.k_storage.data();  // the inputs as the kernels read them: what a cache stores
+    stored_v_ = pr_.v_storage.data();
   }
   if (p.cache == CachePolicy::paged) {
     paged_.emplace(p);
@@ -68,12 +94,12 @@ void CacheChecker::store(const double* values, std::size_t count, float descale,
 }
 
 void CacheChecker::store_held(const double* values, std::int64_t input_row, int head, const std::vector<double>& input,
-                              const std::vector<unsigned char>& input_stored, float descale, unsigned char* dst) const {
+                              const unsigned char* input_stored, float descale, unsigned char* dst) const {
   const AttnParams& p = pr_.params;
   const std::size_t first = (static_cast<std::size_t>(input_row) * p.heads_kv + head) * p.head_size;
   const std::size_t n = static_cast<std::size_t>(p.head_size);
   if (first + n <= input.size() && std::memcmp(values, &input[first], n * sizeof(double)) == 0) {
-    std::memcpy(dst, &input_stored[first * element_bytes_], n * element_bytes_);
+    std::memcpy(dst, input_stored + first * element_bytes_, n * element_bytes_);
     return;
   }
   store(values, n, descale, dst);
@@ -102,6 +128,7 @@ void CacheChecker::advance(const std::vector<std::array<std::int64_t, 3>>& write
 }
 
 void CacheChecker::after_chunk(const AttnParams& p, const dut::KvCache& cache, int chunk_index) {
+  prepare();
   std::vector<std::array<std::int64_t, 3>> writes;
   for (int b = 0; b < p.batch; ++b) {
     const std::int64_t e = dut::chunk_end(p, b, chunk_index);
@@ -112,6 +139,7 @@ void CacheChecker::after_chunk(const AttnParams& p, const dut::KvCache& cache, i
 }
 
 void CacheChecker::after_decode_step(const AttnParams& p, const dut::KvCache& cache, int step) {
+  prepare();
   std::vector<std::array<std::int64_t, 3>> writes;
   for (int b = 0; b < p.batch; ++b) {
     const std::int64_t pos = prompt_len(p, b) + step;
@@ -133,7 +161,7 @@ std::string CacheChecker::held_position(int b, const dut::KvCache& cache, std::s
   const std::int64_t first = p.seq_offsets[0], end = p.seq_offsets[p.batch];
   for (std::int64_t r = first; r < end; ++r) {
     const std::size_t off = static_cast<std::size_t>(r) * row_bytes;
-    if (std::memcmp(k, &stored_k_[off], row_bytes) == 0 && std::memcmp(v, &stored_v_[off], row_bytes) == 0) {
+    if (std::memcmp(k, stored_k_ + off, row_bytes) == 0 && std::memcmp(v, stored_v_ + off, row_bytes) == 0) {
       const auto seq = std::upper_bound(p.seq_offsets, p.seq_offsets + p.batch + 1, r) - p.seq_offsets - 1;
       const std::int64_t pos = r - p.seq_offsets[seq];
       return seq == b ? "position " + std::to_string(pos)

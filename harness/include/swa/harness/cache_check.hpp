@@ -44,15 +44,20 @@ class CacheChecker final : public dut::ScheduleObserver {
   int calls_left_;
   std::vector<KvCacheModel> models_;
   std::optional<PagedKvModel> paged_;
+  bool prepared_ = false;
+  void prepare();  // the rest, at the first call
   std::vector<double> k_, v_;  // the problem's K and V in fp64 as attention reads them, [nTokens, Hkv, D]
   std::size_t element_bytes_;
-  std::vector<unsigned char> stored_k_, stored_v_;  // every input row as the cache stores it
+  // Every input row as the cache stores it: the problem's storage, or FP8 codes made here.
+  const unsigned char* stored_k_ = nullptr;
+  const unsigned char* stored_v_ = nullptr;
+  std::vector<unsigned char> fp8_k_, fp8_v_;
   // count values of one row as the cache stores them (the dtype, or FP8 codes of value / descale).
   void store(const double* values, std::size_t count, float descale, unsigned char* dst) const;
   // store() of one head's row the model holds for input row `input_row`: when it holds that row's
   // values (as it should), their stored bytes were made once in the constructor and are copied.
   void store_held(const double* values, std::int64_t input_row, int head, const std::vector<double>& input,
-                  const std::vector<unsigned char>& input_stored, float descale, unsigned char* dst) const;
+                  const unsigned char* input_stored, float descale, unsigned char* dst) const;
   std::int64_t mismatches_ = 0;
   std::string first_;
 };
