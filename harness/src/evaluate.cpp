@@ -60,8 +60,7 @@ DutOutput run_dut(dut::Dut& dut, const Problem& pr, dut::ScheduleObserver* obser
     r.message = status.message;
     return r;
   }
-  r.out.resize(n);
-  load_all_from(dt, storage.get(), n, r.out.data());
+  r.out = load_all(dt, storage.get(), n);
   return r;
 }
 

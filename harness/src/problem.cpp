@@ -43,9 +43,7 @@ void attach_mask(const ProblemSpec& spec, Problem& pr) {
 }
 
 std::vector<float> from_storage(const std::vector<unsigned char>& bytes, DType dtype) {
-  std::vector<float> values(bytes.size() / dtype_bytes(dtype));
-  load_all_from(dtype, bytes.data(), values.size(), values.data());
-  return values;
+  return load_all(dtype, bytes.data(), bytes.size() / dtype_bytes(dtype));
 }
 
 void finish_problem(const ProblemSpec& spec, Problem& pr);

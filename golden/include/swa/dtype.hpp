@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace swa {
 
@@ -31,6 +32,8 @@ float load_from(DType dtype, const void* src);
 // elements per instruction where the build allows: the same bits as the one-element versions.
 void store_all_as(DType dtype, const float* values, std::size_t count, void* dst);
 void load_all_from(DType dtype, const void* src, std::size_t count, float* values);
+// load_all_from into a new vector, a block at a time (no zero-filled vector first).
+std::vector<float> load_all(DType dtype, const void* src, std::size_t count);
 
 // Unit roundoff u = 2^-p (fp32 2^-24, fp16 2^-11, bf16 2^-8).
 double unit_roundoff(DType dtype);
