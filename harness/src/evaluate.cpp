@@ -123,7 +123,8 @@ ProblemFile problem_file(const Scenario& s, Reference&& ref, ProblemFileKind kin
   const AttnParams& p = pr.params;
   AttnParams contiguous = p;
   set_contiguous_strides(contiguous);
-  const bool packed = p.q_row_stride == contiguous.q_row_stride && p.q_head_stride == contiguous.q_head_stride &&
+  const bool packed = !pr.q.empty() &&  // drawn, not read from a cache entry
+                      p.q_row_stride == contiguous.q_row_stride && p.q_head_stride == contiguous.q_head_stride &&
                       p.k_row_stride == contiguous.k_row_stride && p.k_head_stride == contiguous.k_head_stride &&
                       p.v_row_stride == contiguous.v_row_stride && p.v_head_stride == contiguous.v_head_stride;
   ProblemFile inputs = packed ? problem_inputs(p, std::move(pr.q), std::move(pr.k), std::move(pr.v)) : problem_inputs(p);

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 
 #include "swa/golden.hpp"
 
@@ -65,8 +66,17 @@ std::vector<double> nonnegative_least_squares(const std::vector<double>& a, int 
 
 std::int64_t candidate_count(const AttnParams& p) { return total_tokens(p) * p.heads_kv; }
 
+namespace {
+// V as floats: drawn problems have them; one built from a golden cache entry keeps storage only.
+void require_float_values(const Problem& pr) {
+  if (pr.v.size() != static_cast<std::size_t>(total_tokens(pr.params)) * pr.params.heads_kv * pr.params.head_size)
+    throw std::logic_error("bisect: the problem's float V is missing (build it without the golden cache)");
+}
+}  // namespace
+
 RecoveredRow recover_row(const Problem& pr, const std::vector<double>& out, int sequence, std::int64_t token,
                          int q_head) {
+  require_float_values(pr);
   const AttnParams& p = pr.params;
   const int d = p.head_size, hkv = p.heads_kv;
   const int own_kv = kv_head_for(q_head, p.heads_q, p.heads_kv);
@@ -516,6 +526,7 @@ Finding classify_recovery(const std::vector<RecoveredRow>& rows, const AttnParam
 
 std::optional<Finding> narrow_value_storage(const Problem& pr, const std::vector<double>& out,
                                             const std::vector<double>& ref, double threshold) {
+  require_float_values(pr);
   const AttnParams& p = pr.params;
   if (p.sinks || p.dtype != DType::fp32) return std::nullopt;  // a sink makes no row a single key's
   const int d = p.head_size, hkv = p.heads_kv;

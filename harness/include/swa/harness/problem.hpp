@@ -31,9 +31,11 @@ struct ProblemSpec {
   AtbSample mask_generator = AtbSample::python;  // the doc sample that builds it, and its block rule
 };
 
-// Inputs generated from the spec's seed and the params pointing at them. Q, K and V are kept both
-// as floats (the dtype-rounded values, for files and reports) and in dtype storage (what kernels
-// read). Not copyable: params points into it.
+// Inputs generated from the spec's seed and the params pointing at them. Q, K and V are kept in
+// dtype storage (what kernels read) and, when drawn, also as floats (the dtype-rounded values, for
+// files and bisect). Built from a golden cache entry's storage, the floats stay empty (a run reads
+// none of them; problem_inputs reads the storage through the params). Not copyable: params points
+// into it.
 struct Problem {
   ProblemSpec spec;
   std::vector<std::int64_t> seq_offsets;
@@ -55,8 +57,8 @@ struct ProblemTensors {
 };
 
 // Throws std::invalid_argument when the spec is inconsistent (see swa::validate). With `given`, Q, K
-// and V are taken from it (moved) instead of drawn; false when their sizes do not fit the spec
-// (nothing is built then).
+// and V are taken from it (moved) instead of drawn, and the float copies are not made; false when
+// their sizes do not fit the spec (nothing is built then).
 void build_problem(const ProblemSpec& spec, Problem& out);
 bool build_problem(const ProblemSpec& spec, Problem& out, ProblemTensors&& given);
 
