@@ -12,7 +12,7 @@ namespace swa::harness {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr double kCommitCostShare = 0.03;                 // rewriting stays under about this share of the run
+constexpr double kCommitCostShare = 0.1;                  // rewriting stays under about this share of the run
 constexpr std::chrono::duration<double> kMaxDelay{1.0};  // and nothing finished waits longer than this
 
 }  // namespace

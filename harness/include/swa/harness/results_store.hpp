@@ -3,11 +3,8 @@
 //
 // A commit rewrites the whole file (results_file.hpp), so committing after every scenario costs
 // O(scenarios²) over a sweep: on ci.yaml about 3 ms a rewrite, 2.3 s of a 7.6 s warm run. Rows
-// are therefore committed once at least 33 times a commit's own cost has passed since the last one
-// (at most a second), which keeps rewriting under about 3 % of the run. (At ten times, a tenth,
-// the rewrites and the other job waiting on this lock meanwhile were 0.04-0.05 s of a 0.62-0.67 s
-// warm-cache ci.yaml run, --jobs 2; at 33 times it runs in 0.57-0.58 s, as with no commit until
-// the end.) What has not been
+// are therefore committed once at least ten times a commit's own cost has passed since the last
+// one (at most a second), which keeps rewriting under about a tenth of the run. What has not been
 // committed yet is named in RESULTS.h5.inflight, with the scenarios still running, so a process
 // killed outright (kill -9, the OOM killer) loses at most that fraction of a second of finished
 // work, and --resume reruns exactly it. flush() commits the rest: at the end of a run, on SIGINT
