@@ -66,10 +66,26 @@ struct Lanes {
   Ints finite{}, nan{}, nonfinite{}, over{}, max_ulp{}, sum_ulp{};
 
   // Elements index0 .. index0 + 7; a lane outside `valid` (the tail of the tensor) counts nowhere.
+  // kAllFinite: the caller checked that every output is finite and every lane valid, so the masks
+  // that would be all true (or all false) are left out, and the caller counts the elements finite;
+  // the operations are otherwise the same, and so are the bits.
+  template <bool kAllFinite>
   void add(Floats out, Doubles ref, Ints ulps, Ints index, Ints valid, double rel_floor, double threshold) {
-    const auto [is_finite, om, r, e] = finite_lanes(out, ref, valid);
     const Doubles o = __builtin_convertvector(out, Doubles);
-    const Ints is_nan = (o != o) & valid;
+    Ints is_finite{};
+    Doubles om, r, e;
+    if constexpr (kAllFinite) {
+      const Doubles diff = o - ref;
+      om = o;
+      r = ref;
+      e = diff < 0 ? -diff : diff;
+    } else {
+      const FiniteLanes f = finite_lanes(out, ref, valid);
+      is_finite = f.finite;
+      om = f.out;
+      r = f.ref;
+      e = f.error;
+    }
     const Doubles abs_r = r < 0 ? -r : r, abs_o = om < 0 ? -om : om;
     const Doubles floor = broadcast<Doubles>(rel_floor);
     const Doubles den = abs_r < floor ? floor : abs_r;
@@ -81,7 +97,8 @@ struct Lanes {
       max_rel = rel > max_rel ? rel : max_rel;
     }
     // The first index of the largest error: a later lane element replaces it only when larger.
-    const Ints take = is_finite & ((e > max_abs) | (worst < 0));
+    Ints take = (e > max_abs) | (worst < 0);
+    if constexpr (!kAllFinite) take &= is_finite;
     max_abs = take ? e : max_abs;
     worst = take ? index : worst;
     out_max_abs = abs_o > out_max_abs ? abs_o : out_max_abs;
@@ -90,42 +107,20 @@ struct Lanes {
     ref_sq += r * r;
     out_sq += om * om;
     dot += om * r;
-    const Ints u = is_finite ? ulps : Ints{};
-    max_ulp = u > max_ulp ? u : max_ulp;
-    sum_ulp += u;
-    finite -= is_finite;  // masks are -1 where true
-    nan -= is_nan;
-    const Ints not_finite = ~is_finite & valid;
-    nonfinite -= not_finite;
-    first_nonfinite = (not_finite & (first_nonfinite == std::numeric_limits<std::int64_t>::max())) ? index : first_nonfinite;
-    if (threshold > 0) over -= is_finite & (e > broadcast<Doubles>(threshold));
-  }
-
-  // add() for eight finite outputs, all valid: the same operations with the masks that are all
-  // true or all false left out, so the same bits. The caller counts them finite.
-  void add_finite(Floats out, Doubles ref, Ints ulps, Ints index, double rel_floor, double threshold) {
-    const Doubles o = __builtin_convertvector(out, Doubles);
-    const Doubles diff = o - ref;
-    const Doubles e = diff < 0 ? -diff : diff;
-    const Doubles abs_r = ref < 0 ? -ref : ref, abs_o = o < 0 ? -o : o;
-    const Doubles floor = broadcast<Doubles>(rel_floor);
-    const Doubles den = abs_r < floor ? floor : abs_r;
-    if (any_at_least(e, max_rel * den * 0.999999)) {
-      const Doubles rel = e / den;
-      max_rel = rel > max_rel ? rel : max_rel;
+    Ints over_now = e > broadcast<Doubles>(threshold);
+    if constexpr (!kAllFinite) {
+      ulps = is_finite ? ulps : Ints{};
+      over_now &= is_finite;
+      finite -= is_finite;  // masks are -1 where true
+      nan -= (o != o) & valid;
+      const Ints not_finite = ~is_finite & valid;
+      nonfinite -= not_finite;
+      first_nonfinite =
+          (not_finite & (first_nonfinite == std::numeric_limits<std::int64_t>::max())) ? index : first_nonfinite;
     }
-    const Ints take = (e > max_abs) | (worst < 0);
-    max_abs = take ? e : max_abs;
-    worst = take ? index : worst;
-    out_max_abs = abs_o > out_max_abs ? abs_o : out_max_abs;
-    sum_abs += e;
-    sum_sq += e * e;
-    ref_sq += ref * ref;
-    out_sq += o * o;
-    dot += o * ref;
     max_ulp = ulps > max_ulp ? ulps : max_ulp;
     sum_ulp += ulps;
-    if (threshold > 0) over -= e > broadcast<Doubles>(threshold);
+    if (threshold > 0) over -= over_now;
   }
 };
 
@@ -211,7 +206,7 @@ Comparison compare(std::span<const float> out, std::span<const double> ref, DTyp
         std::memcpy(&o, o_chunk + k, sizeof o);
         std::memcpy(&r, r_chunk + k, sizeof r);
         std::memcpy(&u, &ulps[k], sizeof u);
-        lanes.add_finite(o, r, u, lane_index + broadcast<Ints>(i0 + k), c.rel_floor, threshold);
+        lanes.add<true>(o, r, u, lane_index + broadcast<Ints>(i0 + k), all, c.rel_floor, threshold);
       }
       finite_elements += k;
     }
@@ -222,7 +217,7 @@ Comparison compare(std::span<const float> out, std::span<const double> ref, DTyp
       std::memcpy(&o, o_chunk + k, sizeof o);
       std::memcpy(&r, r_chunk + k, sizeof r);
       std::memcpy(&u, &ulps[k], sizeof u);
-      lanes.add(o, r, u, lane_index + broadcast<Ints>(i0 + k), all, c.rel_floor, threshold);
+      lanes.add<false>(o, r, u, lane_index + broadcast<Ints>(i0 + k), all, c.rel_floor, threshold);
     }
     if (const std::int64_t m = n - k; m > 0) {  // the tail, in lanes 0 .. m-1
       Floats o{};
@@ -233,7 +228,7 @@ Comparison compare(std::span<const float> out, std::span<const double> ref, DTyp
         r[j] = r_chunk[k + j];
         u[j] = ulps[k + j];
       }
-      lanes.add(o, r, u, lane_index + broadcast<Ints>(i0 + k), lane_index < broadcast<Ints>(m), c.rel_floor, threshold);
+      lanes.add<false>(o, r, u, lane_index + broadcast<Ints>(i0 + k), lane_index < broadcast<Ints>(m), c.rel_floor, threshold);
     }
   }
   c.max_rel = lane_max(lanes.max_rel);
