@@ -55,7 +55,8 @@ class CacheChecker final : public dut::ScheduleObserver {
   // count values of one row as the cache stores them (the dtype, or FP8 codes of value / descale).
   void store(const double* values, std::size_t count, float descale, unsigned char* dst) const;
   // store() of one head's row the model holds for input row `input_row`: when it holds that row's
-  // values (as it should), their stored bytes were made once in the constructor and are copied.
+  // values (as it should), their stored bytes (the problem's storage, or the FP8 codes prepare()
+  // made) are copied.
   void store_held(const double* values, std::int64_t input_row, int head, const std::vector<double>& input,
                   const unsigned char* input_stored, float descale, unsigned char* dst) const;
   std::int64_t mismatches_ = 0;
