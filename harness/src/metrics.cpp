@@ -124,6 +124,26 @@ struct Lanes {
   }
 };
 
+// Lanes::add of elements [k, n) of a chunk starting at element i0, in whole groups of eight (fixed-size
+// copies: vector loads, not rep movs); returns where the groups end.
+template <bool kAllFinite>
+std::int64_t add_groups(Lanes& lanes, const float* out, const double* ref, const std::int64_t* ulps, std::int64_t k,
+                        std::int64_t n, std::int64_t i0, double rel_floor, double threshold) {
+  Ints lane_index;
+  for (int i = 0; i < kLanes; ++i) lane_index[i] = i;
+  const Ints all = broadcast<Ints>(std::int64_t{-1});
+  for (; k + kLanes <= n; k += kLanes) {
+    Floats o;
+    Doubles r;
+    Ints u;
+    std::memcpy(&o, out + k, sizeof o);
+    std::memcpy(&r, ref + k, sizeof r);
+    std::memcpy(&u, ulps + k, sizeof u);
+    lanes.add<kAllFinite>(o, r, u, lane_index + broadcast<Ints>(i0 + k), all, rel_floor, threshold);
+  }
+  return k;
+}
+
 // Whether none of the n floats is NaN or infinite (an exponent field of all ones).
 bool all_finite(const float* x, std::int64_t n) {
   using Bits = std::uint32_t __attribute__((vector_size(4 * 16)));
@@ -188,7 +208,6 @@ Comparison compare(std::span<const float> out, std::span<const double> ref, DTyp
   constexpr std::int64_t kChunk = 1024;
   alignas(64) std::array<float, kChunk> ref_f;
   alignas(64) std::array<std::int64_t, kChunk> ulps;
-  const Ints all = broadcast<Ints>(std::int64_t{-1});
   Ints lane_index;
   for (int i = 0; i < kLanes; ++i) lane_index[i] = i;
   for (std::int64_t i0 = 0; i0 < c.elements; i0 += kChunk) {
@@ -199,26 +218,10 @@ Comparison compare(std::span<const float> out, std::span<const double> ref, DTyp
     ulp_distances(dtype, o_chunk, ref_f.data(), static_cast<std::size_t>(n), ulps.data());
     std::int64_t k = 0;
     if (all_finite(o_chunk, n)) {  // the common case, in fewer operations
-      for (; k + kLanes <= n; k += kLanes) {
-        Floats o;
-        Doubles r;
-        Ints u;
-        std::memcpy(&o, o_chunk + k, sizeof o);
-        std::memcpy(&r, r_chunk + k, sizeof r);
-        std::memcpy(&u, &ulps[k], sizeof u);
-        lanes.add<true>(o, r, u, lane_index + broadcast<Ints>(i0 + k), all, c.rel_floor, threshold);
-      }
+      k = add_groups<true>(lanes, o_chunk, r_chunk, ulps.data(), k, n, i0, c.rel_floor, threshold);
       finite_elements += k;
     }
-    for (; k + kLanes <= n; k += kLanes) {  // fixed-size copies: vector loads, not rep movs
-      Floats o;
-      Doubles r;
-      Ints u;
-      std::memcpy(&o, o_chunk + k, sizeof o);
-      std::memcpy(&r, r_chunk + k, sizeof r);
-      std::memcpy(&u, &ulps[k], sizeof u);
-      lanes.add<false>(o, r, u, lane_index + broadcast<Ints>(i0 + k), all, c.rel_floor, threshold);
-    }
+    k = add_groups<false>(lanes, o_chunk, r_chunk, ulps.data(), k, n, i0, c.rel_floor, threshold);
     if (const std::int64_t m = n - k; m > 0) {  // the tail, in lanes 0 .. m-1
       Floats o{};
       Doubles r{};

@@ -83,6 +83,20 @@ void check_same(const Comparison& got, const Comparison& want, const std::string
   }
 }
 
+// n reference values drawn N(0, 1) and outputs within about 1e-3 of them, rounded to the dtype.
+struct NearPair {
+  std::vector<double> ref;
+  std::vector<float> out;
+};
+NearPair near_pair(std::size_t n, DType dt, std::mt19937_64& rng, std::normal_distribution<double>& normal) {
+  NearPair p{std::vector<double>(n), std::vector<float>(n)};
+  for (std::size_t i = 0; i < n; ++i) {
+    p.ref[i] = normal(rng);
+    p.out[i] = round_to(dt, static_cast<float>(p.ref[i] * (1 + 1e-3 * normal(rng))));
+  }
+  return p;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(compare_equals_the_element_by_element_definitions) {
@@ -91,12 +105,7 @@ BOOST_AUTO_TEST_CASE(compare_equals_the_element_by_element_definitions) {
   // Lengths around the 8 lanes and the 1024-element chunks.
   for (std::size_t n : {1u, 7u, 8u, 9u, 17u, 1023u, 1024u, 1025u, 3001u}) {
     for (DType dt : kAllDTypes) {
-      std::vector<double> ref(n);
-      std::vector<float> out(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        ref[i] = normal(rng);
-        out[i] = round_to(dt, static_cast<float>(ref[i] * (1 + 1e-3 * normal(rng))));
-      }
+      auto [ref, out] = near_pair(n, dt, rng, normal);
       const std::string what = std::string(dtype_name(dt)) + " n=" + std::to_string(n);
       check_same(compare(out, ref, dt, 1e-3), one_at_a_time(out, ref, dt, 1e-3), what);
       // The largest error exactly twice (in different lanes where n allows): the first index is the
@@ -123,12 +132,7 @@ BOOST_AUTO_TEST_CASE(chunks_with_and_without_a_nonfinite_output_sum_the_same_bit
   std::normal_distribution<double> normal;
   const std::size_t n = 3 * 1024 + 21;
   for (DType dt : kAllDTypes) {
-    std::vector<double> ref(n);
-    std::vector<float> out(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      ref[i] = normal(rng);
-      out[i] = round_to(dt, static_cast<float>(ref[i] * (1 + 1e-3 * normal(rng))));
-    }
+    auto [ref, out] = near_pair(n, dt, rng, normal);
     std::vector<float> with_nan = out;
     for (const std::size_t at : {std::size_t{700}, std::size_t{1024 + 5}, std::size_t{2048 + 1000}, n - 3}) {
       ref[at] = 0.0;
@@ -170,12 +174,7 @@ BOOST_AUTO_TEST_CASE(error_norms_of_ranges_equal_compare_of_those_elements) {
   std::mt19937_64 rng(11);
   std::normal_distribution<double> normal;
   const std::size_t n = 4000;
-  std::vector<double> ref(n);
-  std::vector<float> out(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    ref[i] = normal(rng);
-    out[i] = static_cast<float>(ref[i] * (1 + 1e-3 * normal(rng)));
-  }
+  auto [ref, out] = near_pair(n, DType::fp32, rng, normal);  // fp32: unrounded
   out[130] = std::numeric_limits<float>::quiet_NaN();  // left out, as compare leaves it out
   out[2500] = static_cast<float>(ref[2500] + 3);       // the largest error, outside the first ranges
   const std::vector<std::vector<ElementRange>> cases = {
