@@ -58,7 +58,7 @@ bool ResultsStore::done(const std::string& scenario_id, const std::string& dut) 
 
 ResultsStore::Added ResultsStore::add(const ScenarioRow& scenario, std::vector<ResultRow> rows,
                                       const std::vector<PerfRow>& perf, const std::optional<ProblemFile>& dump) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (dump) try {
       const fs::path dir = dumps_dir(path_);
       fs::create_directories(dir);
@@ -78,7 +78,7 @@ ResultsStore::Added ResultsStore::add(const ScenarioRow& scenario, std::vector<R
   contents_.perf.insert(contents_.perf.end(), perf.begin(), perf.end());
   pending_ids_.push_back(scenario.id);
   const std::uint64_t ticket = ++added_ticket_;
-  if (commit_due_locked()) commit_locked();
+  if (commit_due_locked()) commit(lock, every_scenario_ ? Wait::for_running_commit : Wait::no);
   return {std::move(rows), ticket};
 }
 
@@ -90,12 +90,34 @@ bool ResultsStore::commit_due_locked() const {
 
 // All or nothing: pending rows join the file only once the file holding them is in place, so a
 // failed rewrite (a full disk) leaves store and file as they were at the last commit.
-void ResultsStore::commit_locked() {
+//
+// The file is built and written from a copy of the rows with the lock released: another job goes
+// on adding rows, and marking scenarios begun and ended, while a commit writes and syncs (a few
+// milliseconds; the other job stood still for all of them before). One commit runs at a time, and
+// it records only the rows of its copy as committed.
+void ResultsStore::commit(std::unique_lock<std::mutex>& lock, Wait wait) {
+  if (committing_) {
+    if (wait == Wait::no) return;  // the running commit or a later one takes these rows
+    commit_done_.wait(lock, [&] { return !committing_; });
+  }
   if (pending_ids_.empty()) return;
   const auto t0 = Clock::now();
+  const ResultsContents copy = contents_;
+  committing_ = true;
+  const std::uint64_t ticket = added_ticket_;
+  const std::size_t ids = pending_ids_.size(), dumps = pending_dumps_.size();
+  lock.unlock();
+  std::optional<std::string> failure;
   try {
-    write_results(path_, contents_);
+    write_results(path_, copy);
   } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  lock.lock();
+  committing_ = false;
+  commit_done_.notify_all();
+  if (failure) {
+    // Every pending row goes, those added during the write too: the file holds none of them.
     std::error_code ignored;
     for (const auto& file : pending_dumps_) fs::remove(file, ignored);
     for (auto it = contents_.dump_files.begin(); it != contents_.dump_files.end();)
@@ -109,20 +131,22 @@ void ResultsStore::commit_locked() {
     pending_ids_.clear();
     pending_dumps_.clear();
     write_in_flight();
-    throw ResultsNotWritten(e.what(), std::move(lost));
+    throw ResultsNotWritten(*failure, std::move(lost));
   }
   last_commit_end_ = Clock::now();
   last_commit_cost_ = last_commit_end_ - t0;
-  committed_ = {contents_.scenarios.size(), contents_.results.size(), contents_.perf.size()};
-  committed_ticket_ = added_ticket_;
-  pending_ids_.clear();
-  pending_dumps_.clear();
+  committed_ = {copy.scenarios.size(), copy.results.size(), copy.perf.size()};
+  committed_ticket_ = ticket;
+  pending_ids_.erase(pending_ids_.begin(), pending_ids_.begin() + static_cast<std::ptrdiff_t>(ids));
+  pending_dumps_.erase(pending_dumps_.begin(), pending_dumps_.begin() + static_cast<std::ptrdiff_t>(dumps));
   write_in_flight();
 }
 
+// Once, not until nothing is pending: on SIGINT the jobs are still adding rows (the in-flight list
+// names those the process then leaves behind).
 void ResultsStore::flush() {
-  std::lock_guard lock(mutex_);
-  commit_locked();
+  std::unique_lock lock(mutex_);
+  commit(lock, Wait::for_running_commit);
 }
 
 std::uint64_t ResultsStore::committed_ticket() const {

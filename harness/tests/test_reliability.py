@@ -64,19 +64,23 @@ class FullDisk(unittest.TestCase):
         return pairs
 
     def test_a_file_size_limit_stops_the_run_and_resume_finishes_it(self):
+        # Rows reach the file at commits spaced by their own cost, at most a second apart
+        # (results_store.hpp). The limited run must outlast the first commit by far, or the last
+        # one alone meets the limit and nothing is stored: so all of ci.yaml, golden computed
+        # (4-5 s; the caches sweep with a warm golden cache took 0.2 s and sometimes ended first).
         with tempfile.TemporaryDirectory() as tmp:
             whole = os.path.join(tmp, "whole.h5")
-            self.assertEqual(run("run", CI, *self.SWEEP, "--dut", "cpu", "--out", whole).returncode, 0)
+            self.assertEqual(run("run", CI, "--dut", "cpu", "--no-golden-cache", "--out", whole).returncode, 0)
             total = stored_pairs(whole)
             out, junit = os.path.join(tmp, "r.h5"), os.path.join(tmp, "r.xml")
             limit = os.path.getsize(whole) * 2 // 3
-            r = run("run", CI, *self.SWEEP, "--dut", "cpu", "--out", out, "--junit", junit,
+            r = run("run", CI, "--dut", "cpu", "--no-golden-cache", "--out", out, "--junit", junit,
                     preexec_fn=file_size_limit(limit))
             pairs = self.check_stopped_run(r, out, junit, "File too large")
             self.assertGreater(len(pairs), 0)
             self.assertLess(len(pairs), len(total))
             self.assertEqual([f for f in os.listdir(tmp) if ".tmp." in f], [])
-            r = run("run", CI, *self.SWEEP, "--dut", "cpu", "--out", out, "--junit", junit, "--resume")
+            r = run("run", CI, "--dut", "cpu", "--no-golden-cache", "--out", out, "--junit", junit, "--resume")
             self.assertEqual(r.returncode, 0, r.stderr[-2000:])
             pairs = stored_pairs(out)
             self.assertEqual(sorted(pairs), sorted(total))

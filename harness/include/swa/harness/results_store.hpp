@@ -4,13 +4,16 @@
 // A commit rewrites the whole file (results_file.hpp), so committing after every scenario costs
 // O(scenarios²) over a sweep: on ci.yaml about 3 ms a rewrite, 2.3 s of a 7.6 s warm run. Rows
 // are therefore committed once at least ten times a commit's own cost has passed since the last
-// one (at most a second), which keeps rewriting under about a tenth of the run. What has not been
+// one (at most a second), which keeps rewriting under about a tenth of the run. A commit writes a
+// copy of the rows with the lock released, so other jobs go on adding rows meanwhile; one commit
+// runs at a time, and rows added during it wait for the next. What has not been
 // committed yet is named in RESULTS.h5.inflight, with the scenarios still running, so a process
 // killed outright (kill -9, the OOM killer) loses at most that fraction of a second of finished
 // work, and --resume reruns exactly it. flush() commits the rest: at the end of a run, on SIGINT
 // or SIGTERM (interrupt.hpp), and in the destructor. Where a DUT can kill the process itself
 // (a plugin loaded --in-process), commit_every_scenario() commits after each.
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <mutex>
@@ -62,7 +65,7 @@ class ResultsStore {
   // ResultsNotWritten when a commit it makes fails.
   Added add(const ScenarioRow& scenario, std::vector<ResultRow> rows, const std::vector<PerfRow>& perf,
             const std::optional<ProblemFile>& dump);
-  void flush();  // commits what is pending; throws ResultsNotWritten
+  void flush();  // commits what is pending now (after a running commit ends); throws ResultsNotWritten
   std::uint64_t committed_ticket() const;
 
   std::vector<ResultRow> results() const;  // committed or not
@@ -85,7 +88,13 @@ class ResultsStore {
   std::chrono::duration<double> last_commit_cost_{0};
   bool every_scenario_ = false;
 
-  void commit_locked();
+  std::condition_variable commit_done_;
+  bool committing_ = false;  // a commit is writing the file, the lock released
+
+  enum class Wait { no, for_running_commit };
+  // Commits the pending rows; `lock` holds mutex_ on entry and on return. With a commit already
+  // running, returns at once (Wait::no) or waits for it, then commits what is still pending.
+  void commit(std::unique_lock<std::mutex>& lock, Wait wait);
   bool commit_due_locked() const;
   InFlightMarker in_flight_marker_;  // after path_: built from it
   void write_in_flight();
