@@ -10,6 +10,7 @@
 #include <iterator>
 #include <string>
 
+#include "scratch_dir.hpp"
 #include "swa/harness/durable_file.hpp"
 
 namespace fs = std::filesystem;
@@ -17,11 +18,9 @@ using swa::harness::write_file_atomically;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("swa_durable_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+const swa::test::ScratchDir scratch_dir("swa_durable_test");
+
+fs::path scratch(const std::string& name) { return scratch_dir / name; }
 
 std::string read_all(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

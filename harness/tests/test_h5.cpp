@@ -4,17 +4,16 @@
 #include <fstream>
 #include <iterator>
 
+#include "scratch_dir.hpp"
 #include "swa/harness/h5.hpp"
 
 namespace fs = std::filesystem;
 using namespace swa::h5;
 
 namespace {
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("swa_h5_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+const swa::test::ScratchDir scratch_dir("swa_h5_test");
+
+fs::path scratch(const std::string& name) { return scratch_dir / name; }
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(committed_file_reads_back) {

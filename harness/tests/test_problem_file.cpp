@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 
+#include "scratch_dir.hpp"
 #include "swa/harness/evaluate.hpp"
 #include "swa/harness/problem_file.hpp"
 
@@ -10,11 +11,9 @@ using namespace swa;
 using namespace swa::harness;
 
 namespace {
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("swa_problem_file_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+const swa::test::ScratchDir scratch_dir("swa_problem_file_test");
+
+fs::path scratch(const std::string& name) { return scratch_dir / name; }
 
 Scenario decode_case() {
   Scenario s;

@@ -1,6 +1,4 @@
 #define BOOST_TEST_MODULE harness_results_store
-#include <unistd.h>
-
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <filesystem>
@@ -11,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "scratch_dir.hpp"
 #include "swa/harness/durable_file.hpp"
 #include "swa/harness/results_store.hpp"
 
@@ -18,18 +17,6 @@ namespace fs = std::filesystem;
 using namespace swa::harness;
 
 namespace {
-
-struct Scratch {
-  Scratch() : dir(fs::temp_directory_path() / ("swa_results_store_test_" + std::to_string(::getpid()))) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Scratch() {
-    std::error_code ignored;
-    fs::remove_all(dir, ignored);
-  }
-  fs::path dir;
-};
 
 ScenarioRow scenario(const std::string& id) {
   ScenarioRow s;
@@ -69,8 +56,8 @@ std::set<std::string> scenario_ids(const ResultsContents& c) {
 // a commit must record as committed only the rows its copy held, so that the rows added during its
 // write are still written by a later commit or by flush().
 BOOST_AUTO_TEST_CASE(rows_added_while_a_commit_writes_all_reach_the_file) {
-  const Scratch scratch;
-  const fs::path path = scratch.dir / "r.h5";
+  const swa::test::ScratchDir scratch("swa_results_store_test");
+  const fs::path path = scratch.path() / "r.h5";
   constexpr int kJobs = 2, kEach = 400;
   std::uint64_t last_ticket = 0;
   {
@@ -109,8 +96,8 @@ std::string read_text(const fs::path& path) {
 // as committed (the ticket the console prints up to, the in-flight list of what a kill would lose),
 // and a later commit writes the row.
 BOOST_AUTO_TEST_CASE(a_row_added_during_a_commit_stays_pending_until_the_next_one) {
-  const Scratch scratch;
-  const fs::path path = scratch.dir / "r.h5";
+  const swa::test::ScratchDir scratch("swa_results_store_test");
+  const fs::path path = scratch.path() / "r.h5";
   Meta big = meta();
   big.sweep_text.append(std::size_t{24} << 20, '#');  // a commit writes and syncs 24 MB: time to add during it
   ResultsStore store(path, big, false);
@@ -140,8 +127,8 @@ BOOST_AUTO_TEST_CASE(a_row_added_during_a_commit_stays_pending_until_the_next_on
 // A commit that cannot write the file takes every pending row with it, and names their scenarios;
 // the store then holds what the file holds.
 BOOST_AUTO_TEST_CASE(a_failed_commit_names_every_pending_scenario_and_keeps_the_committed_rows) {
-  const Scratch scratch;
-  const fs::path dir = scratch.dir / "gone";
+  const swa::test::ScratchDir scratch("swa_results_store_test");
+  const fs::path dir = scratch.path() / "gone";
   fs::create_directories(dir);
   const fs::path path = dir / "r.h5";
   ResultsStore store(path, meta(), false);
