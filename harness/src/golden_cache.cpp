@@ -23,7 +23,7 @@ namespace swa::harness {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr char kMagic[8] = {'S', 'W', 'A', 'G', 'O', 'L', 'D', '4'};
+constexpr char kMagic[8] = {'S', 'W', 'A', 'G', 'O', 'L', 'D', '5'};
 constexpr std::size_t kKeyChars = 64;
 constexpr std::size_t kDigestBytes = 32;  // SHA-256: the key
 constexpr std::size_t kChecksumBytes = 16;  // XXH3-128: an entry's checksum
@@ -138,12 +138,35 @@ std::optional<fs::path> GoldenCache::default_dir() {
 std::string GoldenCache::key(const std::string& scenario_id) {
   static const std::string model = cpu_model();
   Sha256 k;
-  k.add("swa-golden-cache 4").add(scenario_id).add(golden::build_id()).add(SWA_INPUTS_BUILD_ID);
+  k.add("swa-golden-cache 5").add(scenario_id).add(golden::build_id()).add(SWA_INPUTS_BUILD_ID);
   k.add(gnu_get_libc_version()).add(model);
   return k.hex();
 }
 
 fs::path GoldenCache::path_for(const std::string& key) const { return dir_ / (key + std::string(kExtension)); }
+
+namespace {
+
+// Bytes of an entry's first part (header, golden, errors, inputs; not its checksum), and of the whole file.
+std::uint64_t first_part_bytes(const Header& h) {
+  const std::uint64_t errors = kWholeErrorValues + kPhaseErrorValues * h.phases;
+  return sizeof h + (h.out + h.lse + errors) * sizeof(double) + h.q + h.k + h.v;
+}
+std::uint64_t entry_bytes(const Header& h) {
+  return first_part_bytes(h) + kChecksumBytes + h.baseline * sizeof(float) + kChecksumBytes;
+}
+
+// The header of the entry for `key` when it describes a file of `file_bytes`: sizes are bounded by
+// the file's own size before anything is allocated.
+bool read_header(std::ifstream& in, const std::string& key, std::uint64_t file_bytes, Header& h) {
+  if (!in.read(reinterpret_cast<char*>(&h), sizeof h)) return false;
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || std::string_view(h.key, kKeyChars) != key) return false;
+  for (const std::uint64_t n : {h.out, h.lse, h.baseline, h.phases, h.q, h.k, h.v})
+    if (n > file_bytes) return false;
+  return entry_bytes(h) == file_bytes;
+}
+
+}  // namespace
 
 std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
   const fs::path path = path_for(key);
@@ -153,27 +176,20 @@ std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
   Header h{};
   Xxh3 check;
   std::array<unsigned char, kChecksumBytes> stored{};
-  // Sizes are bounded by the file's own size before anything is allocated.
   std::error_code ec;
   const auto file_bytes = fs::file_size(path, ec);
   const bool ok = [&] {
-    if (ec || !in.read(reinterpret_cast<char*>(&h), sizeof h)) return false;
-    if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || std::string_view(h.key, kKeyChars) != key) return false;
-    for (const std::uint64_t n : {h.out, h.lse, h.baseline, h.phases, h.q, h.k, h.v})
-      if (n > file_bytes) return false;
-    const std::uint64_t errors = kWholeErrorValues + kPhaseErrorValues * h.phases;
-    const std::uint64_t body =
-        (h.out + h.lse + errors) * sizeof(double) + h.baseline * sizeof(float) + h.q + h.k + h.v;
-    if (sizeof h + body + kChecksumBytes != file_bytes) return false;
+    if (ec || !read_header(in, key, file_bytes, h)) return false;
     check.add(&h, sizeof h);
     std::vector<double> error_vals;
     if (!read_array(in, e.golden.out, h.out, check) || !read_array(in, e.golden.lse, h.lse, check) ||
-        !read_array(in, e.baseline, h.baseline, check) || !read_array(in, error_vals, errors, check) ||
+        !read_array(in, error_vals, kWholeErrorValues + kPhaseErrorValues * h.phases, check) ||
         !read_array(in, e.inputs.q, h.q, check) || !read_array(in, e.inputs.k, h.k, check) ||
         !read_array(in, e.inputs.v, h.v, check))
       return false;
     if (!in.read(reinterpret_cast<char*>(stored.data()), kChecksumBytes)) return false;
     e.baseline_errors = errors_of(error_vals);
+    e.baseline_count = h.baseline;
     return check.digest() == stored;
   }();
   if (!ok) {
@@ -186,17 +202,30 @@ std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
   return e;
 }
 
+std::optional<std::vector<float>> GoldenCache::load_baseline(const std::string& key, std::uint64_t count) {
+  const fs::path path = path_for(key);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;  // evicted meanwhile
+  std::error_code ec;
+  const auto file_bytes = fs::file_size(path, ec);
+  Header h{};
+  if (ec || !read_header(in, key, file_bytes, h) || h.baseline != count) return std::nullopt;  // replaced meanwhile
+  std::vector<float> baseline;
+  std::array<unsigned char, kChecksumBytes> stored{};
+  Xxh3 check;
+  check.add(&h, sizeof h);
+  in.seekg(static_cast<std::streamoff>(first_part_bytes(h) + kChecksumBytes));
+  if (in && read_array(in, baseline, count, check) && in.read(reinterpret_cast<char*>(stored.data()), kChecksumBytes) &&
+      check.digest() == stored)
+    return baseline;
+  ++corrupt_;
+  fs::remove(path, ec);
+  return std::nullopt;
+}
+
 void GoldenCache::store(const std::string& key, const golden::Output& golden, const std::vector<float>& baseline,
                         const BaselineErrors& baseline_errors, const Problem& problem) {
   const std::vector<double> error_vals = error_values(baseline_errors);
-  const std::int64_t bytes = static_cast<std::int64_t>(
-      sizeof(Header) + (golden.out.size() + golden.lse.size() + error_vals.size()) * sizeof(double) +
-      baseline.size() * sizeof(float) +
-      problem.q_storage.size() + problem.k_storage.size() + problem.v_storage.size() + kChecksumBytes);
-  if (bytes > max_bytes_) return;
-  const fs::path path = path_for(key);
-  const std::string tid = std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "." + tid;
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   std::memcpy(h.key, key.data(), std::min(key.size(), kKeyChars));
@@ -207,6 +236,11 @@ void GoldenCache::store(const std::string& key, const golden::Output& golden, co
   h.q = problem.q_storage.size();
   h.k = problem.k_storage.size();
   h.v = problem.v_storage.size();
+  const auto bytes = static_cast<std::int64_t>(entry_bytes(h));
+  if (bytes > max_bytes_) return;
+  const fs::path path = path_for(key);
+  const std::string tid = std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "." + tid;
   Xxh3 check;
   std::error_code ec;
   {
@@ -218,13 +252,18 @@ void GoldenCache::store(const std::string& key, const golden::Output& golden, co
     put(&h, sizeof h);
     put(golden.out.data(), golden.out.size() * sizeof(double));
     put(golden.lse.data(), golden.lse.size() * sizeof(double));
-    put(baseline.data(), baseline.size() * sizeof(float));
     put(error_vals.data(), error_vals.size() * sizeof(double));
     put(problem.q_storage.data(), problem.q_storage.size());
     put(problem.k_storage.data(), problem.k_storage.size());
     put(problem.v_storage.data(), problem.v_storage.size());
-    const auto digest = check.digest();
-    out.write(reinterpret_cast<const char*>(digest.data()), kChecksumBytes);
+    const auto first_digest = check.digest();
+    out.write(reinterpret_cast<const char*>(first_digest.data()), kChecksumBytes);
+    Xxh3 baseline_check;
+    baseline_check.add(&h, sizeof h);
+    out.write(reinterpret_cast<const char*>(baseline.data()), static_cast<std::streamsize>(baseline.size() * sizeof(float)));
+    baseline_check.add(baseline.data(), baseline.size() * sizeof(float));
+    const auto baseline_digest = baseline_check.digest();
+    out.write(reinterpret_cast<const char*>(baseline_digest.data()), kChecksumBytes);
     out.close();
     if (!out) {
       fs::remove(tmp, ec);

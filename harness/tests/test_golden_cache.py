@@ -90,7 +90,7 @@ class GoldenCacheTest(unittest.TestCase):
     def test_corrupt_and_truncated_entries_are_recomputed(self):
         cold, _ = self.run_sweep("cold", "--golden-cache", self.cache)
         flipped, truncated = self.entries()[:2]
-        with open(flipped, "r+b") as f:  # one bit in the middle of the golden output
+        with open(flipped, "r+b") as f:  # one bit in the middle: in the part every hit reads
             f.seek(os.path.getsize(flipped) // 2)
             byte = f.read(1)
             f.seek(-1, os.SEEK_CUR)
@@ -104,6 +104,34 @@ class GoldenCacheTest(unittest.TestCase):
         self.assertTrue(ok, why)
         _, r = self.run_sweep("third", "--golden-cache", self.cache)  # the recomputed entries are good
         self.assertEqual(counts(r.stderr), (6, 0))
+
+    def test_a_corrupt_baseline_is_read_only_for_a_dump_and_computed_again(self):
+        # A hit reads the golden, its errors and the inputs; the baseline's output (the entry's last
+        # part, a quarter of its bytes) only when a file holds it. A bit flipped there goes unseen by a
+        # run without dumps; a run that dumps finds it, deletes the entry and dumps the baseline
+        # computed again.
+        self.run_sweep("cold", "--golden-cache", self.cache)
+        entry = self.entries()[0]
+        with open(entry, "r+b") as f:  # the last baseline value, before that part's checksum
+            f.seek(os.path.getsize(entry) - 16 - 4)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0x10]))
+        _, r = self.run_sweep("warm", "--golden-cache", self.cache)
+        self.assertEqual(counts(r.stderr), (6, 0))
+        self.assertNotIn("corrupt", r.stderr)
+        dumped, r = self.run_sweep("dumped", "--golden-cache", self.cache, "--dump", "all")
+        self.assertEqual(counts(r.stderr), (6, 0))
+        self.assertIn("1 corrupt entries deleted and recomputed", r.stderr)
+        self.assertEqual(len(self.entries()), 5)
+        fresh, _ = self.run_sweep("fresh", "--no-golden-cache", "--dump", "all")
+        files = sorted(os.listdir(dumped + ".dumps"))
+        self.assertEqual(len(files), 6)
+        self.assertEqual(files, sorted(os.listdir(fresh + ".dumps")))
+        for name in files:
+            with h5py.File(os.path.join(dumped + ".dumps", name)) as a, h5py.File(os.path.join(fresh + ".dumps", name)) as b:
+                for ds in ("reference/baseline", "reference/out"):
+                    self.assertEqual(a[ds][()].tobytes(), b[ds][()].tobytes(), name + " " + ds)
 
     def test_size_cap_evicts_least_recently_used_first(self):
         self.run_sweep("measure", "--golden-cache", self.cache)

@@ -48,8 +48,8 @@ BOOST_AUTO_TEST_CASE(a_dump_reads_back_whole) {
   describe_case(f, s);
   f.reference = ref.golden.out;
   f.reference_lse = ref.golden.lse;
-  f.baseline = ref.baseline;
-  f.duts.push_back({3, "exec:./my kernel --x", ref.baseline, {{"verdict", std::string("fail")}}});
+  f.baseline = ref.baseline();
+  f.duts.push_back({3, "exec:./my kernel --x", ref.baseline(), {{"verdict", std::string("fail")}}});
   const fs::path path = scratch("dump.h5");
   write_problem_file(path, f);
 
@@ -72,13 +72,13 @@ BOOST_AUTO_TEST_CASE(a_dump_reads_back_whole) {
   BOOST_REQUIRE(r.duts.size() == 1u);
   BOOST_TEST(r.duts[0].index == 3);
   BOOST_TEST(r.duts[0].dut == "exec:./my kernel --x");
-  BOOST_TEST(r.duts[0].out == ref.baseline);
+  BOOST_TEST(r.duts[0].out == ref.baseline());
   BOOST_TEST(std::get<std::string>(r.duts[0].attributes.at("verdict")) == "fail");
   // The per-element error the file adds is out - reference.
   h5::Handle file = h5::open_file_readonly(path);
   const std::vector<double> error = h5::read_doubles(file.id(), "duts/3/error");
   for (std::size_t i = 0; i < error.size(); ++i)
-    BOOST_REQUIRE(error[i] == static_cast<double>(ref.baseline[i]) - ref.golden.out[i]);
+    BOOST_REQUIRE(error[i] == static_cast<double>(ref.baseline()[i]) - ref.golden.out[i]);
 }
 
 BOOST_AUTO_TEST_CASE(a_consumed_reference_gives_the_same_file_as_a_kept_one) {

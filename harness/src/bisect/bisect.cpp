@@ -81,7 +81,7 @@ BisectRun evaluate_case(const Scenario& s, const BisectOptions& o) {
   e.reference = std::make_unique<Reference>(s);
   const Reference& ref = *e.reference;
   const Problem& pr = ref.problem;
-  e.threshold = s.tolerance.rtol_factor * compare(ref.baseline, ref.golden.out, s.dtype, 0).max_abs + s.tolerance.atol_floor;
+  e.threshold = s.tolerance.rtol_factor * compare(ref.baseline(), ref.golden.out, s.dtype, 0).max_abs + s.tolerance.atol_floor;
   auto dut = make_dut(o.dut);
   e.traits = dut->traits();
   if (o.against == "golden") {

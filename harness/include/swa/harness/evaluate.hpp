@@ -3,6 +3,7 @@
 // The output is poisoned with NaN first (an element the DUT never writes fails), the schedule goes
 // through dut::run_schedule, the KV cache is checked against the golden cache model, and the
 // verdict is verdict.hpp's.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,7 @@ struct ReferenceTimes {
 
 // A scenario's problem with its fp64 golden and same-precision baseline, computed once for every
 // DUT, or read from `cache` when it holds them (and stored there when it does not). Not copyable:
-// the problem's params point into it.
+// the problem's params point into it. Not for two threads at once: baseline() may read the cache.
 struct Reference {
   explicit Reference(const Scenario& s, GoldenCache* cache = nullptr);
   Reference(const Reference&) = delete;
@@ -42,9 +43,19 @@ struct Reference {
 
   Problem problem;
   golden::Output golden;
-  std::vector<float> baseline;
   BaselineErrors baseline_errors;  // the verdicts' limits, computed once for every DUT
   ReferenceTimes times;
+
+  // The baseline's output (dumps, repro and golden files). On a cache hit it is read from the entry
+  // at the first call, or computed again (the same bits) when the entry has gone meanwhile.
+  const std::vector<float>& baseline() const;
+  std::vector<float> take_baseline();  // baseline(), moved out
+
+ private:
+  mutable std::optional<std::vector<float>> baseline_;
+  GoldenCache* cache_ = nullptr;  // where baseline() reads it, with key_ and baseline_count_
+  std::string key_;
+  std::uint64_t baseline_count_ = 0;
 };
 
 struct Evaluation {

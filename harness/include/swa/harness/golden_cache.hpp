@@ -7,10 +7,11 @@
 // sources, compiler and flags), the input generator's build id (its sources, compiler and flags:
 // harness/CMakeLists.txt; with the sources of the baseline's errors, metrics and phases), the C library's version and the CPU model (libm's results, which the
 // inputs and the golden both use, can differ between them).
-// Entry: "<key>.golden" = magic, key, sizes, golden out and LSE (fp64), baseline (fp32), the
-// baseline's errors (fp64: whole output, then per phase), Q, K and V in storage form, and an
-// XXH3-128 of all that; a file that fails the check is deleted and
-// recomputed. A hit refreshes the entry's modification time. The folder is listed at the first store
+// Entry: "<key>.golden" = magic, key, sizes, golden out and LSE (fp64), the baseline's errors
+// (fp64: whole output, then per phase), Q, K and V in storage form, an XXH3-128 of all that; then
+// the baseline's output (fp32) and an XXH3-128 of the header and it. A hit reads the first part
+// only: the baseline's output (a quarter of the bytes) serves dumps, repro and golden files, and
+// load_baseline reads it when one is written. A file that fails a check is deleted and recomputed. A hit refreshes the entry's modification time. The folder is listed at the first store
 // and again whenever this process's count of its bytes (the listing plus what it stored since) goes
 // over the size cap, or after 64 stores (to see what other processes added); when the listing is over
 // the cap, the least recently used entries are deleted until it is under. (Listing after every store
@@ -32,9 +33,9 @@ namespace swa::harness {
 
 struct GoldenCacheEntry {
   golden::Output golden;
-  std::vector<float> baseline;
   BaselineErrors baseline_errors;
   ProblemTensors inputs;
+  std::uint64_t baseline_count = 0;  // floats of the baseline's output, for load_baseline
 };
 
 struct GoldenCacheCounts {
@@ -54,8 +55,12 @@ class GoldenCache {
   // The entry's key for this scenario.
   static std::string key(const std::string& scenario_id);
 
-  // The entry, or nullopt when absent or corrupt (a corrupt file is deleted and counted).
+  // The entry without the baseline's output, or nullopt when absent or corrupt (a corrupt file is
+  // deleted and counted).
   std::optional<GoldenCacheEntry> load(const std::string& key);
+  // The baseline's output of the entry `load` gave, or nullopt when the file is gone, holds another
+  // size, or its baseline part is corrupt (then deleted and counted).
+  std::optional<std::vector<float>> load_baseline(const std::string& key, std::uint64_t count);
   // Stores the entry (never throws: a full disk only loses the cache entry), then evicts.
   void store(const std::string& key, const golden::Output& golden, const std::vector<float>& baseline,
              const BaselineErrors& baseline_errors, const Problem& problem);
