@@ -122,6 +122,22 @@ BOOST_AUTO_TEST_CASE(compare_equals_the_element_by_element_definitions) {
   }
 }
 
+// The reference's largest magnitude (the relative error's floor) wherever it lies: every position of
+// lengths around the lanes and the four interleaved maxima of 32 elements, among NaNs (which never
+// win), -0 and smaller values of both signs.
+BOOST_AUTO_TEST_CASE(ref_max_abs_finds_the_largest_magnitude_at_every_position) {
+  for (std::size_t n : {1u, 2u, 7u, 8u, 9u, 31u, 32u, 33u, 40u, 63u, 64u, 65u, 97u, 200u}) {
+    for (std::size_t at = 0; at < n; ++at) {
+      std::vector<double> ref(n);
+      for (std::size_t i = 0; i < n; ++i)
+        ref[i] = i % 5 == 1 ? std::numeric_limits<double>::quiet_NaN() : i % 5 == 2 ? -0.0 : (i % 2 ? 1.0 : -1.0) * (i % 7);
+      ref[at] = -7.5;
+      const std::vector<float> out(n, 0.5f);
+      BOOST_TEST_CONTEXT("n=" << n << " at=" << at) { BOOST_TEST(compare(out, ref, DType::fp32, 0).ref_max_abs == 7.5); }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(chunks_with_and_without_a_nonfinite_output_sum_the_same_bits) {
   // compare takes a 1024-element chunk whose outputs are all finite through fewer operations, and
   // one holding a NaN or Inf the general way. An element whose output and reference are both +0
