@@ -186,11 +186,11 @@ double max_abs_of(std::span<const double> ref) {
   // compare() on ci.yaml with one).
   constexpr int kChains = 4;
   Doubles m[kChains] = {};
-  const auto take = [](Doubles& m, const double* at) {
+  const auto take = [](Doubles& chain, const double* at) {
     Doubles r;
     std::memcpy(&r, at, sizeof r);
     r = r < 0 ? -r : r;
-    m = r > m ? r : m;
+    chain = r > chain ? r : chain;
   };
   std::size_t i = 0;
   for (; i + kChains * kLanes <= ref.size(); i += kChains * kLanes)

@@ -11,8 +11,9 @@
 // (fp64: whole output, then per phase), Q, K and V in storage form, an XXH3-128 of all that; then
 // the baseline's output (fp32) and an XXH3-128 of the header and it. A hit reads the first part
 // only: the baseline's output (a quarter of the bytes) serves dumps, repro and golden files, and
-// load_baseline reads it when one is written. A file that fails a check is deleted and recomputed. A hit refreshes the entry's modification time. The folder is listed at the first store
-// and again whenever this process's count of its bytes (the listing plus what it stored since) goes
+// load_baseline reads it when one is written. A file that fails a check is deleted and recomputed.
+// A hit refreshes the entry's modification time. The folder is listed at the first store and again
+// whenever this process's count of its bytes (the listing plus what it stored since) goes
 // over the size cap, or after 64 stores (to see what other processes added); when the listing is over
 // the cap, the least recently used entries are deleted until it is under. (Listing after every store
 // made a cold run of N scenarios list O(N^2) files.) Writers go through a temporary and a rename, so
