@@ -208,14 +208,8 @@ void load_all_from(DType dtype, const void* src, std::size_t count, float* value
 std::vector<float> load_all(DType dtype, const void* src, std::size_t count) {
   std::vector<float> values;
   values.reserve(count);
-  const auto* in = static_cast<const unsigned char*>(src);
-  constexpr std::size_t kBlock = 512;
-  alignas(64) float block[kBlock];
-  for (std::size_t i0 = 0; i0 < count; i0 += kBlock) {
-    const std::size_t n = std::min(kBlock, count - i0);
-    load_all_from(dtype, in + i0 * dtype_bytes(dtype), n, block);
-    values.insert(values.end(), block, block + n);
-  }
+  for_each_loaded_block(dtype, src, count,
+                        [&](const float* block, std::size_t n) { values.insert(values.end(), block, block + n); });
   return values;
 }
 

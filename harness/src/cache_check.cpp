@@ -28,16 +28,11 @@ namespace {
 
 // Values in dtype storage widened to fp64, a block at a time (no zero-filled vector first).
 std::vector<double> widened(const std::vector<unsigned char>& storage, DType dtype) {
-  const std::size_t elem = dtype_bytes(dtype), n = storage.size() / elem;
+  const std::size_t n = storage.size() / dtype_bytes(dtype);
   std::vector<double> out;
   out.reserve(n);
-  constexpr std::size_t kBlock = 256;
-  float block[kBlock];
-  for (std::size_t i0 = 0; i0 < n; i0 += kBlock) {
-    const std::size_t m = std::min(kBlock, n - i0);
-    load_all_from(dtype, storage.data() + i0 * elem, m, block);
-    out.insert(out.end(), block, block + m);
-  }
+  for_each_loaded_block(dtype, storage.data(), n,
+                        [&](const float* block, std::size_t m) { out.insert(out.end(), block, block + m); });
   return out;
 }
 

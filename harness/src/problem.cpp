@@ -44,15 +44,10 @@ void attach_mask(const ProblemSpec& spec, Problem& pr) {
 
 // max |x| over values in dtype storage, a block at a time.
 double amax_of_storage(const std::vector<unsigned char>& bytes, DType dtype) {
-  const std::size_t elem = dtype_bytes(dtype), n = bytes.size() / elem;
-  constexpr std::size_t kBlock = 512;
-  float block[kBlock];
   double m = 0;
-  for (std::size_t i0 = 0; i0 < n; i0 += kBlock) {
-    const std::size_t count = std::min(kBlock, n - i0);
-    load_all_from(dtype, bytes.data() + i0 * elem, count, block);
-    for (std::size_t i = 0; i < count; ++i) m = std::max(m, static_cast<double>(std::fabs(block[i])));
-  }
+  for_each_loaded_block(dtype, bytes.data(), bytes.size() / dtype_bytes(dtype), [&](const float* block, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(std::fabs(block[i])));
+  });
   return m;
 }
 

@@ -1,4 +1,5 @@
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -32,6 +33,19 @@ float load_from(DType dtype, const void* src);
 // elements per instruction where the build allows: the same bits as the one-element versions.
 void store_all_as(DType dtype, const float* values, std::size_t count, void* dst);
 void load_all_from(DType dtype, const void* src, std::size_t count, float* values);
+// load_all_from a block at a time into a buffer on the stack, each block handed to
+// use(const float* values, std::size_t n): storage read as floats with no whole float copy made.
+template <class Use>
+void for_each_loaded_block(DType dtype, const void* src, std::size_t count, Use&& use) {
+  constexpr std::size_t kBlock = 512;
+  alignas(64) float block[kBlock];
+  const auto* in = static_cast<const unsigned char*>(src);
+  for (std::size_t i0 = 0; i0 < count; i0 += kBlock) {
+    const std::size_t n = count - i0 < kBlock ? count - i0 : kBlock;
+    load_all_from(dtype, in + i0 * dtype_bytes(dtype), n, block);
+    use(static_cast<const float*>(block), n);
+  }
+}
 // load_all_from into a new vector, a block at a time (no zero-filled vector first).
 std::vector<float> load_all(DType dtype, const void* src, std::size_t count);
 
