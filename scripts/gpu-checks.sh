@@ -6,11 +6,13 @@
 #   memcheck   compute-sanitizer memcheck on the small cases through every kernel
 #   racecheck  compute-sanitizer racecheck on the same
 #   sweep      scenarios/ci.yaml with --dut cuda,cpu: every CUDA row passes
+#   full       scenarios/full.yaml the same way, with a job per CPU (not in the default set: about
+#              200 s on a 16-core host, mostly the golden; name it: gpu-checks.sh full)
 #   bench      swa-bench --dut cuda, PyTorch FlexAttention/SDPA beside it (SWA_PYTHON, default python3)
-# Steps to run: arguments, in order (default: all). With no arguments, kernels and sweep run beside
-# memcheck and racecheck (a lent GPU's time is short: about 60 s for those four on an H200), then
-# bench alone, since it times. Each step is stopped after SWA_STEP_TIMEOUT seconds (default 300),
-# so a hung kernel costs one step, not the lease. Exit 1 if any step failed or timed out.
+# Steps to run: arguments, in order (default: every step but full). With no arguments, kernels and
+# sweep run beside memcheck and racecheck (a lent GPU's time is short: about 60 s for those four on
+# an H200), then bench alone, since it times. Each step is stopped after SWA_STEP_TIMEOUT seconds
+# (default 300), so a hung kernel costs one step, not the lease. Exit 1 if any step failed or timed out.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bundle=${SWA_GPU_BUNDLE:-$root/build-gpu}
@@ -27,6 +29,7 @@ step_command() {
     memcheck) echo "compute-sanitizer --tool memcheck --error-exitcode 1 $bundle/bin/dut_cuda_test --run_test=sanitizer_smoke" ;;
     racecheck) echo "compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 1 $bundle/bin/dut_cuda_test --run_test=sanitizer_smoke" ;;
     sweep) echo "$py $root/harness/tests/test_cuda_sweep.py $bundle/bin/swa-harness $root/scenarios/ci.yaml" ;;
+    full) echo "$py $root/harness/tests/test_cuda_sweep.py $bundle/bin/swa-harness $root/scenarios/full.yaml $(nproc)" ;;
     bench) echo "$bundle/bin/swa-bench --dut cuda --torch-python $py --torch-script $root/harness/bench/torch_swa.py" ;;
     *) return 1 ;;
   esac
@@ -53,7 +56,7 @@ run_step() {
 steps=("$@")
 for step in "${steps[@]}"; do
   step_command "$step" > /dev/null ||
-    { echo "gpu-checks: unknown step '$step' (logic|kernels|memcheck|racecheck|sweep|bench)" >&2; exit 2; }
+    { echo "gpu-checks: unknown step '$step' (logic|kernels|memcheck|racecheck|sweep|full|bench)" >&2; exit 2; }
 done
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || echo "nvidia-smi failed (see $out/nvidia-smi.txt)"
 status=0

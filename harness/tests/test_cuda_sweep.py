@@ -3,7 +3,9 @@
 passes against the golden. Without a usable device every row is a
 skip saying so, and this test exits 77 ("skipped: no CUDA device"), which CTest reports as skipped.
 
-usage: test_cuda_sweep.py PATH/TO/swa-harness CI_YAML   (any Python with h5py)
+usage: test_cuda_sweep.py PATH/TO/swa-harness SWEEP_YAML [JOBS]   (any Python with h5py)
+JOBS defaults to min(4, CPUs); full.yaml on a 16-core GPU host wants all of them (its golden is the
+time there).
 """
 import os
 import subprocess
@@ -20,10 +22,10 @@ def text(x):
     return x.decode() if isinstance(x, bytes) else x
 
 
-def main(harness, ci):
+def main(harness, ci, jobs):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cuda.h5")
-        r = subprocess.run([harness, "run", ci, "--dut", "cuda,cpu", "--jobs", str(min(4, os.cpu_count() or 1)), "--out", out],
+        r = subprocess.run([harness, "run", ci, "--dut", "cuda,cpu", "--jobs", str(jobs), "--out", out],
                            capture_output=True, text=True, timeout=3000)
         with h5py.File(out) as f:
             gpu = text(f["meta"].attrs["gpu"])
@@ -49,4 +51,8 @@ def main(harness, ci):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    if len(sys.argv) not in (3, 4) or (len(sys.argv) == 4 and not sys.argv[3].isdigit()):
+        print("usage: test_cuda_sweep.py PATH/TO/swa-harness SWEEP_YAML [JOBS: a positive integer]", file=sys.stderr)
+        sys.exit(2)
+    jobs = int(sys.argv[3]) if len(sys.argv) == 4 else min(4, os.cpu_count() or 1)
+    sys.exit(main(sys.argv[1], sys.argv[2], max(1, jobs)))
