@@ -64,6 +64,53 @@ void score_of_key(const double* q, const double* k, int head_size, double scale,
   *out = scale * (sum + err);
 }
 
+#if SWA_GOLDEN_LANES8
+// scores_of_keys<4>'s arithmetic for the 16 keys of a whole tile in two vectors of eight, NB blocks
+// of kScoreBlock dims at a time: the blocks' plain sums do not depend on each other, so 2 NB
+// multiply-add chains run side by side (one block at a time left the chain's latency exposed);
+// each is then folded into its keys' (sum, err) in dim order, as one block at a time does.
+template <int NB>
+inline void score_blocks_of_16_keys(const double* q, const double* k, int d, Lanes8 (&sum)[2], Lanes8 (&err)[2]) {
+  Lanes8 low[NB], high[NB];
+#pragma GCC unroll 4
+  for (int b = 0; b < NB; ++b) {
+    const int db = d + b * kScoreBlock;
+    const Lanes8 q0 = splat8(q[db]);
+    low[b] = q0 * load8(k + db * kKeyTile);
+    high[b] = q0 * load8(k + db * kKeyTile + 8);
+  }
+#pragma GCC unroll 16
+  for (int t = 1; t < kScoreBlock; ++t)
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) {
+      const int dt = d + b * kScoreBlock + t;
+      const Lanes8 qt = splat8(q[dt]);
+      low[b] = add_exact_product(qt, load8(k + dt * kKeyTile), low[b]);
+      high[b] = add_exact_product(qt, load8(k + dt * kKeyTile + 8), high[b]);
+    }
+#pragma GCC unroll 4
+  for (int b = 0; b < NB; ++b) {
+    accumulate8(sum[0], err[0], low[b]);
+    accumulate8(sum[1], err[1], high[b]);
+  }
+}
+
+void scores_of_16_keys(const double* q, const double* k, int head_size, double scale, double* out) {
+  static_assert(kKeyTile == 16);
+  Lanes8 sum[2] = {splat8(0.0), splat8(0.0)}, err[2] = {splat8(0.0), splat8(0.0)};
+  int d = 0;
+  for (; d + 4 * kScoreBlock <= head_size; d += 4 * kScoreBlock) score_blocks_of_16_keys<4>(q, k, d, sum, err);
+  for (; d + kScoreBlock <= head_size; d += kScoreBlock) score_blocks_of_16_keys<1>(q, k, d, sum, err);
+  for (; d < head_size; ++d) {
+    const Lanes8 qd = splat8(q[d]);
+    accumulate8(sum[0], err[0], qd * load8(k + d * kKeyTile));
+    accumulate8(sum[1], err[1], qd * load8(k + d * kKeyTile + 8));
+  }
+  store8(out, splat8(scale) * (sum[0] + err[0]));
+  store8(out + 8, splat8(scale) * (sum[1] + err[1]));
+}
+#endif
+
 }  // namespace
 
 void scores_in_tile(const double* q, const double* tile, int first, int count, int head_size, double scale,
@@ -72,7 +119,11 @@ void scores_in_tile(const double* q, const double* tile, int first, int count, i
   // so any tiling gives the same bits.
   const double* k = tile + first;
   int j = 0;
+#if SWA_GOLDEN_LANES8
+  for (; j + 16 <= count; j += 16) scores_of_16_keys(q, k + j, head_size, scale, out + j);
+#else
   for (; j + 16 <= count; j += 16) scores_of_keys<4>(q, k + j, head_size, scale, out + j);
+#endif
   for (; j + 4 <= count; j += 4) scores_of_keys<1>(q, k + j, head_size, scale, out + j);
   for (; j < count; ++j) score_of_key(q, k + j, head_size, scale, out + j);
 }
@@ -192,6 +243,34 @@ inline void accumulate_32_value_dims(const double* p, const double* values, std:
   }
 }
 
+#if SWA_GOLDEN_LANES8
+// accumulate_32_value_dims for 64 dims in eight vectors of eight lanes (named registers for the
+// same reason): per dim the same multiply-adds in the same key order, then the same TwoSum.
+inline void accumulate_64_value_dims(const double* p, const double* values, std::size_t count, int head_size,
+                                     int d, double* sum, double* err) {
+  Lanes8 b0 = splat8(0.0), b1 = b0, b2 = b0, b3 = b0, b4 = b0, b5 = b0, b6 = b0, b7 = b0;
+  for (std::size_t t = 0; t < count; ++t) {
+    const Lanes8 pt = splat8(p[t]);
+    const double* vt = values + t * head_size + d;
+    b0 = fused_multiply_add(pt, load8(vt), b0);
+    b1 = fused_multiply_add(pt, load8(vt + 8), b1);
+    b2 = fused_multiply_add(pt, load8(vt + 16), b2);
+    b3 = fused_multiply_add(pt, load8(vt + 24), b3);
+    b4 = fused_multiply_add(pt, load8(vt + 32), b4);
+    b5 = fused_multiply_add(pt, load8(vt + 40), b5);
+    b6 = fused_multiply_add(pt, load8(vt + 48), b6);
+    b7 = fused_multiply_add(pt, load8(vt + 56), b7);
+  }
+  const Lanes8 blocks[8] = {b0, b1, b2, b3, b4, b5, b6, b7};
+  for (int v = 0; v < 8; ++v) {
+    Lanes8 s = load8(sum + d + 8 * v), c = load8(err + d + 8 * v);
+    accumulate8(s, c, blocks[v]);
+    store8(sum + d + 8 * v, s);
+    store8(err + d + 8 * v, c);
+  }
+}
+#endif
+
 // (sum, err)[d, d + 4V) += the plain sum over keys t of p[t] * values[t][d, d + 4V), in registers.
 template <int V>
 inline void accumulate_value_dims(const double* p, const double* values, std::size_t count, int head_size,
@@ -222,6 +301,9 @@ void accumulate_values(const double* p, const double* values, std::int64_t first
     const double* block_values = values + j * head_size;
     int d = 0;
     // Eight vectors of dims per pass (measured fastest: eight independent add chains).
+#if SWA_GOLDEN_LANES8
+    for (; d + 64 <= head_size; d += 64) accumulate_64_value_dims(p + j, block_values, n, head_size, d, sum, err);
+#endif
     for (; d + 32 <= head_size; d += 32) accumulate_32_value_dims(p + j, block_values, n, head_size, d, sum, err);
     for (; d + 4 <= head_size; d += 4) accumulate_value_dims<1>(p + j, block_values, n, head_size, d, sum, err);
     for (; d < head_size; ++d) {

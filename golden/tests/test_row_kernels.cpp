@@ -47,7 +47,7 @@ double score_by_hand(const double* q, const double* tile, int key, int head_size
 
 BOOST_AUTO_TEST_CASE(tile_scores_of_any_key_range_equal_one_key_at_a_time) {
   std::mt19937 rng(11);
-  for (int head_size : {8, 13, 16, 40, 64, 72, 128, 136}) {
+  for (int head_size : {8, 13, 16, 40, 64, 72, 80, 96, 128, 136, 256}) {
     const std::vector<double> tile = float_values(static_cast<std::size_t>(head_size) * kKeyTile, rng);
     const std::vector<double> q = float_values(head_size, rng);
     for (int first = 0; first < kKeyTile; ++first)
@@ -63,7 +63,7 @@ BOOST_AUTO_TEST_CASE(tile_scores_of_any_key_range_equal_one_key_at_a_time) {
 
 BOOST_AUTO_TEST_CASE(value_sums_equal_one_dim_at_a_time) {
   std::mt19937 rng(12);
-  for (int head_size : {4, 36, 64, 72, 128, 136, 200}) {
+  for (int head_size : {4, 36, 64, 72, 96, 128, 136, 200}) {
     for (std::int64_t first_key : {0, 5, 16, 31}) {
       const std::size_t count = 77;
       // Weights are full doubles (exp of a score), so their products with values round.
