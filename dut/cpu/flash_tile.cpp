@@ -48,11 +48,11 @@ void SoftmaxState::absorb(RowMatrix& scores) {
 void SoftmaxState::absorb_to_bf16(RowMatrix& scores, std::uint16_t* p) {
   const Eigen::Index rows = scores.rows(), cols = scores.cols();
   for (Eigen::Index i = 0; i < rows; ++i) {
-    const float* row = scores.row(i).data();
     std::uint16_t* bits = p + i * cols;
     float correction = 1.f, row_sum = 0.f;
 #if defined(__AVX512F__)
     if (cols % 16 == 0) {
+      const float* row = scores.row(i).data();
       const float shift = raise_max(i, bf16_weights::row_max(row, cols, kNegInf), correction);
       row_sum = bf16_weights::round_row(row, cols, shift, bits);
     } else

@@ -118,7 +118,6 @@ bool uses_cache(const Scenario& s) { return s.mode != RunMode::prefill; }
 bool pages_cache(const Scenario& s) { return uses_cache(s) && s.cache == CachePolicy::paged; }
 bool decodes(const Scenario& s) { return s.mode == RunMode::decode; }
 bool has_mask(const Scenario& s) { return s.mask != MaskFormat::none; }
-bool prefills(const Scenario& s) { return s.mode == RunMode::prefill; }
 
 std::vector<CaseParam> build() {
   // The order is the ID's order.

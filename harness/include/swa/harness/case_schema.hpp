@@ -26,15 +26,15 @@ struct CaseParam {
   bool list = false;  // a list of integers: "450,131" in its column, "450-131" in the ID, [450, 131] in YAML
   // Left out of the ID and the repro while at its default, so IDs written before it existed stay.
   bool omitted_at_default = false;
-  std::string allowed;  // "prefill|chunked_prefill|decode", "[1, 1024]": for messages
+  std::string allowed{};  // "prefill|chunked_prefill|decode", "[1, 1024]": for messages
 
-  std::function<std::string(const Scenario&)> get;  // the value as canonical text
+  std::function<std::string(const Scenario&)> get{};  // the value as canonical text
   // Sets the value from text; the error names the allowed values. nullopt on success.
-  std::function<std::optional<std::string>(Scenario&, std::string_view)> set;
+  std::function<std::optional<std::string>(Scenario&, std::string_view)> set{};
   // Whether the scenario uses the parameter at all (chunk only outside prefill, ...). A parameter that
   // does not apply is reset to its default, left out of the ID and the repro, and its text column
   // holds "none".
-  std::function<bool(const Scenario&)> applies;
+  std::function<bool(const Scenario&)> applies{};
 
   bool at_default(const Scenario& s) const;
 };
