@@ -216,60 +216,35 @@ RowNorm exponentiate(double* scores, std::size_t count, double sink) {
 
 namespace {
 
-// accumulate_value_dims<8> (below) spelled out in named registers: as an array, GCC kept the eight
-// block sums on the stack around the loop (a memset before it, spills after it), which cost as much
-// as the loop over a 16-key block itself. Same arithmetic, same order.
-inline void accumulate_32_value_dims(const double* p, const double* values, std::size_t count, int head_size,
-                                     int d, double* sum, double* err) {
-  Lanes4 b0 = splat4(0.0), b1 = b0, b2 = b0, b3 = b0, b4 = b0, b5 = b0, b6 = b0, b7 = b0;
+// accumulate_value_dims<8> (below) spelled out in named registers, for lanes L of four or eight:
+// 8 * lanes dims per pass. As an array, GCC kept the eight block sums on the stack around the loop
+// (a memset before it, spills after it), which cost as much as the loop over a 16-key block itself.
+// Per dim the same multiply-adds in the same key order, then the same TwoSum, at either width.
+template <class L>
+inline void accumulate_eight_vectors_of_value_dims(const double* p, const double* values, std::size_t count,
+                                                   int head_size, int d, double* sum, double* err) {
+  constexpr int kLanes = sizeof(L) / sizeof(double);
+  L b0 = splat_lanes<L>(0.0), b1 = b0, b2 = b0, b3 = b0, b4 = b0, b5 = b0, b6 = b0, b7 = b0;
   for (std::size_t t = 0; t < count; ++t) {
-    const Lanes4 pt = splat4(p[t]);
+    const L pt = splat_lanes<L>(p[t]);
     const double* vt = values + t * head_size + d;
-    b0 = fused_multiply_add(pt, load4(vt), b0);
-    b1 = fused_multiply_add(pt, load4(vt + 4), b1);
-    b2 = fused_multiply_add(pt, load4(vt + 8), b2);
-    b3 = fused_multiply_add(pt, load4(vt + 12), b3);
-    b4 = fused_multiply_add(pt, load4(vt + 16), b4);
-    b5 = fused_multiply_add(pt, load4(vt + 20), b5);
-    b6 = fused_multiply_add(pt, load4(vt + 24), b6);
-    b7 = fused_multiply_add(pt, load4(vt + 28), b7);
+    b0 = fused_multiply_add(pt, load_lanes<L>(vt), b0);
+    b1 = fused_multiply_add(pt, load_lanes<L>(vt + kLanes), b1);
+    b2 = fused_multiply_add(pt, load_lanes<L>(vt + 2 * kLanes), b2);
+    b3 = fused_multiply_add(pt, load_lanes<L>(vt + 3 * kLanes), b3);
+    b4 = fused_multiply_add(pt, load_lanes<L>(vt + 4 * kLanes), b4);
+    b5 = fused_multiply_add(pt, load_lanes<L>(vt + 5 * kLanes), b5);
+    b6 = fused_multiply_add(pt, load_lanes<L>(vt + 6 * kLanes), b6);
+    b7 = fused_multiply_add(pt, load_lanes<L>(vt + 7 * kLanes), b7);
   }
-  const Lanes4 blocks[8] = {b0, b1, b2, b3, b4, b5, b6, b7};
+  const L blocks[8] = {b0, b1, b2, b3, b4, b5, b6, b7};
   for (int v = 0; v < 8; ++v) {
-    Lanes4 s = load4(sum + d + 4 * v), c = load4(err + d + 4 * v);
-    accumulate4(s, c, blocks[v]);
-    store4(sum + d + 4 * v, s);
-    store4(err + d + 4 * v, c);
+    L s = load_lanes<L>(sum + d + kLanes * v), c = load_lanes<L>(err + d + kLanes * v);
+    accumulate_lanes(s, c, blocks[v]);
+    store_lanes(sum + d + kLanes * v, s);
+    store_lanes(err + d + kLanes * v, c);
   }
 }
-
-#if SWA_GOLDEN_LANES8
-// accumulate_32_value_dims for 64 dims in eight vectors of eight lanes (named registers for the
-// same reason): per dim the same multiply-adds in the same key order, then the same TwoSum.
-inline void accumulate_64_value_dims(const double* p, const double* values, std::size_t count, int head_size,
-                                     int d, double* sum, double* err) {
-  Lanes8 b0 = splat8(0.0), b1 = b0, b2 = b0, b3 = b0, b4 = b0, b5 = b0, b6 = b0, b7 = b0;
-  for (std::size_t t = 0; t < count; ++t) {
-    const Lanes8 pt = splat8(p[t]);
-    const double* vt = values + t * head_size + d;
-    b0 = fused_multiply_add(pt, load8(vt), b0);
-    b1 = fused_multiply_add(pt, load8(vt + 8), b1);
-    b2 = fused_multiply_add(pt, load8(vt + 16), b2);
-    b3 = fused_multiply_add(pt, load8(vt + 24), b3);
-    b4 = fused_multiply_add(pt, load8(vt + 32), b4);
-    b5 = fused_multiply_add(pt, load8(vt + 40), b5);
-    b6 = fused_multiply_add(pt, load8(vt + 48), b6);
-    b7 = fused_multiply_add(pt, load8(vt + 56), b7);
-  }
-  const Lanes8 blocks[8] = {b0, b1, b2, b3, b4, b5, b6, b7};
-  for (int v = 0; v < 8; ++v) {
-    Lanes8 s = load8(sum + d + 8 * v), c = load8(err + d + 8 * v);
-    accumulate8(s, c, blocks[v]);
-    store8(sum + d + 8 * v, s);
-    store8(err + d + 8 * v, c);
-  }
-}
-#endif
 
 // (sum, err)[d, d + 4V) += the plain sum over keys t of p[t] * values[t][d, d + 4V), in registers.
 template <int V>
@@ -302,9 +277,11 @@ void accumulate_values(const double* p, const double* values, std::int64_t first
     int d = 0;
     // Eight vectors of dims per pass (measured fastest: eight independent add chains).
 #if SWA_GOLDEN_LANES8
-    for (; d + 64 <= head_size; d += 64) accumulate_64_value_dims(p + j, block_values, n, head_size, d, sum, err);
+    for (; d + 64 <= head_size; d += 64)
+      accumulate_eight_vectors_of_value_dims<Lanes8>(p + j, block_values, n, head_size, d, sum, err);
 #endif
-    for (; d + 32 <= head_size; d += 32) accumulate_32_value_dims(p + j, block_values, n, head_size, d, sum, err);
+    for (; d + 32 <= head_size; d += 32)
+      accumulate_eight_vectors_of_value_dims<Lanes4>(p + j, block_values, n, head_size, d, sum, err);
     for (; d + 4 <= head_size; d += 4) accumulate_value_dims<1>(p + j, block_values, n, head_size, d, sum, err);
     for (; d < head_size; ++d) {
       double block = 0.0;
