@@ -49,8 +49,6 @@ def file_size_limit(limit):
 class FullDisk(unittest.TestCase):
     """A results file that cannot be rewritten stops the run; what it holds stays whole and unique."""
 
-    SWEEP = ("--sweep", "caches")
-
     def check_stopped_run(self, r, out, junit, cause):
         self.assertEqual(r.returncode, 3, r.stderr[-2000:])  # not a segfault (139) nor a pass
         self.assertIn("the results could not be stored", r.stderr)
