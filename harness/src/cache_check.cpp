@@ -9,6 +9,19 @@
 namespace swa::harness {
 namespace {
 
+CacheMismatch mismatch(CacheMismatch::Kind kind, int sequence, std::int64_t slot, std::int64_t page, std::int64_t expected,
+                       std::int64_t got_value, std::int64_t expected_value) {
+  CacheMismatch m;
+  m.kind = kind;
+  m.sequence = sequence;
+  m.slot = slot;
+  m.page = page;
+  m.expected = expected;
+  m.got_value = got_value;
+  m.expected_value = expected_value;
+  return m;
+}
+
 std::int64_t cache_slots(const AttnParams& p) {
   std::int64_t longest = 0;
   for (int b = 0; b < p.batch; ++b) longest = std::max<std::int64_t>(longest, p.seq_lens[b]);
@@ -130,7 +143,10 @@ void CacheChecker::after_chunk(const AttnParams& p, const dut::KvCache& cache, i
     writes.push_back({dut::chunk_begin(p, b, chunk_index), e, e});
   }
   advance(writes);
+  call_ = "chunk " + std::to_string(chunk_index);
+  last_call_ = calls_left_ == 1;
   if (each_call_ || --calls_left_ == 0) compare(cache, when() + "after chunk " + std::to_string(chunk_index));
+  if (each_call_) --calls_left_;
 }
 
 void CacheChecker::after_decode_step(const AttnParams& p, const dut::KvCache& cache, int step) {
@@ -141,29 +157,52 @@ void CacheChecker::after_decode_step(const AttnParams& p, const dut::KvCache& ca
     writes.push_back({pos, pos + 1, pos});
   }
   advance(writes);
+  call_ = "decode step " + std::to_string(step);
+  last_call_ = calls_left_ == 1;
   if (each_call_ || --calls_left_ == 0) compare(cache, when() + "after decode step " + std::to_string(step));
+  if (each_call_) --calls_left_;
 }
 
-// The position whose K and V (every kv head) the slot holds, found by value, for the message.
-std::string CacheChecker::held_position(int b, const dut::KvCache& cache, std::size_t offset) const {
+// The input row whose K and V (every kv head) the slot holds, found by value.
+CacheChecker::HeldRow CacheChecker::held_row(const dut::KvCache& cache, std::size_t offset) const {
   const AttnParams& p = pr_.params;
   const std::size_t row_bytes = static_cast<std::size_t>(p.heads_kv) * p.head_size * element_bytes_;
   const unsigned char* k = &cache.k[offset];
   const unsigned char* v = &cache.v[offset];
   if (std::all_of(k, k + row_bytes, [](unsigned char c) { return c == 0; }) &&
       std::all_of(v, v + row_bytes, [](unsigned char c) { return c == 0; }))
-    return "nothing (zeros)";
+    return {};
   const std::int64_t first = p.seq_offsets[0], end = p.seq_offsets[p.batch];
   for (std::int64_t r = first; r < end; ++r) {
     const std::size_t off = static_cast<std::size_t>(r) * row_bytes;
     if (std::memcmp(k, stored_k_ + off, row_bytes) == 0 && std::memcmp(v, stored_v_ + off, row_bytes) == 0) {
       const auto seq = std::upper_bound(p.seq_offsets, p.seq_offsets + p.batch + 1, r) - p.seq_offsets - 1;
-      const std::int64_t pos = r - p.seq_offsets[seq];
-      return seq == b ? "position " + std::to_string(pos)
-                      : "position " + std::to_string(pos) + " of sequence " + std::to_string(seq);
+      return {CacheMismatch::Held::position, static_cast<int>(seq), r - p.seq_offsets[seq]};
     }
   }
-  return "data of no position (K/V differ from every input row)";
+  return {CacheMismatch::Held::no_position, 0, -1};
+}
+
+// The same in words, for the message.
+std::string CacheChecker::held_position(int b, const dut::KvCache& cache, std::size_t offset) const {
+  const HeldRow h = held_row(cache, offset);
+  if (h.kind == CacheMismatch::Held::zeros) return "nothing (zeros)";
+  if (h.kind == CacheMismatch::Held::no_position) return "data of no position (K/V differ from every input row)";
+  return h.sequence == b ? "position " + std::to_string(h.position)
+                         : "position " + std::to_string(h.position) + " of sequence " + std::to_string(h.sequence);
+}
+
+void CacheChecker::record(CacheMismatch m, const dut::KvCache* cache, std::size_t offset) {
+  if (details_.size() >= detail_limit_) return;
+  m.call = call_;
+  m.last_call = last_call_;
+  if (cache) {
+    const HeldRow h = held_row(*cache, offset);
+    m.held_kind = h.kind;
+    m.held_sequence = h.sequence;
+    m.held = h.position;
+  }
+  details_.push_back(std::move(m));
 }
 
 void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
@@ -178,27 +217,34 @@ void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
   const std::int64_t slots = cache_slots(p);
   if (cache.slots != slots || static_cast<int>(cache.tokens_written.size()) != p.batch ||
       cache.k.size() != static_cast<std::size_t>(p.batch) * slots * row_bytes || cache.v.size() != cache.k.size()) {
+    record(mismatch(CacheMismatch::Kind::geometry, 0, -1, -1, -1, 0, 0), nullptr, 0);
     note([&] { return "the cache has " + std::to_string(cache.slots) + " slots for " + std::to_string(cache.tokens_written.size()) +
          " sequences, expected " + std::to_string(slots) + " for " + std::to_string(p.batch); });
     return;
   }
   if (std::any_of(cache.tokens_written.begin(), cache.tokens_written.end(), [](std::int64_t t) { return t < 0; })) {
+    record(mismatch(CacheMismatch::Kind::geometry, 0, -1, -1, -1, 0, 0), nullptr, 0);
     note([] { return std::string("the DUT reported no KV cache (tokens_written -1)"); });
     return;
   }
   for (int b = 0; b < p.batch; ++b) {
     const KvCacheModel& m = models_[b];
     const std::string seq = "sequence " + std::to_string(b);
-    if (cache.tokens_written[b] != m.newest_position() + 1)
+    if (cache.tokens_written[b] != m.newest_position() + 1) {
+      record(mismatch(CacheMismatch::Kind::tokens_written, b, -1, -1, -1, cache.tokens_written[b], m.newest_position() + 1), nullptr, 0);
       note([&] {
         return seq + " has tokens_written " + std::to_string(cache.tokens_written[b]) + ", expected " +
                std::to_string(m.newest_position() + 1);
       });
-    if (p.cache == CachePolicy::ring_compact && cache.geometry[b].base != m.geometry().base)
+    }
+    if (p.cache == CachePolicy::ring_compact && cache.geometry[b].base != m.geometry().base) {
+      record(mismatch(CacheMismatch::Kind::base, b, -1, -1, -1, cache.geometry[b].base, m.geometry().base),
+             nullptr, 0);
       note([&] {
         return seq + " has compact ring base " + std::to_string(cache.geometry[b].base) + ", expected " +
                std::to_string(m.geometry().base);
       });
+    }
     for (std::int64_t slot = 0; slot < slots; ++slot) {
       const std::int64_t pos = m.position(slot);
       std::fill(want_k.begin(), want_k.end(), 0);
@@ -214,6 +260,7 @@ void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
       if (std::memcmp(&cache.k[off], want_k.data(), row_bytes) == 0 &&
           std::memcmp(&cache.v[off], want_v.data(), row_bytes) == 0)
         continue;
+      record(mismatch(CacheMismatch::Kind::slot, b, slot, -1, pos, 0, 0), &cache, off);
       note([&] {
         return seq + " slot " + std::to_string(slot) + " holds " + held_position(b, cache, off) + ", expected " +
                (pos >= 0 ? "position " + std::to_string(pos) : std::string("nothing (an unwritten slot stays zero)"));
@@ -235,6 +282,7 @@ void CacheChecker::compare_paged(const dut::KvCache& cache, const std::string& w
       cache.page_table.size() != static_cast<std::size_t>(p.batch) * width ||
       static_cast<int>(cache.tokens_written.size()) != p.batch ||
       cache.k.size() != static_cast<std::size_t>(m.pool_pages()) * P * row_bytes || cache.v.size() != cache.k.size()) {
+    record(mismatch(CacheMismatch::Kind::geometry, 0, -1, -1, -1, 0, 0), nullptr, 0);
     note([&] {
       return "the paged cache has " + std::to_string(cache.pages) + " pages of " + std::to_string(cache.page_size) +
              " positions and " + std::to_string(cache.table_width) + " page-table entries per sequence, expected " +
@@ -243,6 +291,7 @@ void CacheChecker::compare_paged(const dut::KvCache& cache, const std::string& w
     return;
   }
   if (std::any_of(cache.tokens_written.begin(), cache.tokens_written.end(), [](std::int64_t t) { return t < 0; })) {
+    record(mismatch(CacheMismatch::Kind::geometry, 0, -1, -1, -1, 0, 0), nullptr, 0);
     note([] { return std::string("the DUT reported no KV cache (tokens_written -1)"); });
     return;
   }
@@ -252,18 +301,22 @@ void CacheChecker::compare_paged(const dut::KvCache& cache, const std::string& w
   std::vector<unsigned char> want_k(row_bytes), want_v(row_bytes);
   for (int b = 0; b < p.batch; ++b) {
     const std::string seq = "sequence " + std::to_string(b);
-    if (cache.tokens_written[b] != m.tokens_written(b))
+    if (cache.tokens_written[b] != m.tokens_written(b)) {
+      record(mismatch(CacheMismatch::Kind::tokens_written, b, -1, -1, -1, cache.tokens_written[b], m.tokens_written(b)), nullptr, 0);
       note([&] {
         return seq + " has tokens_written " + std::to_string(cache.tokens_written[b]) + ", expected " +
                std::to_string(m.tokens_written(b));
       });
+    }
     for (std::int64_t j = 0; j < width; ++j) {
       const std::int32_t got = cache.page_table[b * width + j], want = m.physical_page(b, j);
-      if (got != want)
+      if (got != want) {
+        record(mismatch(CacheMismatch::Kind::page_table, b, -1, j, -1, got, want), nullptr, 0);
         note([&] {
           return seq + "'s page table maps logical page " + std::to_string(j) + " (positions " + std::to_string(j * P) +
                  ".." + std::to_string(j * P + P - 1) + ") to " + page_words(got) + ", expected " + page_words(want);
         });
+      }
     }
     for (std::int64_t pos = 0; pos < m.tokens_written(b); ++pos) {
       if (!m.holds(b, pos)) continue;
@@ -278,6 +331,7 @@ void CacheChecker::compare_paged(const dut::KvCache& cache, const std::string& w
       if (std::memcmp(&cache.k[off], want_k.data(), row_bytes) == 0 &&
           std::memcmp(&cache.v[off], want_v.data(), row_bytes) == 0)
         continue;
+      record(mismatch(CacheMismatch::Kind::slot, b, pos, page, pos, 0, 0), &cache, off);
       note([&] {
         return seq + " position " + std::to_string(pos) + " (physical page " + std::to_string(page) + " slot " +
                std::to_string(pos % P) + ") holds " + held_position(b, cache, off) + ", expected position " +

@@ -165,11 +165,12 @@ ResultRow unjudged_row(const Scenario& s, const std::string& dut, Verdict verdic
 }
 
 Evaluation evaluate(const Scenario& s, const Reference& ref, dut::Dut& dut, const std::string& name,
-                    const Tolerance& tolerance, bool check_cache) {
+                    const Tolerance& tolerance, bool check_cache, std::size_t cache_details) {
   const Problem& pr = ref.problem;
   std::optional<CacheChecker> checker;
   const dut::CacheReport cache = dut.traits().cache;
   if (check_cache && s.mode != RunMode::prefill && cache != dut::CacheReport::none) checker.emplace(pr, cache);
+  if (checker) checker->keep_details(cache_details);
   DutOutput run = run_dut(dut, pr, checker ? &*checker : nullptr);
   Evaluation e;
   if (run.outcome != Verdict::pass) {
@@ -180,7 +181,9 @@ Evaluation evaluate(const Scenario& s, const Reference& ref, dut::Dut& dut, cons
   e.row = judge(pr.params, tolerance, name, run.out, ref.golden.out, ref.baseline_errors);
   e.row.scenario_id = s.id();
   e.row.run_ms = run.ms;
+  e.output_status = e.row.status;
   if (checker) judge_cache(e.row, *checker);
+  if (checker) e.cache_details = checker->details();
   e.out = std::move(run.out);
   return e;
 }

@@ -18,6 +18,24 @@
 
 namespace swa::harness {
 
+// What one cache difference is, for bisect's cache finding (CacheChecker::keep_details).
+struct CacheMismatch {
+  enum class Kind { geometry, tokens_written, base, page_table, slot };
+  // What a slot holds: zeros, an input row's stored K/V (`held_sequence`, `held`), or bytes of no row.
+  enum class Held { zeros, position, no_position };
+  Kind kind = Kind::slot;
+  std::string call;        // "chunk 2", "decode step 0"
+  bool last_call = false;  // the schedule's last call
+  int sequence = 0;
+  std::int64_t slot = -1;      // slot (ring, linear) or position (paged) that differs
+  std::int64_t page = -1;      // paged: the physical page of that position; page_table: the logical page
+  Held held_kind = Held::zeros;
+  int held_sequence = 0;
+  std::int64_t held = -1;      // the position held (Held::position)
+  std::int64_t expected = -1;  // the position the golden's model holds there, -1 none
+  std::int64_t got_value = 0, expected_value = 0;  // tokens_written, base, page table entry
+};
+
 class CacheChecker final : public dut::ScheduleObserver {
  public:
   // when: every_call compares after every chunk and decode step; end_of_schedule after the last call only.
@@ -31,13 +49,27 @@ class CacheChecker final : public dut::ScheduleObserver {
   // expected position 9").
   std::int64_t mismatches() const { return mismatches_; }
   const std::string& first_mismatch() const { return first_; }
+  // Record the first `limit` differences as values too (bisect; the runner needs only the words).
+  void keep_details(std::size_t limit) { detail_limit_ = limit; }
+  const std::vector<CacheMismatch>& details() const { return details_; }
 
  private:
   std::string when() const;
   void advance(const std::vector<std::array<std::int64_t, 3>>& writes);
   void compare(const dut::KvCache& cache, const std::string& when);
   void compare_paged(const dut::KvCache& cache, const std::string& when);
+  struct HeldRow {
+    CacheMismatch::Held kind = CacheMismatch::Held::zeros;
+    int sequence = 0;
+    std::int64_t position = -1;
+  };
+  HeldRow held_row(const dut::KvCache& cache, std::size_t offset) const;
   std::string held_position(int b, const dut::KvCache& cache, std::size_t offset) const;
+  void record(CacheMismatch m, const dut::KvCache* cache, std::size_t offset);
+  std::string call_;
+  bool last_call_ = false;
+  std::size_t detail_limit_ = 0;
+  std::vector<CacheMismatch> details_;
 
   const Problem& pr_;
   bool each_call_;

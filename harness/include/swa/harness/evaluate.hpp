@@ -9,6 +9,7 @@
 
 #include "swa/dut/dut.hpp"
 #include "swa/golden.hpp"
+#include "swa/harness/cache_check.hpp"
 #include "swa/harness/golden_cache.hpp"
 #include "swa/harness/problem.hpp"
 #include "swa/harness/problem_file.hpp"
@@ -61,12 +62,14 @@ struct Reference {
 struct Evaluation {
   ResultRow row;           // the metrics and the verdict (row.status)
   std::vector<float> out;  // the DUT's output, when it ran
+  Verdict output_status = Verdict::pass;       // the outputs' verdict alone, before the cache check
+  std::vector<CacheMismatch> cache_details;    // with cache_details > 0: the first differences as values
 };
 // check_cache: compare the DUT's KV cache with the golden model (when the mode has a cache and the
 // DUT reports one).
 // `name` is the DUT as the run names it (the row's `dut`).
 Evaluation evaluate(const Scenario& s, const Reference& ref, dut::Dut& dut, const std::string& name,
-                    const Tolerance& tolerance, bool check_cache);
+                    const Tolerance& tolerance, bool check_cache, std::size_t cache_details = 0);
 
 // The scenario's problem file of `kind`: its inputs, its case, and the golden (output and LSE) and
 // baseline as the reference. Dumps and repros add the DUTs' outputs.
