@@ -311,7 +311,23 @@ def load_bisect(directory):
 
 
 def finding_text(b):
-    return f"{b['class']} ({b['source']})" + (f": {b['evidence'][0]}" if b["evidence"] else "")
+    confidence = f", confidence {b['confidence']}" if b.get("confidence") else ""
+    return f"{b['class']} ({b['source']}{confidence})" + (f": {b['evidence'][0]}" if b["evidence"] else "")
+
+
+def ablation_html(b):
+    """The ablation table of a bisect summary (summaries before it have none): feature, change, outcome."""
+    rows = b.get("ablation") or []
+    if not isinstance(rows, list) or not rows:
+        return ""
+    cells = []
+    for a in rows:
+        if not isinstance(a, dict):
+            continue
+        redrawn = " (inputs redrawn)" if a.get("inputs_redrawn") else ""
+        cells.append(f"<tr><td>{html.escape(str(a.get('feature', '')))}</td><td>{html.escape(str(a.get('change', '')))}</td>"
+                     f"<td>{html.escape(str(a.get('outcome', '')) + redrawn)}</td></tr>")
+    return "<table class='ablation'><tr><th>feature off</th><th>change</th><th>outcome</th></tr>" + "".join(cells) + "</table>"
 
 
 def verdict_html(counts):
@@ -351,11 +367,15 @@ def write_report(paths, out_dir, bisects=()):
                          f"<td class='why'>{html.escape(r['reason'])}</td><td class='why'>{html.escape(finding_text(b)) if b else ''}</td>"
                          f"<td><code>{html.escape(rerun_command(sweep_of, r))}</code></td></tr>")
     fail_rows.append("</table>")
-    bisect_rows = ["<table><tr><th>DUT</th><th>scenario</th><th>finding</th><th>evidence</th><th>rows</th><th>minimal case</th><th>folder</th></tr>"]
+    bisect_rows = ["<table><tr><th>DUT</th><th>scenario</th><th>finding</th><th>confidence</th><th>evidence</th><th>ablation</th>"
+                   "<th>rows</th><th>minimal case</th><th>folder</th></tr>"]
     for b in bisects:
+        why = f" ({b['why']})" if b.get("why") else ""
         bisect_rows.append(f"<tr><td>{html.escape(b['dut'])}</td><td><code>{html.escape(b['scenario'])}</code></td>"
                            f"<td class='finding'>{html.escape(b['class'])} ({html.escape(b['source'])})</td>"
+                           f"<td>{html.escape(str(b.get('confidence', '')) + why)}</td>"
                            f"<td class='why'>{'<br>'.join(html.escape(e) for e in b['evidence'])}</td>"
+                           f"<td>{ablation_html(b)}</td>"
                            f"<td>{html.escape('; '.join(b['pattern']))}</td><td><code>{html.escape(b.get('minimal_case', ''))}</code></td>"
                            f"<td><code>{html.escape(b['folder'])}</code></td></tr>")
     bisect_rows.append("</table>")

@@ -208,6 +208,20 @@ void write_problem_file(const fs::path& path, const ProblemFile& f) {
     std::string evidence;
     for (const std::string& line : d.evidence) evidence += line + "\n";
     h5::write_attr(g.id(), "evidence", evidence);
+    h5::write_attr(g.id(), "confidence", d.confidence);
+    h5::write_attr(g.id(), "confidence_why", d.why);
+    if (!d.ablation.empty()) {
+      h5::Handle t = h5::create_group(g.id(), "ablation");  // one group per row, 00, 01, ... in order
+      for (std::size_t i = 0; i < d.ablation.size(); ++i) {
+        const auto& a = d.ablation[i];
+        h5::Handle row = h5::create_group(t.id(), (i < 10 ? "0" : "") + std::to_string(i));
+        h5::write_attr(row.id(), "feature", a.feature);
+        h5::write_attr(row.id(), "change", a.change);
+        h5::write_attr(row.id(), "outcome", a.outcome);
+        h5::write_attr(row.id(), "case", a.case_id);
+        h5::write_attr(row.id(), "inputs_redrawn", std::int64_t{a.inputs_redrawn});
+      }
+    }
     if (!d.rows.empty()) {
       const auto r = static_cast<hsize_t>(d.rows.size() / 3), n = static_cast<hsize_t>(d.candidates.size() / 3);
       h5::write_attr(g.id(), "fitted_case", d.fitted_case);

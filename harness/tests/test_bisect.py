@@ -6,6 +6,7 @@ usage: test_bisect.py PATH/TO/swa-harness CI_YAML
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -49,7 +50,7 @@ class Bisect(unittest.TestCase):
                     out = os.path.join(tmp, "bisect-" + m)
                     start = time.time()
                     r = run("bisect", "--from", results, "--id", first_failure(results), "--dut", "mutant:" + m, "--out", out)
-                    self.assertLess(time.time() - start, 60)
+                    self.assertLess(time.time() - start, 600)  # a hang bound, not a speed check (that is swa-bench's)
                     self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
                     self.assertIn(f"Diagnosis: {m}.", r.stdout)
                     self.assertIn(f"\n\nFinding: {m} (variant)\n", r.stdout)
@@ -153,10 +154,12 @@ class Bisect(unittest.TestCase):
     CHUNKED = "mode=chunked_prefill/seqs=90-1-47/hq=8/hkv=2/d=64/w=8/chunk=5/cache=ring-modulo/mask=none/fp32/in=normal/seed=2"
     DECODE = "mode=decode/seqs=90-1-47/hq=8/hkv=2/d=64/w=8/chunk=5/steps=12/cache=ring-modulo/mask=none/fp32/in=normal/seed=2"
     PLANTED = {
-        "scale-one-over-d": (PREFILL, "wrong_scale", r"scales the scores by 0\.25 x the golden's scale 0\.25 \(that is 0\.0625\)", None),
+        # 1/D instead of 1/sqrt(D), at whichever head size the fit ran: the DUT's scale is the golden's squared.
+        "scale-one-over-d": (PREFILL, "wrong_scale", r"scales the scores by (\S+) x the golden's scale (\S+) \(that is (\S+)\)", None),
         "packed-rows": (PREFILL, "cross_sequence_leak", r"position \d+ of sequence 0 \(another sequence\) weight", "only sequences after the first fail"),
         "drop-own-key": (PREFILL, "own_key_dropped", r"\(the query's own key\) weight 0;", None),
-        "one-future-key": (PREFILL, "future_keys", r"\(1 after the query: a future key\) weight", None),
+        # Named by the band measured (one key after the query) or by the recovered attention.
+        "one-future-key": (PREFILL, "future_keys", r"\(1 after the query: a future key\) weight|attends 1 key\(s\) after the query", None),
         "clamp-window-start": (PREFILL, "future_keys", r"a future key\) weight", "only the first 15 rows of a sequence fail"),
         "kv-fp16": (PREFILL, "kv_stored_as_fp16", r"equals the V row rounded to fp16 in every element", None),
         "v-from-k": (PREFILL, "output_outside_the_values", r"no non-negative combination of V rows gives", None),
@@ -191,9 +194,13 @@ class Bisect(unittest.TestCase):
                     self.assertEqual((summary["class"], summary["reproduces"]), (name, True), summary["evidence"])
                     self.assertNotEqual(summary["source"], "variant")
                     self.assertRegex("\n".join(summary["evidence"]), evidence)
+                    if fault == "scale-one-over-d":
+                        ratio, scale, dut_scale = map(float, re.search(evidence, "\n".join(summary["evidence"])).groups())
+                        self.assertAlmostEqual(dut_scale, scale * scale, places=5)
+                        self.assertAlmostEqual(ratio, scale, places=5)
                     if rows:
                         self.assertTrue(any(rows in x for x in summary["pattern"]), summary["pattern"])
-                    self.assertLess(seconds, 120)
+                    self.assertLess(seconds, 600)  # a hang bound
                     with open(os.path.join(tmp, fault, "report.txt")) as f:
                         report = f.read()
                     self.assertIn(f"\n\nFinding: {name} (", report)  # the first line after the header

@@ -15,8 +15,13 @@
 #include <sstream>
 #include <utility>
 
+#include "ablation.hpp"
+#include "band.hpp"
+#include "cache_finding.hpp"
 #include "finding.hpp"
+#include "judgement.hpp"
 #include "recover.hpp"
+#include "semantics.hpp"
 #include "swa/baseline.hpp"
 #include "swa/golden.hpp"
 #include "swa/harness/case_schema.hpp"
@@ -70,11 +75,27 @@ struct BisectRun {
   std::unique_ptr<Reference> reference;  // the problem, the golden and the baseline
   dut::Traits traits;                    // what the DUT says of itself
   std::vector<double> ref, out;
-  double threshold = 0, max_abs = 0;
+  double threshold = 0, max_abs = 0;     // the whole output's max-abs limit (variants), the DUT's error
+  std::vector<double> row_limit;         // per token row: its phase's max-abs limit, as the run's verdict
   bool fails = false;
+  bool output_fails = false;             // the outputs fail (not only the KV cache)
   std::string reason;  // the verdict's reason, when it fails
   std::string error;   // the DUT could not run
+  std::vector<CacheMismatch> cache_details;
 };
+
+// Each token row's max-abs limit: its phase's, as judge() sets it (verdict.hpp); a profile without
+// the max-abs check gives none.
+std::vector<double> row_limits(const Scenario& s, const Reference& ref) {
+  const AttnParams& p = ref.problem.params;
+  std::vector<double> limit(static_cast<std::size_t>(total_tokens(p)), std::numeric_limits<double>::infinity());
+  const std::vector<Phase> phases = phases_of(p);
+  if (s.tolerance.rtol_factor <= 0 || ref.baseline_errors.phases.size() != phases.size()) return limit;
+  for (std::size_t k = 0; k < phases.size(); ++k)
+    for (std::int64_t row : phases[k].rows)
+      limit[static_cast<std::size_t>(row)] = s.tolerance.rtol_factor * ref.baseline_errors.phases[k].max_abs + s.tolerance.atol_floor;
+  return limit;
+}
 
 BisectRun evaluate_case(const Scenario& s, const BisectOptions& o) {
   BisectRun e;
@@ -87,7 +108,7 @@ BisectRun evaluate_case(const Scenario& s, const BisectOptions& o) {
   if (o.against == "golden") {
     // The run's own evaluation: the same verdict (per phase, worst element and relative L2) and the
     // same KV cache check, so what failed in a run fails here.
-    Evaluation ev = evaluate(s, ref, *dut, o.dut, s.tolerance, s.cache_check);
+    Evaluation ev = evaluate(s, ref, *dut, o.dut, s.tolerance, s.cache_check, /*cache_details=*/512);
     if (ev.out.empty()) {
       e.error = (ev.row.status == Verdict::skip ? "skipped: " : "") + ev.row.reason;
       return e;
@@ -95,6 +116,9 @@ BisectRun evaluate_case(const Scenario& s, const BisectOptions& o) {
     e.ref = ref.golden.out;
     e.out.assign(ev.out.begin(), ev.out.end());
     e.fails = is_failure(ev.row.status);
+    e.output_fails = is_failure(ev.output_status);
+    e.cache_details = std::move(ev.cache_details);
+    e.row_limit = row_limits(s, ref);
     if (e.fails) e.reason = ev.row.reason;
   } else {
     // Against another DUT its output is the reference and the worst element decides.
@@ -110,10 +134,37 @@ BisectRun evaluate_case(const Scenario& s, const BisectOptions& o) {
   }
   e.max_abs = max_abs_difference(e.out, e.ref);
   if (o.against != "golden") {
-    e.fails = !(e.max_abs <= e.threshold);
+    e.fails = e.output_fails = !(e.max_abs <= e.threshold);
+    e.row_limit.assign(static_cast<std::size_t>(total_tokens(pr.params)), e.threshold);
     if (e.fails) e.reason = "max abs difference " + std::to_string(e.max_abs) + " over " + std::to_string(e.threshold);
   }
   return e;
+}
+
+// The sequence holding the largest error (the first non-finite one wins).
+int worst_sequence(const BisectRun& e) {
+  const Problem& pr = e.reference->problem;
+  const std::int64_t row = static_cast<std::int64_t>(pr.params.heads_q) * pr.params.head_size;
+  int worst_seq = 0;
+  double worst = -1;
+  for (int b = 0; b < pr.params.batch; ++b)
+    for (std::int64_t i = pr.seq_offsets[b] * row; i < pr.seq_offsets[b + 1] * row; ++i) {
+      const double err = std::abs(e.out[i] - e.ref[i]);
+      if (!std::isfinite(err) || err > worst) {
+        if (worst == std::numeric_limits<double>::infinity()) break;
+        worst = std::isfinite(err) ? err : std::numeric_limits<double>::infinity();
+        worst_seq = b;
+      }
+    }
+  return worst_seq;
+}
+
+// One ablated case, judged as the run judges.
+AblationRun ablated(const Scenario& s, const BisectOptions& o) {
+  const BisectRun e = evaluate_case(s, o);
+  if (!e.error.empty()) return {AblationOutcome::not_run, e.error};
+  if (!e.fails) return {AblationOutcome::passes, {}};
+  return {e.output_fails ? AblationOutcome::fails : AblationOutcome::fails_cache_only, e.reason};
 }
 
 struct Diagnosis {
@@ -173,6 +224,23 @@ std::string non_finite_summary(const Scenario& s, const BisectRun& e) {
     << ", token " << t << ", head " << head << ", dim " << dim << ", a row that sees " << keys << " key(s)"
     << (keys <= 0 ? " (fully masked: a softmax without the empty-row rule divides 0 by 0)" : "") << " while the golden"
     << " gives " << e.ref[static_cast<std::size_t>(first)] << " there. No variant that is finite there can explain it.";
+  // Rows left wholly NaN are the harness's poison: the DUT never wrote them.
+  const std::int64_t d = s.head_size, rows = static_cast<std::int64_t>(e.out.size()) / d;
+  std::int64_t unwritten = 0, first_unwritten = -1;
+  for (std::int64_t r = 0; r < rows; ++r)
+    if (std::all_of(e.out.begin() + r * d, e.out.begin() + (r + 1) * d, [](double x) { return std::isnan(x); })) {
+      ++unwritten;
+      if (first_unwritten < 0) first_unwritten = r;
+    }
+  if (infs == 0 && unwritten * d == nans) {
+    const std::int64_t token_row = first_unwritten / s.heads;
+    int seq = 0;
+    while (seq + 1 < p.batch && p.seq_offsets[seq + 1] <= token_row) ++seq;
+    o << " Every NaN belongs to a (token, head) row that is NaN in all " << d << " dims: " << unwritten
+      << " rows still hold the NaN the harness fills the output with, so the DUT never wrote them (the first: sequence "
+      << seq << ", token " << token_row - p.seq_offsets[seq] << ", head " << first_unwritten % s.heads
+      << "); a row computed to NaN would rarely be NaN in every dim.";
+  }
   return o.str();
 }
 
@@ -213,6 +281,11 @@ RowError row_error(const Scenario& s, const BisectRun& e, int b, std::int64_t t,
   return r;
 }
 
+// The max-abs limit of token t of sequence b: its phase's.
+double limit_of(const BisectRun& e, int b, std::int64_t t) {
+  return e.row_limit[static_cast<std::size_t>(e.reference->problem.seq_offsets[b] + t)];
+}
+
 struct FailingRow {
   int sequence = 0, head = 0;
   std::int64_t token = 0;
@@ -227,7 +300,7 @@ std::vector<FailingRow> failing_rows(const Scenario& s, const BisectRun& e, std:
     for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
       for (int h = 0; h < s.heads; ++h) {
         const RowError row = row_error(s, e, b, t, h);
-        if (row.worst > e.threshold && (!finite_only || row.finite_output)) rows.push_back({place_of(p, b, t), {b, h, t}});
+        if (row.worst > limit_of(e, b, t) && (!finite_only || row.finite_output)) rows.push_back({place_of(p, b, t), {b, h, t}});
       }
   std::stable_sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<FailingRow> out;
@@ -251,7 +324,7 @@ std::vector<std::string> failing_row_pattern(const Scenario& s, const BisectRun&
       rows_decode += place.decode;
       rows_first += w > 0 && t < w - 1;
       for (int h = 0; h < s.heads; ++h) {
-        if (!(row_error(s, e, b, t, h).worst > e.threshold)) continue;
+        if (!(row_error(s, e, b, t, h).worst > limit_of(e, b, t))) continue;
         ++failing;
         sequences.insert(b);
         heads.insert(h);
@@ -294,7 +367,7 @@ std::string localize(const Scenario& s, const BisectRun& e) {
   for (int b = 0; b < p.batch; ++b)
     for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
       for (int h = 0; h < s.heads; ++h) {
-        if (!(row_error(s, e, b, t, h).worst > e.threshold)) continue;
+        if (!(row_error(s, e, b, t, h).worst > limit_of(e, b, t))) continue;
         ++rows_over;
         const SchedulePlace here = place_of(p, b, t);
         if (!first_in_sequence[b]) first_in_sequence[b] = std::pair(here, t);
@@ -306,9 +379,12 @@ std::string localize(const Scenario& s, const BisectRun& e) {
         }
       }
   std::ostringstream o;
-  if (best_seq < 0) return "no row over the threshold";
+  if (best_seq < 0)
+    return e.output_fails ? "no element exceeds its phase's max-abs limit: the outputs fail the verdict by their relative "
+                            "L2 error alone (many small errors: the accumulation's precision, not a wrong key)"
+                          : "no output row fails: the outputs pass, and the failure is the KV cache's (step 3)";
   const std::int64_t prompt = prompt_len(p, static_cast<int>(best_seq));
-  o << rows_over << " (token, head) rows exceed the threshold. The first in schedule order is sequence " << best_seq
+  o << rows_over << " (token, head) rows exceed their phase's max-abs limit. The first in schedule order is sequence " << best_seq
     << ", head " << best_head << ", token " << best_token << ".\n";
   if (s.mode != RunMode::prefill) {
     std::vector<std::string> per_sequence;
@@ -345,8 +421,21 @@ std::string localize(const Scenario& s, const BisectRun& e) {
   return o.str();
 }
 
+// How small a reduction may go: a row must keep enough keys that a sink, a cap or a scale can be
+// told from a missing key (a one-key row makes them alike), and sequences long enough to fill the
+// window more than once.
+struct ReductionFloor {
+  std::int64_t window = 0;
+  std::int32_t prompt = 0;
+};
+ReductionFloor floor_for(const Scenario& original) {
+  return {std::min<std::int64_t>(original.window, 8),
+          std::min<std::int32_t>(*std::max_element(original.prompt_lens.begin(), original.prompt_lens.end()), 16)};
+}
+
 // Smaller versions of a scenario, most aggressive first.
-std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq, const dut::Traits& traits) {
+std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq, const dut::Traits& traits,
+                                 const ReductionFloor& floor) {
   std::vector<Scenario> out;
   if (s.prompt_lens.size() > 1) {
     Scenario r = s;
@@ -364,8 +453,8 @@ std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq, co
     Scenario r = s;
     bool shorter = false;
     for (auto& len : r.prompt_lens)
-      if (len > 1) {
-        len = (len + 1) / 2;
+      if (len > floor.prompt) {
+        len = std::max((len + 1) / 2, floor.prompt);
         shorter = true;
       }
     if (shorter) out.push_back(r);
@@ -384,9 +473,9 @@ std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq, co
       out.push_back(r);
       break;
     }
-  if (s.window > 1 && s.mask == MaskFormat::none) {
+  if (s.window > std::max<std::int64_t>(1, floor.window) && s.mask == MaskFormat::none) {
     Scenario r = s;
-    r.window = (s.window + 1) / 2;
+    r.window = std::max((s.window + 1) / 2, floor.window);
     if (r.chunk > 0 && s.mode != RunMode::prefill) r.chunk = std::max(1, std::min(r.chunk, static_cast<int>(r.window) + 1));
     out.push_back(r);
   }
@@ -401,7 +490,31 @@ struct Recovery {
   std::optional<Scenario> wider;  // the case the rows were fitted at, when not the case itself
 };
 
-Recovery recover(const Scenario& s, const BisectRun& e, const BisectOptions& o) {
+Recovery recover(const Scenario& s, const BisectRun& e, const BisectOptions& o, bool may_widen = true);
+
+// A row that sees one or two keys cannot tell a scale from a cap, a sink or a missing key: when the
+// case's window is that narrow, fit the case widened to a window of 8 (prompts of 16), if it fails
+// there too; otherwise the case itself.
+constexpr std::int64_t kFitWindow = 8;
+std::optional<Recovery> recover_widened(const Scenario& s, const BisectOptions& o) {
+  if (!(s.window > 0 && s.window < kFitWindow) || s.mask != MaskFormat::none) return std::nullopt;
+  Scenario wide = s;
+  wide.window = kFitWindow;
+  for (auto& len : wide.prompt_lens) len = std::max<std::int32_t>(len, 2 * kFitWindow);
+  if (scenario_fault(wide, Api::generic)) return std::nullopt;
+  const BisectRun run = evaluate_case(wide, o);
+  if (!run.error.empty() || !run.output_fails) return std::nullopt;
+  Recovery r = recover(wide, run, o, false);
+  if (r.finding.name == "not_told") return std::nullopt;
+  if (!r.wider) r.wider = wide;
+  r.finding.evidence.push_back("fitted on the case widened to window " + std::to_string(kFitWindow) + " (" + wide.id() +
+                               "), where it fails too: the case's own rows see too few keys to tell");
+  return r;
+}
+
+Recovery recover(const Scenario& s, const BisectRun& e, const BisectOptions& o, bool may_widen) {
+  if (may_widen)
+    if (auto widened = recover_widened(s, o)) return std::move(*widened);
   Recovery r;
   const std::int64_t need = 2 * candidate_count(e.reference->problem.params);
   const BisectRun* run = &e;
@@ -414,7 +527,8 @@ Recovery recover(const Scenario& s, const BisectRun& e, const BisectOptions& o) 
       r.finding = {"not_told", FindingSource::recovered_attention,
                    {std::to_string(need / 2) + " candidate keys need at least " + std::to_string(need) +
                     " dimensions for a well-posed fit; the case has " + std::to_string(s.head_size) +
-                    " and the DUT runs no head size that large"}};
+                    " and the DUT runs no head size that large"},
+                   Confidence::abstained, "the case is too small for a well-posed fit"};
       return r;
     }
     Scenario wider = s;
@@ -423,13 +537,22 @@ Recovery recover(const Scenario& s, const BisectRun& e, const BisectOptions& o) 
     if (!wider_run.error.empty() || !wider_run.fails) {
       r.finding = {"not_told", FindingSource::recovered_attention,
                    {"at head size " + std::to_string(*d) + ", where a fit is well posed, the case " +
-                    (wider_run.error.empty() ? "passes" : "does not run: " + wider_run.error)}};
+                    (wider_run.error.empty() ? "passes" : "does not run: " + wider_run.error) +
+                    " (its inputs are drawn anew: a failure that depends on the data may vanish)"},
+                   Confidence::abstained, "the fit needs a larger head size, at which the failure does not show"};
       return r;
     }
     r.wider = wider;
     run = &wider_run;
   }
   const Problem& pr = run->reference->problem;
+  if (failing_rows(r.wider ? *r.wider : s, *run, 1, /*finite_only=*/false).empty()) {
+    r.finding = {"precision_only", FindingSource::none,
+                 {"no element exceeds its phase's max-abs limit; the outputs fail on their relative L2 error alone (" +
+                  run->reason + "): many small errors, the accumulation's precision, not which keys"},
+                 Confidence::medium, "the verdict fails on the L2 criterion alone; no variant replays the accumulation"};
+    return r;
+  }
   for (const FailingRow& row : failing_rows(r.wider ? *r.wider : s, *run, 48, /*finite_only=*/true))
     r.rows.push_back(recover_row(pr, run->out, row.sequence, row.token, row.head));
   r.finding = classify_recovery(r.rows, pr.params);
@@ -442,6 +565,8 @@ Finding find_without_variant(const Scenario& s, const BisectRun& e, const Bisect
   if (const std::string nf = non_finite_summary(s, e); !nf.empty())
     return {"non_finite_output", FindingSource::non_finite_output, {nf}};
   if (auto narrow = narrow_value_storage(e.reference->problem, e.out, e.ref, e.threshold)) return *narrow;
+  if (auto dims = dims_finding(e.reference->problem.params, e.out, e.ref, e.row_limit)) return *dims;
+  if (auto fp8 = fp8_value_finding(e.reference->problem, e.out, e.ref, e.row_limit)) return *fp8;
   Recovery r = recover(s, e, o);
   Finding f = r.finding;
   if (detail) *detail = std::move(r);
@@ -458,7 +583,7 @@ bool names_keys(const std::string& name) {
 }
 
 void write_repro(const fs::path& path, const Scenario& s, const BisectRun& e, const BisectOptions& o,
-                 const Finding& finding, const Recovery* recovery) {
+                 const Finding& finding, const Recovery* recovery, const std::vector<Ablation>& ablations) {
   const Reference& ref = *e.reference;
   ProblemFile f = problem_file(s, ref, ProblemFileKind::repro);
   if (o.against != "golden") {  // the other DUT's output is the reference, and it has no LSE
@@ -467,7 +592,14 @@ void write_repro(const fs::path& path, const Scenario& s, const BisectRun& e, co
     f.reference_lse.clear();
   }
   f.duts.push_back({0, o.dut, std::vector<float>(e.out.begin(), e.out.end()), {{"threshold", e.threshold}}});
-  ProblemFile::Diagnosis d{finding.name, finding_source_name(finding.source), finding.evidence, {}, {}, {}, {}, {}};
+  ProblemFile::Diagnosis d;
+  d.name = finding.name;
+  d.source = finding_source_name(finding.source);
+  d.evidence = finding.evidence;
+  d.confidence = confidence_name(finding.confidence);
+  d.why = finding.why;
+  for (const Ablation& a : ablations)
+    d.ablation.push_back({a.feature, a.change, ablation_outcome_name(a.outcome), a.scenario.id(), a.redraws_inputs});
   if (recovery && !recovery->rows.empty() && recovery->rows.front().well_posed) {
     d.fitted_case = (recovery->wider ? *recovery->wider : s).id();
     for (const AttentionCandidate& c : recovery->rows.front().candidates)
@@ -482,6 +614,22 @@ void write_repro(const fs::path& path, const Scenario& s, const BisectRun& e, co
   write_problem_file(path, f);
 }
 
+// The run's tolerance as sweep-file keys, so the repro is judged by the same rule: the profile, and
+// the case's dtype's limits when they are not the profile's (a sweep's `tolerance:` overrides).
+std::string tolerance_yaml(const Scenario& s) {
+  const Tolerance& t = s.tolerance;
+  std::ostringstream o;
+  o.precision(17);
+  o << "    tolerance_profile: " << profile_name(t.profile) << "\n";
+  const Tolerance d = tolerance_for(t.profile, s.dtype);
+  if (t.rtol_factor != d.rtol_factor || t.atol_floor != d.atol_floor || t.l2_factor != d.l2_factor ||
+      t.l2_floor != d.l2_floor || t.warn_l2_factor != d.warn_l2_factor || t.nmse_max != d.nmse_max)
+    o << "    tolerance: {" << dtype_name(s.dtype) << ": {rtol_factor: " << t.rtol_factor << ", atol_floor: " << t.atol_floor
+      << ", l2_factor: " << t.l2_factor << ", l2_floor: " << t.l2_floor << ", warn_l2_factor: " << t.warn_l2_factor
+      << ", nmse_max: " << t.nmse_max << "}}\n";
+  return o.str();
+}
+
 // The summary CI bots read (--json, DIR/summary.json).
 struct Summary {
   bool reproduces = false;
@@ -491,6 +639,7 @@ struct Summary {
   double max_abs = 0, threshold = 0;
   std::string reason, minimal_case;
   std::vector<std::pair<double, std::string>> variants;
+  std::vector<Ablation> ablations;
   std::vector<std::pair<std::string, std::string>> files;
   double seconds = 0;
 };
@@ -504,7 +653,17 @@ std::string summary_json(const Scenario& s, const BisectOptions& o, const Summar
   if (!m.dut_error.empty()) j["dut_error"] = m.dut_error;
   j["class"] = m.finding.name;
   j["source"] = finding_source_name(m.finding.source);
+  j["confidence"] = confidence_name(m.finding.confidence);
+  j["why"] = m.finding.why;
   j["evidence"] = m.finding.evidence;
+  j["needs"] = needed_features(m.ablations, false);
+  j["needs_with_inputs_redrawn"] = nlohmann::ordered_json::array();
+  for (const Ablation& a : m.ablations)
+    if (a.outcome == AblationOutcome::passes && a.redraws_inputs) j["needs_with_inputs_redrawn"].push_back(a.feature);
+  j["ablation"] = nlohmann::ordered_json::array();
+  for (const Ablation& a : m.ablations)
+    j["ablation"].push_back({{"feature", a.feature}, {"change", a.change}, {"outcome", ablation_outcome_name(a.outcome)},
+                             {"inputs_redrawn", a.redraws_inputs}, {"case", a.scenario.id()}, {"detail", a.detail}});
   j["pattern"] = m.pattern;
   // A non-finite error is not a JSON number: null.
   auto number = [](double x) { return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr); };
@@ -542,6 +701,8 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
     summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::ostringstream top;
     top << "Finding: " << summary.finding.name << " (" << finding_source_name(summary.finding.source) << ")\n";
+    top << "   Confidence: " << confidence_name(summary.finding.confidence)
+        << (summary.finding.why.empty() ? "" : " (" + summary.finding.why + ")") << "\n";
     for (const std::string& line : summary.finding.evidence) top << "   " << line << "\n";
     if (!summary.pattern.empty()) top << "   Rows: " << join(summary.pattern, "; ") << ".\n";
     const std::string report = head.str() + top.str() + "\n" + r.str() + "\nBisect took " +
@@ -587,28 +748,78 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
   summary.pattern = failing_row_pattern(original, first);
   r << "2. Localize\n   " << localize(original, first) << "\n\n";
 
-  // 3. Diagnose.
-  const Diagnosis diag = diagnose(first);
-  summary.variants = diag.ranked;
-  r << "3. Diagnose: the DUT's output against references that each carry one suspected bug\n";
-  for (const auto& [err, name] : diag.ranked) {
-    const std::string& wanted = name;  // clang before 16 cannot capture a structured binding
-    const auto& v = *std::find_if(bisect_variants().begin(), bisect_variants().end(),
-                                  [&](const Variant& x) { return x.name == wanted; });
-    r << "   " << (explains(err, first) ? "MATCH " : "      ") << name << ": max abs difference " << err << " ("
-      << v.meaning << ")\n";
+  // 3. Ablate: which features the failure needs, before any fit.
+  const int failing_seq = worst_sequence(first);
+  std::vector<Ablation> ablations = ablations_for(original, failing_seq, first.traits.head_sizes);
+  run_ablations(ablations, [&](const Scenario& x) { return ablated(x, o); });
+  summary.ablations = ablations;
+  const std::vector<std::string> needed = needed_features(ablations, false);
+  r << "3. Ablate: the case again with one feature turned off or swapped at a time, the seed fixed\n";
+  for (const std::string& line : ablation_table(ablations)) r << "   " << line << "\n";
+  r << "   " << needs_sentence(ablations) << "\n\n";
+
+  // 4. Diagnose: the cache's differences when only the cache fails; otherwise the variants.
+  const bool cache_only = !first.output_fails;
+  Diagnosis diag;
+  if (cache_only) {
+    r << "4. Diagnose: the outputs pass; the KV cache differs from the golden cache model\n";
+    const Finding f = cache_finding(first.cache_details, first.reference->problem.params);
+    r << "   " << f.name << ": " << (f.evidence.empty() ? "" : f.evidence.front()) << "\n\n";
+  } else {
+    diag = diagnose(first);
+    summary.variants = diag.ranked;
+    r << "4. Diagnose: the DUT's output against references that each carry one suspected bug\n";
+    for (const auto& [err, name] : diag.ranked) {
+      const std::string& wanted = name;  // clang before 16 cannot capture a structured binding
+      const auto& v = *std::find_if(bisect_variants().begin(), bisect_variants().end(),
+                                    [&](const Variant& x) { return x.name == wanted; });
+      r << "   " << (explains(err, first) ? "MATCH " : "      ") << name << ": max abs difference " << err << " ("
+        << v.meaning << ")\n";
+    }
+    if (!diag.silent.empty())
+      r << "   Not told apart from a correct kernel on this case: " << join(diag.silent, ", ") << "\n";
+    if (const std::string nf = non_finite_summary(original, first); !nf.empty()) r << "   " << nf << "\n";
   }
-  if (!diag.silent.empty())
-    r << "   Not told apart from a correct kernel on this case: " << join(diag.silent, ", ") << "\n";
-  if (const std::string nf = non_finite_summary(original, first); !nf.empty()) r << "   " << nf << "\n";
+  // The band the DUT attends, measured, when a band variant matched or none did; then measured again
+  // with one more key on each side, which tells how its bounds follow the case's.
+  std::optional<Finding> band;
+  static const std::set<std::string> band_variants = {"window_plus_one", "window_minus_one", "no_window",
+                                                      "window_right_off_by_one", "window_right_ignored"};
+  if (!cache_only && (!diag.explained || band_variants.count(diag.best)))
+    if (const auto measured = measure_band(first.reference->problem, first.out, first.threshold)) {
+      auto remeasure = [&](Scenario wider) -> std::optional<WindowBand> {
+        const BisectRun w = evaluate_case(wider, o);
+        if (!w.error.empty()) return std::nullopt;
+        if (!w.output_fails) return w.reference->problem.params.band;  // it attends the wider case's own band
+        return measure_band(w.reference->problem, w.out, w.threshold);
+      };
+      std::optional<WindowBand> wider_left, wider_right;
+      const WindowBand case_band = first.reference->problem.params.band;
+      if (original.window > 0) {
+        Scenario w = original;
+        w.window += 1;
+        wider_left = remeasure(w);
+      }
+      if (original.window_right > 0) {
+        Scenario w = original;
+        w.window_right += 1;
+        wider_right = remeasure(w);
+      }
+      band = band_finding(case_band, *measured, wider_left, wider_right);
+      // The measurement confirms the variant that matched: it stays the variant's finding.
+      if (band && diag.explained && band->name == diag.best) band->source = FindingSource::variant;
+      if (band) r << "   The band, measured: " << band->name << ": " << join(band->evidence, "; ") << ".\n";
+    }
   // A match through the 1% allowance alone, by more than rounding (a true match differs by ~1e-7 of
   // the error in fp32): the variant may be near without being the bug.
   const bool suspicious = diag.explained && diag.ranked.front().first > first.threshold &&
                           diag.ranked.front().first > 1e-4 * first.max_abs;
-  if (diag.explained)
+  if (cache_only)
+    ;
+  else if (diag.explained)
     r << "   Diagnosis: " << diag.best << ". The DUT's output matches that variant (difference "
       << diag.ranked.front().first << ", within the baseline-level threshold or 1% of the DUT's error "
-      << first.max_abs << ")" << (suspicious ? "; only loosely, so step 5 checks it against the recovered attention" : "")
+      << first.max_abs << ")" << (suspicious ? "; only loosely, so step 6 checks it against the recovered attention" : "")
       << ".\n\n";
   else if (diag.ranked.empty())
     r << "   No variant explains the output: none applies to this case and differs from a correct kernel.\n\n";
@@ -617,36 +828,41 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
   else
     r << "   No variant explains the output. The closest is " << diag.best << "; the error is of another kind.\n\n";
 
-  // 4. Reduce while the same diagnosis holds: the same variant, or without one the same class of
-  // finding (a case too large to fit yet cannot contradict it).
+  // 5. Reduce while the evidence holds: the same kind of failure (outputs, or the cache only), the
+  // same variant or class of finding, and every feature the failure needs still needed (its
+  // ablation still passes), never below the floor that keeps rows of several keys.
+  auto class_of = [&](const Scenario& x, const BisectRun& e) -> std::string {
+    if (cache_only) return cache_finding(e.cache_details, e.reference->problem.params).name;
+    if (diag.explained) return diagnose(e).best;
+    return find_without_variant(x, e, o, nullptr).name;
+  };
   std::optional<std::string> locked;
-  if (!diag.explained)
-    if (const Finding f = find_without_variant(original, first, o, nullptr); f.name != "not_told") locked = f.name;
+  if (const std::string c = class_of(original, first); c != "not_told") locked = c;
+  auto still_needs = [&](const Scenario& candidate, const BisectRun& e) {
+    std::vector<Ablation> check = ablations_for(candidate, worst_sequence(e), e.traits.head_sizes);
+    std::erase_if(check, [&](const Ablation& x) {
+      return x.redraws_inputs || std::find(needed.begin(), needed.end(), x.feature) == needed.end();
+    });
+    if (check.size() != needed.size()) return false;  // a needed feature left the case
+    run_ablations(check, [&](const Scenario& x) { return ablated(x, o); });
+    return std::all_of(check.begin(), check.end(), [](const Ablation& x) { return x.outcome == AblationOutcome::passes; });
+  };
+  const ReductionFloor floor = floor_for(original);
   Scenario minimal = original;
   BisectRun minimal_eval = std::move(first);
   for (int round = 0; round < 40; ++round) {
-    std::int64_t failing_seq = 0;  // the sequence holding the largest error
-    double worst = -1;
-    for (int b = 0; b < minimal_eval.reference->problem.params.batch; ++b)
-      for (std::int64_t i = minimal_eval.reference->problem.seq_offsets[b] * minimal.heads * minimal.head_size;
-           i < minimal_eval.reference->problem.seq_offsets[b + 1] * minimal.heads * minimal.head_size; ++i) {
-        const double err = std::abs(minimal_eval.out[i] - minimal_eval.ref[i]);
-        if (!std::isfinite(err) || err > worst) {
-          worst = std::isfinite(err) ? err : std::numeric_limits<double>::infinity();
-          failing_seq = b;
-        }
-      }
     bool reduced = false;
-    for (const Scenario& candidate : reductions(minimal, failing_seq, minimal_eval.traits)) {
+    for (const Scenario& candidate : reductions(minimal, worst_sequence(minimal_eval), minimal_eval.traits, floor)) {
       BisectRun e = evaluate_case(candidate, o);
-      if (!e.error.empty() || !e.fails) continue;
-      const Diagnosis d = diagnose(e);
-      if (d.explained != diag.explained || (diag.explained && d.best != diag.best)) continue;
-      if (!diag.explained) {
-        const Finding f = find_without_variant(candidate, e, o, nullptr);
-        if (f.name != "not_told" && locked && f.name != *locked) continue;
-        if (f.name != "not_told") locked = f.name;
+      if (!e.error.empty() || !e.fails || e.output_fails != !cache_only) continue;
+      if (!cache_only) {
+        const Diagnosis d = diagnose(e);
+        if (d.explained != diag.explained || (diag.explained && d.best != diag.best)) continue;
       }
+      const std::string c = class_of(candidate, e);
+      if (c != "not_told" && locked && c != *locked) continue;
+      if (!still_needs(candidate, e)) continue;
+      if (c != "not_told") locked = c;
       minimal = candidate;
       minimal_eval = std::move(e);
       reduced = true;
@@ -655,36 +871,52 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
     if (!reduced) break;
   }
   summary.minimal_case = minimal.id();
-  r << "4. Reduce: the smallest case with the same diagnosis\n   " << minimal.id() << "\n   "
+  r << "5. Reduce: the smallest case with the same diagnosis and the same needed features\n   " << minimal.id() << "\n   "
     << minimal.prompt_lens.size() << " sequence(s), " << minimal.heads << " query head(s) / " << minimal.kv_heads
     << " kv head(s), head size " << minimal.head_size << ", window " << minimal.window << ".\n   "
     << localize(minimal, minimal_eval) << "\n\n";
 
-  // 5. Without a variant (or with one that matched only within 1% of the error): the output itself
-  // tells, through its non-finite elements, its single-key rows, or the recovered attention.
+  // 6. The finding: the cache's, the variant's, or what the output itself tells (its non-finite
+  // elements, its single-key rows, the recovered attention); then judged against the ablation.
   Recovery recovery;
-  summary.finding = {diag.best, FindingSource::variant,
-                     {diag.explained ? "the output matches the variant " + diag.best + " (" +
-                                           std::find_if(bisect_variants().begin(), bisect_variants().end(),
-                                                        [&](const Variant& x) { return x.name == diag.best; })->meaning +
-                                           ")"
-                                     : ""}};
-  int step = 5;
-  if (!diag.explained || suspicious) {
-    r << step++ << ". Recover: which keys the DUT attended, and how\n";
-    const Finding f = find_without_variant(minimal, minimal_eval, o, &recovery);
-    if (recovery.wider) r << "   (fitted at head size " << recovery.wider->head_size << ": " << recovery.wider->id() << ")\n";
-    r << "   " << f.name << " (" << finding_source_name(f.source) << ")\n";
-    for (const std::string& line : f.evidence) r << "   " << line << "\n";
-    r << "\n";
-    if (!diag.explained) summary.finding = f;
-    else if (names_keys(f.name)) {
-      summary.finding = f;
-      summary.finding.evidence.push_back("the variant " + diag.best + " matched only loosely (within 1% of the DUT's error, "
-                                         "not to the baseline-level threshold); the recovered attention names the keys");
+  int step = 6;
+  if (cache_only) {
+    summary.finding = cache_finding(minimal_eval.cache_details, minimal_eval.reference->problem.params);
+  } else if (band) {
+    summary.finding = *band;
+  } else {
+    const auto& variant = *std::find_if(bisect_variants().begin(), bisect_variants().end(),
+                                        [&](const Variant& x) { return x.name == diag.best; });
+    if (diag.explained)
+      summary.finding = {diag.best, FindingSource::variant,
+                         {"the output matches the variant " + diag.best + " (" + variant.meaning + ")"},
+                         suspicious ? Confidence::medium : Confidence::high,
+                         suspicious ? "the variant matches only within 1% of the DUT's error"
+                                    : "the output matches the variant to the baseline-level threshold"};
+    if (!diag.explained || suspicious) {
+      r << step++ << ". Recover: which keys the DUT attended, and how\n";
+      const Finding f = find_without_variant(minimal, minimal_eval, o, &recovery);
+      if (recovery.wider) r << "   (fitted at head size " << recovery.wider->head_size << ": " << recovery.wider->id() << ")\n";
+      r << "   " << f.name << " (" << finding_source_name(f.source) << ")\n";
+      for (const std::string& line : f.evidence) r << "   " << line << "\n";
+      r << "\n";
+      if (!diag.explained) summary.finding = f;
+      else if (names_keys(f.name)) {
+        summary.finding = f;
+        summary.finding.evidence.push_back("the variant " + diag.best + " matched only loosely (within 1% of the DUT's error, "
+                                           "not to the baseline-level threshold); the recovered attention names the keys");
+      }
     }
   }
-  if (summary.finding.name.empty()) summary.finding = {"not_told", FindingSource::none, {"nothing tells this failure"}};
+  if (summary.finding.name.empty())
+    summary.finding = {"not_told", FindingSource::none, {"nothing tells this failure"}, Confidence::abstained, "no method applies"};
+  // The outputs fail and the cache differs too: the cache's own finding is evidence beside it.
+  if (!cache_only && !minimal_eval.cache_details.empty()) {
+    const Finding c = cache_finding(minimal_eval.cache_details, minimal_eval.reference->problem.params);
+    summary.finding.evidence.push_back("The KV cache differs from the golden's too: " + c.name + ": " +
+                                       (c.evidence.empty() ? "" : c.evidence.front()));
+  }
+  summary.finding = judge_finding(std::move(summary.finding), ablations);
 
   // 6. Emit.
   fs::create_directories(o.out_dir);
@@ -698,11 +930,12 @@ int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) 
     std::ostringstream yaml;
     yaml << "# swa-harness bisect: minimal reproduction of\n#   " << original.id() << "\n# on DUT " << one_line
          << "; finding: " << summary.finding.name << "\nsweeps:\n  repro:\n"
-         << (needs_atb_api(minimal) ? "    api: atb\n" : "") << "    duts: [" << quoted.c_str() << "]\n    include:\n      - "
+         << (needs_atb_api(minimal) ? "    api: atb\n" : "") << tolerance_yaml(minimal) << "    duts: [" << quoted.c_str()
+         << "]\n    include:\n      - "
          << case_yaml(minimal) << "\n";
     write_file_atomically(o.out_dir / "repro.yaml", yaml.str());
   }
-  write_repro(o.out_dir / "repro.h5", minimal, minimal_eval, o, summary.finding, &recovery);
+  write_repro(o.out_dir / "repro.h5", minimal, minimal_eval, o, summary.finding, &recovery, ablations);
   summary.files = {{"repro_yaml", (o.out_dir / "repro.yaml").string()}, {"repro_h5", (o.out_dir / "repro.h5").string()},
                    {"summary", (o.out_dir / "summary.json").string()}};
   r << step << ". Files\n   " << (o.out_dir / "repro.yaml").string() << ": the minimal case; rerun it with\n     swa-harness run "

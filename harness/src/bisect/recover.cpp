@@ -1,5 +1,7 @@
 #include "recover.hpp"
 
+#include "semantics.hpp"
+
 #include <Eigen/Dense>
 #include <algorithm>
 #include <climits>
@@ -11,6 +13,7 @@
 #include <stdexcept>
 
 #include "swa/golden.hpp"
+#include "swa/kv_format.hpp"
 
 namespace swa::harness {
 
@@ -93,7 +96,9 @@ RecoveredRow recover_row(const Problem& pr, const std::vector<double>& out, int 
   for (int c = 0; c < n; ++c) {
     const AttentionCandidate& k = r.candidates[c];
     const std::size_t row = static_cast<std::size_t>(pr.seq_offsets[k.sequence] + k.position);
-    for (int x = 0; x < d; ++x) a[static_cast<std::size_t>(c) * d + x] = pr.v[(row * hkv + k.kv_head) * d + x];
+    // V as attention reads it: FP8 KV quantises it (kv_read_value is the identity otherwise).
+    for (int x = 0; x < d; ++x)
+      a[static_cast<std::size_t>(c) * d + x] = kv_read_value(p.kv_format, p.v_descale, pr.v[(row * hkv + k.kv_head) * d + x]);
   }
   const std::size_t q_row = static_cast<std::size_t>(pr.seq_offsets[sequence] + token);
   for (int x = 0; x < d; ++x) o[x] = out[(q_row * p.heads_q + q_head) * d + x];
@@ -201,7 +206,8 @@ KeyDifferences differing_keys(const RecoveredRow& r, double noise) {
   KeyDifferences k;
   for (int c = 0; c < static_cast<int>(r.candidates.size()); ++c) {
     if (r.golden[c] == 0 && r.weights[c] > noise) k.extra.push_back(c);
-    if (r.golden[c] > noise && r.weights[c] < 0.25 * r.golden[c]) k.missing.push_back(c);
+    // Missing: weighed at noise level, not merely lighter (a sharper softmax makes small weights smaller).
+    if (r.golden[c] > noise && r.weights[c] <= std::max(noise, 0.05 * r.golden[c])) k.missing.push_back(c);
   }
   return k;
 }
@@ -302,6 +308,94 @@ bool only_keys_before_the_chunk(const FittedRows& f) {
   return any;
 }
 
+// Over the rows whose missing keys are all before their chunk: how many visible keys before the
+// chunk each kept (the fewest, over rows that lost some).
+std::int64_t kept_keys_before_the_chunk(const FittedRows& f) {
+  std::int64_t fewest = INT64_MAX;
+  for (std::size_t i = 0; i < f.rows.size(); ++i) {
+    const RecoveredRow& r = *f.rows[i];
+    if (f.keys[i].missing.empty()) continue;
+    const std::int64_t start = chunk_start_of(f.p, r.sequence, r.token);
+    std::int64_t kept = 0;
+    for (std::size_t c = 0; c < r.candidates.size(); ++c)
+      if (is_own(r.candidates[c], r, f.p) && r.golden[c] > 0 && r.candidates[c].position < start &&
+          std::find(f.keys[i].missing.begin(), f.keys[i].missing.end(), static_cast<int>(c)) == f.keys[i].missing.end())
+        ++kept;
+    fewest = std::min(fewest, kept);
+  }
+  return fewest == INT64_MAX ? 0 : fewest;
+}
+
+// The n when every row that lost keys lost exactly positions [start - n, start) of its chunk; 0 otherwise.
+std::int64_t boundary_keys_lost(const FittedRows& f) {
+  std::int64_t n = -1;
+  for (std::size_t i = 0; i < f.rows.size(); ++i) {
+    const RecoveredRow& r = *f.rows[i];
+    if (f.keys[i].missing.empty()) continue;
+    const std::int64_t start = chunk_start_of(f.p, r.sequence, r.token);
+    std::int64_t lowest = start;
+    for (int c : f.keys[i].missing) lowest = std::min(lowest, r.candidates[c].position);
+    const std::int64_t here = start - lowest;
+    if (here != static_cast<std::int64_t>(f.keys[i].missing.size()) || (n >= 0 && here != n)) return 0;
+    n = here;
+  }
+  return std::max<std::int64_t>(n, 0);
+}
+
+// log w - log p = (alpha - 1) s + c_row for a kernel whose scores are alpha times the golden's: one
+// slope over every fitted row, each row with its own intercept (the normalisation); the RMS of the
+// fit's residual; the most weighed keys of a row.
+struct ScaleFit {
+  double slope = 0, rms = 0;
+  int keys = 0, widest = 0;
+};
+ScaleFit fit_scale(const FittedRows& f) {
+  std::vector<std::vector<std::pair<double, double>>> rows;
+  for (const RecoveredRow* row : f.rows) {
+    std::vector<std::pair<double, double>> points;
+    double dut_sum = 0, golden_sum = 0;
+    for (std::size_t c = 0; c < row->weights.size(); ++c) dut_sum += row->weights[c], golden_sum += row->golden[c];
+    for (std::size_t c = 0; c < row->weights.size(); ++c)
+      if (row->golden[c] > 1e-3 && row->weights[c] > 1e-3 && std::isfinite(row->scores[c]))
+        points.push_back({row->scores[c], std::log(row->weights[c] / dut_sum) - std::log(row->golden[c] / golden_sum)});
+    if (points.size() < 2) continue;
+    double mx = 0, my = 0;
+    for (const auto& [x, y] : points) mx += x, my += y;
+    mx /= static_cast<double>(points.size()), my /= static_cast<double>(points.size());
+    for (auto& [x, y] : points) x -= mx, y -= my;
+    rows.push_back(std::move(points));
+  }
+  ScaleFit r;
+  double sxx = 0, sxy = 0;
+  for (const auto& points : rows) {
+    for (const auto& [x, y] : points) sxx += x * x, sxy += x * y;
+    r.keys += static_cast<int>(points.size());
+    r.widest = std::max(r.widest, static_cast<int>(points.size()));
+  }
+  r.slope = sxx > 1e-12 ? sxy / sxx : 0;
+  double sq = 0;
+  for (const auto& points : rows)
+    for (const auto& [x, y] : points) sq += (y - r.slope * x) * (y - r.slope * x);
+  r.rms = r.keys > 0 ? std::sqrt(sq / r.keys) : 0;
+  return r;
+}
+
+// Whether scores scaled by 1 + slope alone predict every missing key's weight at noise level: then a
+// sharper softmax, not a dropped key.
+bool scale_explains_missing(const FittedRows& f, const ScaleFit& sf, double noise) {
+  if (std::abs(sf.slope) <= 0.05 || sf.widest < 3 || sf.rms > 0.05) return false;
+  for (std::size_t i = 0; i < f.rows.size(); ++i) {
+    const RecoveredRow& r = *f.rows[i];
+    double z = 0;
+    for (std::size_t c = 0; c < r.weights.size(); ++c)
+      if (r.golden[c] > 0 && std::isfinite(r.scores[c])) z += r.golden[c] * std::exp(sf.slope * r.scores[c]);
+    for (int c : f.keys[i].missing)
+      if (!(z > 0) || !std::isfinite(r.scores[c]) || r.golden[c] * std::exp(sf.slope * r.scores[c]) / z > 2 * noise)
+        return false;
+  }
+  return true;
+}
+
 // The ratio DUT weight / golden weight is constant within aligned blocks of `tile` keys but not
 // across them: an online softmax that does not rescale its accumulator when the running max grows.
 std::int64_t rescaled_tile(const FittedRows& f) {
@@ -361,6 +455,8 @@ const char* finding_source_name(FindingSource s) {
     case FindingSource::recovered_attention: return "recovered attention";
     case FindingSource::non_finite_output: return "non-finite output";
     case FindingSource::value_storage: return "value storage";
+    case FindingSource::cache_check: return "cache check";
+    case FindingSource::band_measured: return "band measured";
     case FindingSource::none: return "none";
   }
   return "none";
@@ -372,9 +468,20 @@ Finding classify_recovery(const std::vector<RecoveredRow>& rows, const AttnParam
   auto say = [&](std::string name, std::vector<std::string> evidence) {
     f.name = std::move(name);
     f.evidence = std::move(evidence);
+    // Classes that describe the weights without naming a cause are told with less confidence.
+    if (f.name == "not_told") {
+      f.confidence = Confidence::abstained;
+      f.why = "the recovered attention does not tell";
+    } else if (f.name == "weights_do_not_sum_right" || f.name == "weights_differ") {
+      f.confidence = Confidence::medium;
+      f.why = "the recovered weights describe the error, not its cause";
+    } else {
+      f.confidence = Confidence::high;
+      f.why = "the recovered attention of every fitted row shows it";
+    }
     return f;
   };
-  if (rows.empty()) return say("not_told", {"no failing row has a finite output to fit"});
+  if (rows.empty()) return say("not_told", {"no failing output row to fit (every output row is within its limit)"});
   const RecoveredRow& first = rows.front();
   const int n = static_cast<int>(first.candidates.size());
   if (!first.well_posed)
@@ -400,6 +507,13 @@ Finding classify_recovery(const std::vector<RecoveredRow>& rows, const AttnParam
          "from the wrong tensor or stride, or arithmetic on the output)";
     return say("output_outside_the_values", {o.str(), method.str()});
   }
+  // The score semantics first: a wrong sink or cap scales every weight, which the key tests below
+  // would read as keys dropped or added.
+  for (auto* told : {&sink_finding, &softcap_finding})
+    if (std::optional<Finding> x = (*told)(fit.rows, p)) {
+      x->evidence.push_back(method.str());
+      return *x;
+    }
   auto keyed = [&](std::string name, bool extra, auto pred, std::string meaning) -> std::optional<Finding> {
     const auto [where, count] = fit.find(extra, pred);
     if (!where) return std::nullopt;
@@ -438,12 +552,31 @@ Finding classify_recovery(const std::vector<RecoveredRow>& rows, const AttnParam
                        "keys the golden hides are attended"))
       return *x;
   }
-  if (fit.any_missing()) {
-    if (only_keys_before_the_chunk(fit))
-      if (auto x = keyed("chunk_prefix_dropped", false, [](const RecoveredRow&, const AttentionCandidate&) { return true; },
-                         "rows of chunks after the first lose every key before their chunk's boundary: the chunk attends "
-                         "itself and not the cache"))
-        return *x;
+  // A dropped key leaves the others renormalised (the weights still sum as the golden's); weights
+  // that do not sum right are a normalisation fault, which only looks like keys gone missing.
+  int sums_off = 0;
+  for (const RecoveredRow* row : fit.rows) {
+    double dut_sum = 0, golden_sum = 0;
+    for (int c = 0; c < n; ++c) dut_sum += row->weights[c], golden_sum += row->golden[c];
+    sums_off += std::abs(dut_sum - golden_sum) > 2 * weight_noise(p.dtype);
+  }
+  if (fit.any_missing() && sums_off * 2 <= static_cast<int>(fit.rows.size()) &&
+      !scale_explains_missing(fit, fit_scale(fit), weight_noise(p.dtype))) {
+    if (only_keys_before_the_chunk(fit)) {
+      // Every key before the chunk lost, or only the last few before its boundary (kept older ones).
+      const std::int64_t kept = kept_keys_before_the_chunk(fit);
+      if (kept == 0) {
+        if (auto x = keyed("chunk_prefix_dropped", false, [](const RecoveredRow&, const AttentionCandidate&) { return true; },
+                           "rows of chunks after the first lose every key before their chunk's boundary: the chunk attends "
+                           "itself and not the cache"))
+          return *x;
+      } else if (const std::int64_t lost = boundary_keys_lost(fit); lost > 0) {
+        if (auto x = keyed("chunk_boundary_keys_dropped", false, [](const RecoveredRow&, const AttentionCandidate&) { return true; },
+                           "rows of chunks after the first lose the last " + std::to_string(lost) + " key(s) before their "
+                           "chunk's start and keep the older ones: the cache read stops short of the chunk boundary"))
+          return *x;
+      }
+    }
     if (const DroppedBlock block = dropped_tile(fit, weight_noise(p.dtype)); block.alignment > 0) {
       const RecoveredRow& r = *fit.rows[block.row];
       std::ostringstream o;
@@ -483,30 +616,34 @@ Finding classify_recovery(const std::vector<RecoveredRow>& rows, const AttnParam
     return say("tile_rescale_missing", {o.str(), method.str()});
   }
   const RecoveredRow& r = *fit.rows.front();
-  double dut_sum = 0, golden_sum = 0;
-  for (int c = 0; c < n; ++c) dut_sum += r.weights[c], golden_sum += r.golden[c];
   const double noise = weight_noise(p.dtype);
-  if (std::abs(dut_sum - golden_sum) > 2 * noise) {
+  if (sums_off * 2 > static_cast<int>(fit.rows.size())) {
+    double dut_sum = 0, golden_sum = 0;
+    for (int c = 0; c < n; ++c) dut_sum += r.weights[c], golden_sum += r.golden[c];
     std::ostringstream o;
     o << query_name(r) << ": the DUT's weights sum to " << dut_sum << ", the golden's to " << golden_sum
-      << (golden_sum < 0.999 ? " (the rest is the sink's)" : "")
-      << ": the normalisation is wrong (a denominator missing a tile or the sink, or one too many)";
-    return say("weights_do_not_sum_right", {o.str(), method.str()});
+      << (golden_sum < 0.999 ? " (the rest is the sink's)" : "") << "; " << sums_off << " of " << fit.rows.size()
+      << " fitted rows alike";
+    std::string meaning = "the normalisation is wrong (a denominator missing a tile or the sink, or one too many)";
+    if (!p.sinks && dut_sum < golden_sum)
+      meaning = "a share of the softmax's mass went to no V row: the denominator has terms with no value (padding "
+                "keys past the sequence scored, or a sink where there is none)";
+    return say("weights_do_not_sum_right", {o.str(), meaning, method.str()});
   }
-  // log w - log p = (alpha - 1) s + c for a kernel whose scores are alpha times the golden's; two keys
-  // determine the slope already (the intercept absorbs the normalisation).
-  double sx = 0, sy = 0, sxx = 0, sxy = 0, m = 0;
-  for (int c = 0; c < n; ++c)
-    if (r.golden[c] > 1e-3 && r.weights[c] > 1e-3 && std::isfinite(r.scores[c])) {
-      const double x = r.scores[c], y = std::log(r.weights[c] / dut_sum) - std::log(r.golden[c] / golden_sum);
-      sx += x, sy += y, sxx += x * x, sxy += x * y, m += 1;
-    }
-  const double slope = m >= 2 && m * sxx - sx * sx > 1e-12 ? (m * sxy - sx * sy) / (m * sxx - sx * sx) : 0;
-  if (std::abs(slope) > 0.05) {
+  const ScaleFit scale_fit = fit_scale(fit);
+  const double slope = scale_fit.slope, m = scale_fit.keys;
+  const int widest = scale_fit.widest;
+  // Two keys give one ratio, which any slope fits: a slope needs rows of at least three weighed keys.
+  if (std::abs(slope) > 0.05 && widest < 3)
+    return say("not_told", {query_name(r) + ": the weights follow the golden scores with slope " + std::to_string(1 + slope) +
+                            ", but no fitted row weighs more than " + std::to_string(widest) + " keys: too few to tell a "
+                            "scale from a cap, a sink or a key too many (rerun on a case whose rows see more keys)",
+                            method.str()});
+  if (std::abs(slope) > 0.05 && scale_fit.rms <= 0.05) {
     std::ostringstream o;
-    o << query_name(r) << ": the DUT's log-weights follow the golden scores with slope " << 1 + slope
-      << ": it scales the scores by " << 1 + slope << " x the golden's scale " << p.scale << " (that is "
-      << (1 + slope) * p.scale << ")";
+    o << "over " << fit.rows.size() << " fitted rows (" << static_cast<int>(m) << " weighed keys) the DUT's log-weights "
+      << "follow the golden scores with slope " << 1 + slope << ": it scales the scores by " << 1 + slope
+      << " x the golden's scale " << p.scale << " (that is " << (1 + slope) * p.scale << ")";
     return say("wrong_scale", {o.str(), method.str()});
   }
   if (const int bits = p.dtype == DType::fp32 ? quantised_bits(fit) : 0) {

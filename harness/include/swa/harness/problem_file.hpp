@@ -65,6 +65,13 @@ struct ProblemFile {
   struct Diagnosis {
     std::string name, source;
     std::vector<std::string> evidence;
+    std::string confidence, why;  // high | medium | abstained, and why
+    // The ablation, a row per feature turned off or swapped.
+    struct AblationRow {
+      std::string feature, change, outcome, case_id;
+      bool inputs_redrawn = false;
+    };
+    std::vector<AblationRow> ablation;
     std::string fitted_case;                      // the case the rows were fitted at (head size may differ)
     std::vector<std::int32_t> rows;               // [R, 3]: sequence, token, query head
     std::vector<std::int32_t> candidates;         // [N, 3]: sequence, position, kv head

@@ -1,0 +1,205 @@
+#include "cache_finding.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace swa::harness {
+namespace {
+
+using Kind = CacheMismatch::Kind;
+using Held = CacheMismatch::Held;
+
+// What a differing slot shows.
+enum class SlotClass { unwritten, misplaced, written_outside, other_sequence, values_differ };
+
+// ring_slots: the slots of a ring cache (0 for linear and paged).
+SlotClass slot_class(const CacheMismatch& m, std::int64_t ring_slots) {
+  if (m.expected < 0) return m.held_kind == Held::zeros ? SlotClass::values_differ : SlotClass::written_outside;
+  if (m.held_kind == Held::zeros) return SlotClass::unwritten;
+  if (m.held_kind == Held::no_position) return SlotClass::values_differ;
+  if (m.held_sequence != m.sequence) return SlotClass::other_sequence;
+  // A ring slot still holding the position a full ring earlier: the write never came.
+  if (ring_slots > 0 && m.held < m.expected && (m.expected - m.held) % ring_slots == 0) return SlotClass::unwritten;
+  return SlotClass::misplaced;
+}
+
+std::string where(const CacheMismatch& m, const AttnParams& p) {
+  std::ostringstream o;
+  o << "after " << m.call << (m.last_call ? " (the schedule's last call)" : "") << ", sequence " << m.sequence;
+  if (p.cache == CachePolicy::paged)
+    o << " position " << m.slot << " (physical page " << m.page << ", offset " << m.slot % std::max(1, p.page_size) << ")";
+  else
+    o << " slot " << m.slot;
+  return o.str();
+}
+
+std::string held_words(const CacheMismatch& m) {
+  switch (m.held_kind) {
+    case Held::zeros: return "nothing (zeros)";
+    case Held::no_position: return "K/V that match no input row's stored form";
+    case Held::position:
+      return "position " + std::to_string(m.held) +
+             (m.held_sequence != m.sequence ? " of sequence " + std::to_string(m.held_sequence) : std::string());
+  }
+  return "";
+}
+
+std::string expected_words(const CacheMismatch& m) {
+  return m.expected >= 0 ? "position " + std::to_string(m.expected) : "nothing (an unwritten slot stays zero)";
+}
+
+// Which prompt chunk writes position `pos` of sequence b, and whether it is the sequence's last.
+std::string chunk_of(const AttnParams& p, int b, std::int64_t pos) {
+  const std::int64_t prompt = prompt_len(p, b);
+  if (pos >= prompt) return "decode step " + std::to_string(pos - prompt);
+  const std::int64_t chunk = p.chunk > 0 ? p.chunk : prompt;
+  const std::int64_t c = pos / chunk, last = (prompt - 1) / chunk;
+  return "chunk " + std::to_string(c) + (c == last ? " (its prompt's last)" : "") + (c == 0 ? " (its first)" : "");
+}
+
+std::string range_words(const std::set<std::int64_t>& positions) {
+  std::vector<std::string> parts;
+  for (auto it = positions.begin(); it != positions.end();) {
+    std::int64_t a = *it, b = a;
+    while (++it != positions.end() && *it == b + 1) b = *it;
+    parts.push_back(a == b ? std::to_string(a) : std::to_string(a) + ".." + std::to_string(b));
+    if (parts.size() == 6 && it != positions.end()) {
+      parts.push_back("...");
+      break;
+    }
+  }
+  std::string o;
+  for (std::size_t i = 0; i < parts.size(); ++i) o += (i ? ", " : "") + parts[i];
+  return o;
+}
+
+Finding say(std::string name, std::vector<std::string> evidence, Confidence c, std::string why) {
+  return Finding{std::move(name), FindingSource::cache_check, std::move(evidence), c, std::move(why)};
+}
+
+}  // namespace
+
+Finding cache_finding(const std::vector<CacheMismatch>& all, const AttnParams& p) {
+  if (all.empty())
+    return say("not_told", {"the cache check recorded no difference to classify"}, Confidence::abstained,
+               "no cache difference was recorded");
+  std::map<Kind, std::vector<const CacheMismatch*>> by_kind;
+  for (const CacheMismatch& m : all) by_kind[m.kind].push_back(&m);
+  const std::string first_words = [&] {
+    const auto slot = std::find_if(all.begin(), all.end(), [](const CacheMismatch& x) { return x.kind == Kind::slot; });
+    const CacheMismatch& m = slot != all.end() ? *slot : all.front();
+    if (m.kind == Kind::slot) return where(m, p) + " holds " + held_words(m) + ", expected " + expected_words(m);
+    return "first difference after " + m.call + (m.last_call ? " (the schedule's last call)" : "");
+  }();
+  if (by_kind.count(Kind::geometry))
+    return say("cache_geometry_wrong",
+               {"the cache the DUT reported has another shape than the golden's (slots, pages, sequences) or none at all"},
+               Confidence::high, "the cache's geometry differs: nothing else can be compared");
+
+  // The compact ring's base explains slots shifted by it.
+  if (const auto it = by_kind.find(Kind::base); it != by_kind.end()) {
+    const CacheMismatch& m = *it->second.front();
+    std::ostringstream o;
+    o << "after " << m.call << ", sequence " << m.sequence << "'s compact ring base is " << m.got_value << ", expected "
+      << m.expected_value << " (max(0, k - W) for a first write of k tokens, dut_v2.h)";
+    std::vector<std::string> evidence = {o.str()};
+    if (by_kind.count(Kind::slot))
+      evidence.push_back("the slots follow the DUT's base: the first, " + first_words);
+    return say("compact_base_wrong", evidence, Confidence::high, "the base the DUT set differs from the rule's");
+  }
+  if (const auto it = by_kind.find(Kind::page_table); it != by_kind.end()) {
+    const CacheMismatch& m = *it->second.front();
+    std::ostringstream o;
+    o << "after " << m.call << ", sequence " << m.sequence << "'s page table maps logical page " << m.page << " to "
+      << m.got_value << ", expected " << m.expected_value << " (" << it->second.size()
+      << " entries differ): the harness owns the page table; a DUT reads it and leaves it as it is";
+    return say("page_table_changed", {o.str()}, Confidence::high, "the page table differs from the one the harness gave");
+  }
+
+  if (const auto it = by_kind.find(Kind::slot); it != by_kind.end()) {
+    const auto& slots = it->second;
+    std::map<SlotClass, std::vector<const CacheMismatch*>> by_class;
+    const bool ring = p.cache == CachePolicy::ring_modulo || p.cache == CachePolicy::ring_compact;
+    for (const CacheMismatch* m : slots) by_class[slot_class(*m, ring ? p.band.left + 1 : 0)].push_back(m);
+    const auto& [top, members] = *std::max_element(by_class.begin(), by_class.end(),
+                                                   [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+    const bool clear = members.size() * 10 >= slots.size() * 9;
+    std::ostringstream share;
+    share << members.size() << " of the " << slots.size() << " differing slots recorded are alike";
+    const Confidence c = clear ? Confidence::high : Confidence::medium;
+    const std::string why = clear ? share.str() : share.str() + "; the others differ in other ways";
+    switch (top) {
+      case SlotClass::unwritten: {
+        std::map<int, std::set<std::int64_t>> positions;
+        std::set<std::string> writers;
+        for (const CacheMismatch* x : members) {
+          positions[x->sequence].insert(x->expected);
+          writers.insert(chunk_of(p, x->sequence, x->expected));
+        }
+        std::vector<std::string> per;
+        for (const auto& [b, pos] : positions) per.push_back("sequence " + std::to_string(b) + ": positions " + range_words(pos));
+        std::string w;
+        for (const std::string& x : writers) w += (w.empty() ? "" : "; ") + x;
+        return say("rows_not_written",
+                   {"the DUT never wrote rows the golden's cache holds (their slots hold zeros, or in a ring the position "
+                    "a full ring earlier): " + first_words,
+                    "unwritten: " + [&] { std::string o; for (auto& x : per) o += (o.empty() ? "" : "; ") + x; return o; }() +
+                        "; the calls that should have written them: " + w,
+                    "tokens_written " + std::string(by_kind.count(Kind::tokens_written) ? "differs too" : "is right")},
+                   c, why);
+      }
+      case SlotClass::misplaced: {
+        std::set<std::int64_t> offsets;
+        for (const CacheMismatch* x : members) offsets.insert(x->held - x->expected);
+        std::ostringstream o;
+        o << "each differing slot holds another position of the same sequence than the golden's rule puts there; held "
+             "minus expected: "
+          << range_words(offsets)
+          << (offsets.size() == 1 ? " in every one: the DUT's slot formula is the rule's shifted by that many positions"
+                                  : ": the DUT's slot formula differs from the rule (dut_v2.h, \"The KV cache\")");
+        return say("wrong_slot", {first_words, o.str()}, c, why);
+      }
+      case SlotClass::written_outside: {
+        std::set<std::int64_t> held;
+        for (const CacheMismatch* x : members) held.insert(x->held);
+        return say("rows_written_outside",
+                   {first_words, "slots that must stay zero (past tokens_written, or below the ring's base) hold rows "
+                                 "(positions " + range_words(held) + "): a write past the call's rows, or a prefetch "
+                                 "that writes the next slot"},
+                   c, why);
+      }
+      case SlotClass::other_sequence:
+        return say("cross_sequence_write",
+                   {first_words, "a sequence's slots hold another sequence's rows: the cache's sequence stride or the "
+                                 "page table row is wrong"},
+                   c, why);
+      case SlotClass::values_differ:
+        return say("stored_values_differ",
+                   {first_words, std::string("the slots hold bytes that are no input row's stored form: the values are "
+                                             "stored differently (") +
+                                     (is_fp8(p.kv_format) ? "the FP8 encoding: rounding, saturation or the descale"
+                                                          : "rounding or conversion to the storage dtype") +
+                                     "), not misplaced"},
+                   c, why);
+    }
+  }
+  // Only the bookkeeping differs.
+  const auto& tw = by_kind[Kind::tokens_written];
+  std::set<std::int64_t> deltas;
+  for (const CacheMismatch* x : tw) deltas.insert(x->got_value - x->expected_value);
+  const CacheMismatch& m = *tw.front();
+  std::ostringstream o;
+  o << "after " << m.call << ", sequence " << m.sequence << " has tokens_written " << m.got_value << ", expected "
+    << m.expected_value << "; every slot holds the right rows";
+  std::ostringstream d;
+  d << "reported minus expected: " << range_words(deltas) << " over " << tw.size() << " comparison(s)"
+    << (*deltas.rbegin() < 0 ? ": the DUT does not count every row it was given" : ": the DUT counts rows it was not given")
+    << (p.cache == CachePolicy::paged ? " (dut_v2.h: tokens_written counts positions [0, n) written, rows skipped for "
+                                        "an unheld page included)"
+                                      : "");
+  return say("tokens_written_wrong", {o.str(), d.str()}, Confidence::high, "only tokens_written differs");
+}
+
+}  // namespace swa::harness

@@ -1,0 +1,109 @@
+#include "judgement.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "swa/harness/join.hpp"
+
+namespace swa::harness {
+
+const char* confidence_name(Confidence c) {
+  switch (c) {
+    case Confidence::high: return "high";
+    case Confidence::medium: return "medium";
+    case Confidence::abstained: return "abstained";
+  }
+  return "abstained";
+}
+
+namespace {
+
+struct ClassFeatures {
+  std::set<std::string> must;  // the failure must need these
+  std::set<std::string> may;   // it may need these (must is included)
+  bool any = false;            // a class that claims nothing about features (a fact about the output)
+};
+
+// Features that change which rows are judged together and their limits, or which keys exist: any
+// class may need them when its error is near the limit or its keys need a window to go wrong.
+const std::set<std::string> kSchedule = {"decode steps", "chunked prefill", "chunks", "ring cache", "linear cache",
+                                         "paged cache", "window", "batch"};
+
+ClassFeatures features_of(const std::string& name) {
+  auto with = [](std::set<std::string> must, std::set<std::string> may) {
+    may.insert(must.begin(), must.end());
+    return ClassFeatures{std::move(must), std::move(may), false};
+  };
+  auto schedule = [&](std::set<std::string> must, std::set<std::string> extra = {}) {
+    extra.insert(kSchedule.begin(), kSchedule.end());
+    return with(std::move(must), std::move(extra));
+  };
+  static const std::set<std::string> facts = {"non_finite_output", "output_outside_the_values", "does_not_reproduce",
+                                              "dut_did_not_run", "not_told"};
+  if (facts.count(name)) return {{}, {}, true};
+  if (name == "window_plus_one" || name == "window_minus_one" || name == "no_window" || name.rfind("window_left_", 0) == 0)
+    return schedule(name == "window_left_from_right_edge" ? std::set<std::string>{"two-sided window"} : std::set<std::string>{"window"},
+                    {"mask", "window", "two-sided window"});
+  if (name == "window_right_follows_left") return with({"two-sided window", "window"}, {});
+  if (name.rfind("window_right_", 0) == 0) return with({"two-sided window"}, {});
+  if (name == "band_differs") return schedule({}, {"mask", "two-sided window"});
+  if (name == "ring_slot_off_by_one" || name == "stale_slot_after_wrap") return schedule({"ring cache"});
+  if (name == "sinks_ignored" || name == "sink_in_numerator") return with({"sinks"}, {});
+  if (name == "softcap_ignored" || name == "softcap_after_mask") return with({"soft-cap"}, {"window", "mask"});
+  // FP8 happens where K/V are written to the cache, read back, and loaded for a chunk's own rows.
+  if (name.rfind("fp8_", 0) == 0) return schedule({"FP8 KV"});
+  if (name == "page_table_off_by_one" || name == "page_freed_early" || name == "recycled_page_read")
+    return schedule({"paged cache"});
+  if (name == "gqa_modulo_mapping" || name == "wrong_kv_head") return schedule({});
+  if (name.rfind("sink_", 0) == 0) return with({"sinks"}, {"decode steps", "chunked prefill", "chunks"});
+  if (name.rfind("softcap_", 0) == 0) return with({"soft-cap"}, {"window"});
+  // Which keys: the window, the mask, the schedule and the caches decide which keys exist.
+  static const std::set<std::string> keys = {"cross_sequence_leak", "stale_slot_read", "future_keys", "keys_below_the_window",
+                                             "extra_keys", "keys_dropped", "own_key_dropped", "key_tile_dropped",
+                                             "chunk_prefix_dropped", "chunk_boundary_keys_dropped", "tile_rescale_missing"};
+  if (keys.count(name)) return schedule({}, {"mask", "two-sided window"});
+  // Precision and weighting: data-dependent, near the limits; the schedule moves the limits.
+  if (name == "weights_do_not_sum_right") return schedule({}, {"sinks", "mask", "two-sided window"});
+  if (name.rfind("kv_stored_as_", 0) == 0 || name == "fp16_pv_accumulation" || name == "no_max_subtraction" ||
+      name == "quantised_probabilities" || name == "weights_differ" || name == "precision_only")
+    return schedule({}, {"dtype"});
+  // wrong_scale and anything new: only the schedule.
+  return schedule({});
+}
+
+}  // namespace
+
+Finding judge_finding(Finding f, const std::vector<Ablation>& ablations) {
+  const std::string needs = needs_sentence(ablations);
+  const ClassFeatures cf = features_of(f.name);
+  std::vector<std::string> contradictions;
+  if (!cf.any) {
+    for (const std::string& must : cf.must)
+      if (still_fails_without(ablations, must))
+        contradictions.push_back("a " + f.name + " failure needs the " + must + ", but the case still fails without it");
+    for (const std::string& feature : needed_features(ablations, false))
+      if (!cf.may.count(feature))
+        contradictions.push_back("the failure needs the " + feature + " (without it, same inputs, it passes), which " +
+                                 f.name + " does not involve: a kernel with that bug alone would fail without it too");
+  }
+  if (f.confidence != Confidence::abstained && contradictions.empty()) {
+    f.evidence.push_back(needs);
+    return f;
+  }
+  if (f.confidence == Confidence::abstained) {  // already an abstention: lead with what is known
+    f.evidence.insert(f.evidence.begin(), needs);
+    return f;
+  }
+  Finding a;
+  a.name = "not_told";
+  a.source = f.source;
+  a.confidence = Confidence::abstained;
+  a.why = "the ablation contradicts the closest explanation, " + f.name;
+  a.evidence.push_back(needs);
+  a.evidence.push_back("Closest explanation, contradicted: " + f.name + ": " + join(contradictions, "; ") + ".");
+  for (const std::string& e : f.evidence) a.evidence.push_back("(" + f.name + ") " + e);
+  return a;
+}
+
+}  // namespace swa::harness

@@ -1,0 +1,128 @@
+// Bisect's judgement of a finding against the ablation, and the cache finding's classes, on
+// hand-made inputs: a contradicted class is an abstention that leads with the needed features, a
+// consistent one keeps its confidence; cache differences are named by what the slots hold.
+#define BOOST_TEST_MODULE harness_bisect_judgement
+#include <boost/test/unit_test.hpp>
+
+#include "../src/bisect/cache_finding.hpp"
+#include "../src/bisect/judgement.hpp"
+
+using namespace swa::harness;
+
+namespace swa::harness {
+std::ostream& operator<<(std::ostream& o, Confidence c) { return o << confidence_name(c); }
+}  // namespace swa::harness
+
+namespace {
+
+Ablation ablation(std::string feature, AblationOutcome outcome, bool redrawn = false) {
+  Ablation a;
+  a.feature = std::move(feature);
+  a.change = "off";
+  a.outcome = outcome;
+  a.redraws_inputs = redrawn;
+  return a;
+}
+
+bool contains(const std::vector<std::string>& lines, const std::string& text) {
+  for (const std::string& l : lines)
+    if (l.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_class_that_does_not_involve_a_needed_feature_is_an_abstention) {
+  // A wrong scale would fail without the soft-cap too; this failure passes without it.
+  const std::vector<Ablation> abl = {ablation("soft-cap", AblationOutcome::passes), ablation("window", AblationOutcome::fails)};
+  const Finding f = judge_finding(Finding{"wrong_scale", FindingSource::recovered_attention, {"slope 0.69"}}, abl);
+  BOOST_TEST(f.name == "not_told");
+  BOOST_TEST(f.confidence == Confidence::abstained);
+  BOOST_TEST(f.evidence.front().find("The failure needs soft-cap") == 0);
+  BOOST_TEST(contains(f.evidence, "Closest explanation, contradicted: wrong_scale"));
+}
+
+BOOST_AUTO_TEST_CASE(a_class_whose_feature_is_not_needed_is_an_abstention) {
+  // sinks_ignored, yet turning the sinks off does not make the failure go away.
+  const std::vector<Ablation> abl = {ablation("sinks", AblationOutcome::fails)};
+  const Finding f = judge_finding(Finding{"sinks_ignored", FindingSource::variant, {"matches"}}, abl);
+  BOOST_TEST(f.confidence == Confidence::abstained);
+  BOOST_TEST(contains(f.evidence, "needs the sinks, but the case still fails without it"));
+}
+
+BOOST_AUTO_TEST_CASE(a_consistent_class_keeps_its_confidence_and_gains_the_needs) {
+  const std::vector<Ablation> abl = {ablation("sinks", AblationOutcome::passes), ablation("decode steps", AblationOutcome::passes),
+                                     ablation("head size", AblationOutcome::fails, true)};
+  const Finding f = judge_finding(Finding{"sink_left_out", FindingSource::recovered_attention, {"sum 1"}}, abl);
+  BOOST_TEST(f.name == "sink_left_out");
+  BOOST_TEST(f.confidence == Confidence::high);
+  BOOST_TEST(contains(f.evidence, "needs sinks and decode steps"));
+  // An ablation that redraws the inputs never contradicts: a wrong scale that passes at another head size.
+  const std::vector<Ablation> redrawn = {ablation("head size", AblationOutcome::passes, true)};
+  BOOST_TEST(judge_finding(Finding{"wrong_scale", FindingSource::recovered_attention, {"slope"}}, redrawn).confidence ==
+             Confidence::high);
+}
+
+BOOST_AUTO_TEST_CASE(a_fact_about_the_output_is_never_contradicted) {
+  const std::vector<Ablation> abl = {ablation("decode steps", AblationOutcome::passes)};
+  BOOST_TEST(judge_finding(Finding{"non_finite_output", FindingSource::non_finite_output, {"NaN"}}, abl).name ==
+             "non_finite_output");
+}
+
+namespace {
+
+CacheMismatch slot(int seq, std::int64_t s, std::int64_t expected, CacheMismatch::Held kind, std::int64_t held = -1) {
+  CacheMismatch m;
+  m.kind = CacheMismatch::Kind::slot;
+  m.call = "chunk 1";
+  m.sequence = seq;
+  m.slot = s;
+  m.expected = expected;
+  m.held_kind = kind;
+  m.held_sequence = seq;
+  m.held = held;
+  return m;
+}
+
+swa::AttnParams ring(std::int64_t window) {
+  swa::AttnParams p;
+  p.mode = swa::RunMode::chunked_prefill;
+  p.cache = swa::CachePolicy::ring_modulo;
+  p.band = {window - 1, 0};
+  p.chunk = 4;
+  p.decode_steps = 0;
+  return p;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(cache_differences_are_named_by_what_the_slots_hold) {
+  using H = CacheMismatch::Held;
+  const swa::AttnParams p = ring(8);
+  std::int32_t lens[] = {16};
+  std::int64_t offsets[] = {0, 16};
+  swa::AttnParams q = p;
+  q.batch = 1;
+  q.seq_lens = lens;
+  q.seq_offsets = offsets;
+  // A ring slot still holding the position a full ring earlier: never written.
+  BOOST_TEST(cache_finding({slot(0, 3, 11, H::position, 3), slot(0, 4, 12, H::position, 4)}, q).name == "rows_not_written");
+  // Another position of the same sequence, one later in every slot: a shifted slot formula.
+  const Finding shifted = cache_finding({slot(0, 3, 11, H::position, 12), slot(0, 4, 12, H::position, 13)}, q);
+  BOOST_TEST(shifted.name == "wrong_slot");
+  BOOST_TEST(contains(shifted.evidence, "held minus expected: 1 in every one"));
+  // Something where nothing belongs, whatever it is.
+  BOOST_TEST(cache_finding({slot(0, 15, -1, H::no_position)}, q).name == "rows_written_outside");
+  // Bytes that are no input row's stored form, where a row belongs.
+  BOOST_TEST(cache_finding({slot(0, 3, 11, H::no_position)}, q).name == "stored_values_differ");
+  // Only tokens_written.
+  CacheMismatch tw;
+  tw.kind = CacheMismatch::Kind::tokens_written;
+  tw.call = "decode step 0";
+  tw.got_value = 20;
+  tw.expected_value = 21;
+  const Finding t = cache_finding({tw}, q);
+  BOOST_TEST(t.name == "tokens_written_wrong");
+  BOOST_TEST(contains(t.evidence, "does not count every row"));
+  BOOST_TEST(cache_finding({}, q).confidence == Confidence::abstained);
+}
