@@ -231,8 +231,23 @@ class ProcessProtocol(unittest.TestCase):
                 self.assertIn(message, reason)
 
 
+# Every process this test starts (and whatever they start) inherits this marker in its environment, so
+# the process checks see only this test's processes: another harness run on the machine, with its own
+# swa-dut-worker processes, must not make it fail.
+OWNER = f"SWA_TEST_OWNER=test_external-{os.getpid()}-{time.time_ns()}"
+os.environ["SWA_TEST_OWNER"] = OWNER.split("=", 1)[1]
+
+
+def ours(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return OWNER.encode() in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
 def command_lines():
-    """argv of every live process (zombies have none and are left out)."""
+    """argv of every live process this test started, directly or not (zombies have none and are left out)."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -240,7 +255,7 @@ def command_lines():
                 argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
         except OSError:
             continue
-        if argv:
+        if argv and ours(pid):
             found.append(argv)
     return found
 
