@@ -616,7 +616,6 @@ Finding classify_recovery(const std::vector<RecoveredRow>& rows, const AttnParam
     return say("tile_rescale_missing", {o.str(), method.str()});
   }
   const RecoveredRow& r = *fit.rows.front();
-  const double noise = weight_noise(p.dtype);
   if (sums_off * 2 > static_cast<int>(fit.rows.size())) {
     double dut_sum = 0, golden_sum = 0;
     for (int c = 0; c < n; ++c) dut_sum += r.weights[c], golden_sum += r.golden[c];
