@@ -12,8 +12,8 @@
 #include "swa/dut/dut.hpp"
 #include "swa/baseline.hpp"
 #include "swa/golden.hpp"
-#include "swa/harness/tolerance.hpp"
-#include "swa/harness/verdict.hpp"
+#include "swa/harness/case/tolerance.hpp"
+#include "swa/harness/judge/verdict.hpp"
 
 namespace swa::dut::test {
 

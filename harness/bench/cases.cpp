@@ -6,8 +6,8 @@
 
 #include "dense_masked.hpp"
 #include "swa/dut/kv_cache.hpp"
-#include "swa/harness/dut_registry.hpp"
-#include "swa/harness/problem.hpp"
+#include "swa/harness/duts/dut_registry.hpp"
+#include "swa/harness/case/problem.hpp"
 #include "swa/kv_cache_model.hpp"
 
 namespace swa::bench {

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "swa/params.hpp"
-#include "swa/harness/perf.hpp"
-#include "swa/harness/timing.hpp"
+#include "swa/harness/run/perf.hpp"
+#include "swa/harness/base/timing.hpp"
 
 namespace swa::bench {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <sstream>
 
-#include "swa/harness/dut_registry.hpp"
+#include "swa/harness/duts/dut_registry.hpp"
 
 namespace swa::bench {
 namespace {

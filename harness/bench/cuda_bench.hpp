@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cases.hpp"
-#include "swa/harness/id_pattern.hpp"
+#include "swa/harness/base/id_pattern.hpp"
 
 namespace swa::bench {
 

@@ -8,7 +8,8 @@
 
 #include "cases.hpp"
 #include "cuda_bench.hpp"
-#include "swa/harness/dut_registry.hpp"
+#include "swa/harness/run/ceilings.hpp"
+#include "swa/harness/duts/dut_registry.hpp"
 #include "torch_cpu.hpp"
 
 namespace po = boost::program_options;

@@ -8,7 +8,7 @@
 #include <exception>
 #include <string>
 
-#include "swa/harness/results_file.hpp"
+#include "swa/harness/store/results_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::string path = "/tmp/swa-fuzz-results-" + std::to_string(::getpid()) + ".h5";

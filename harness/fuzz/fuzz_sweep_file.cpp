@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "swa/harness/sweep_file.hpp"
+#include "swa/harness/case/sweep_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::string path = "/tmp/swa-fuzz-sweep-" + std::to_string(::getpid()) + ".yaml";

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <set>
 
-#include "swa/harness/case_schema.hpp"
-#include "swa/harness/sweep_file.hpp"
+#include "swa/harness/case/case_schema.hpp"
+#include "swa/harness/case/sweep_file.hpp"
 
 using namespace swa;
 using namespace swa::harness;

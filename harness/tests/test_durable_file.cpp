@@ -11,7 +11,7 @@
 #include <string>
 
 #include "scratch_dir.hpp"
-#include "swa/harness/durable_file.hpp"
+#include "swa/harness/base/durable_file.hpp"
 
 namespace fs = std::filesystem;
 using swa::harness::write_file_atomically;

@@ -5,7 +5,7 @@
 #include <iterator>
 
 #include "scratch_dir.hpp"
-#include "swa/harness/h5.hpp"
+#include "swa/harness/base/h5.hpp"
 
 namespace fs = std::filesystem;
 using namespace swa::h5;

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "swa/harness/inputs.hpp"
-#include "swa/harness/philox.hpp"
-#include "swa/harness/problem.hpp"
+#include "swa/harness/case/inputs.hpp"
+#include "swa/harness/base/philox.hpp"
+#include "swa/harness/case/problem.hpp"
 
 using namespace swa;
 using namespace swa::harness;

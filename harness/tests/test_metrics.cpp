@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "swa/harness/metrics.hpp"
+#include "swa/harness/judge/metrics.hpp"
 
 using namespace swa;
 using namespace swa::harness;

@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include "scratch_dir.hpp"
-#include "swa/harness/evaluate.hpp"
-#include "swa/harness/problem_file.hpp"
+#include "swa/harness/judge/evaluate.hpp"
+#include "swa/harness/case/problem_file.hpp"
 
 namespace fs = std::filesystem;
 using namespace swa;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "scratch_dir.hpp"
-#include "swa/harness/durable_file.hpp"
-#include "swa/harness/results_store.hpp"
+#include "swa/harness/base/durable_file.hpp"
+#include "swa/harness/store/results_store.hpp"
 
 namespace fs = std::filesystem;
 using namespace swa::harness;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "swa/harness/case_schema.hpp"
-#include "swa/harness/join.hpp"
+#include "swa/harness/case/case_schema.hpp"
+#include "swa/harness/base/join.hpp"
 
 namespace swa::harness {
 

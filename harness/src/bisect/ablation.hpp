@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "swa/dut/dut.hpp"
-#include "swa/harness/scenario.hpp"
+#include "swa/harness/case/scenario.hpp"
 
 namespace swa::harness {
 

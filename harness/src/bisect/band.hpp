@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "finding.hpp"
-#include "swa/harness/problem.hpp"
-#include "swa/harness/scenario.hpp"
+#include "swa/harness/case/problem.hpp"
+#include "swa/harness/case/scenario.hpp"
 
 namespace swa::harness {
 

@@ -1,5 +1,5 @@
 // bisect: reproduce, localize, diagnose, reduce, emit.
-#include "swa/harness/bisect.hpp"
+#include "swa/harness/bisect/bisect.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -24,14 +24,14 @@
 #include "semantics.hpp"
 #include "swa/baseline.hpp"
 #include "swa/golden.hpp"
-#include "swa/harness/case_schema.hpp"
-#include "swa/harness/dut_registry.hpp"
-#include "swa/harness/durable_file.hpp"
-#include "swa/harness/evaluate.hpp"
-#include "swa/harness/verdict.hpp"
-#include "swa/harness/problem_file.hpp"
-#include "swa/harness/join.hpp"
-#include "swa/harness/metrics.hpp"
+#include "swa/harness/case/case_schema.hpp"
+#include "swa/harness/duts/dut_registry.hpp"
+#include "swa/harness/base/durable_file.hpp"
+#include "swa/harness/judge/evaluate.hpp"
+#include "swa/harness/judge/verdict.hpp"
+#include "swa/harness/case/problem_file.hpp"
+#include "swa/harness/base/join.hpp"
+#include "swa/harness/judge/metrics.hpp"
 
 namespace fs = std::filesystem;
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "finding.hpp"
-#include "swa/harness/cache_check.hpp"
+#include "swa/harness/judge/cache_check.hpp"
 #include "swa/params.hpp"
 
 namespace swa::harness {

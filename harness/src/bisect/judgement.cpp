@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "swa/harness/join.hpp"
+#include "swa/harness/base/join.hpp"
 
 namespace swa::harness {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "finding.hpp"
-#include "swa/harness/problem.hpp"
+#include "swa/harness/case/problem.hpp"
 
 namespace swa::harness {
 

@@ -4,7 +4,7 @@
 
 #include "mutant_dut.hpp"
 #include "swa/golden.hpp"
-#include "swa/harness/bisect.hpp"
+#include "swa/harness/bisect/bisect.hpp"
 
 namespace swa::harness {
 namespace {

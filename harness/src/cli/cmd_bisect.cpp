@@ -5,10 +5,10 @@
 
 #include "commands.hpp"
 #include "options.hpp"
-#include "swa/harness/bisect.hpp"
-#include "swa/harness/case_schema.hpp"
-#include "swa/harness/dut_registry.hpp"
-#include "swa/harness/results_file.hpp"
+#include "swa/harness/bisect/bisect.hpp"
+#include "swa/harness/case/case_schema.hpp"
+#include "swa/harness/duts/dut_registry.hpp"
+#include "swa/harness/store/results_file.hpp"
 
 namespace swa::cli {
 namespace {

@@ -3,11 +3,11 @@
 
 #include "commands.hpp"
 #include "options.hpp"
-#include "swa/harness/durable_file.hpp"
-#include "swa/harness/junit.hpp"
-#include "swa/harness/slurm.hpp"
-#include "swa/harness/summary.hpp"
-#include "swa/harness/verdict_enum.hpp"
+#include "swa/harness/base/durable_file.hpp"
+#include "swa/harness/store/junit.hpp"
+#include "swa/harness/submit/slurm.hpp"
+#include "swa/harness/store/summary.hpp"
+#include "swa/harness/judge/verdict_enum.hpp"
 
 namespace swa::cli {
 

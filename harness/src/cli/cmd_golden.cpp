@@ -7,9 +7,9 @@
 #include "commands.hpp"
 #include "options.hpp"
 #include "swa/enum_names.hpp"
-#include "swa/harness/case_schema.hpp"
-#include "swa/harness/evaluate.hpp"
-#include "swa/harness/problem_file.hpp"
+#include "swa/harness/case/case_schema.hpp"
+#include "swa/harness/judge/evaluate.hpp"
+#include "swa/harness/case/problem_file.hpp"
 
 namespace swa::cli {
 namespace {

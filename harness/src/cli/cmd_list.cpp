@@ -3,7 +3,7 @@
 
 #include "commands.hpp"
 #include "options.hpp"
-#include "swa/harness/sweep_file.hpp"
+#include "swa/harness/case/sweep_file.hpp"
 
 namespace swa::cli {
 

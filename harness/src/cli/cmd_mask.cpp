@@ -4,7 +4,7 @@
 #include "commands.hpp"
 #include "options.hpp"
 #include "swa/atb_masks.hpp"
-#include "swa/harness/h5.hpp"
+#include "swa/harness/base/h5.hpp"
 
 namespace swa::cli {
 

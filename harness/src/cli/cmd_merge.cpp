@@ -3,7 +3,7 @@
 
 #include "commands.hpp"
 #include "options.hpp"
-#include "swa/harness/results_file.hpp"
+#include "swa/harness/store/results_file.hpp"
 
 namespace swa::cli {
 

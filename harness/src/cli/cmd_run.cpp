@@ -8,14 +8,16 @@
 
 #include "commands.hpp"
 #include "options.hpp"
-#include "swa/harness/dut_registry.hpp"
-#include "swa/harness/interrupt.hpp"
-#include "swa/harness/junit.hpp"
-#include "swa/harness/perf.hpp"
-#include "swa/harness/timing.hpp"
-#include "swa/harness/runner.hpp"
-#include "swa/harness/summary.hpp"
-#include "swa/harness/verdict.hpp"
+#include "swa/harness/run/ceilings.hpp"
+#include "swa/harness/duts/dut_registry.hpp"
+#include "swa/harness/base/interrupt.hpp"
+#include "swa/harness/store/junit.hpp"
+#include "swa/harness/run/perf.hpp"
+#include "swa/harness/base/timing.hpp"
+#include "swa/harness/run/meta.hpp"
+#include "swa/harness/run/runner.hpp"
+#include "swa/harness/store/summary.hpp"
+#include "swa/harness/judge/verdict.hpp"
 
 namespace swa::cli {
 

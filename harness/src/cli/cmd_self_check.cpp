@@ -8,8 +8,8 @@
 #include "commands.hpp"
 #include "options.hpp"
 #include "swa/golden.hpp"
-#include "swa/harness/join.hpp"
-#include "swa/harness/problem.hpp"
+#include "swa/harness/base/join.hpp"
+#include "swa/harness/case/problem.hpp"
 #include "swa/mask_decoder.hpp"
 
 namespace swa::cli {

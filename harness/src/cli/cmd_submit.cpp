@@ -10,9 +10,9 @@
 
 #include "commands.hpp"
 #include "options.hpp"
-#include "swa/harness/durable_file.hpp"
-#include "swa/harness/slurm.hpp"
-#include "swa/harness/tolerance.hpp"
+#include "swa/harness/base/durable_file.hpp"
+#include "swa/harness/submit/slurm.hpp"
+#include "swa/harness/case/tolerance.hpp"
 
 namespace swa::cli {
 namespace {

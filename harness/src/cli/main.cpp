@@ -7,7 +7,7 @@
 
 #include "commands.hpp"
 #include "options.hpp"
-#include "swa/harness/dut_registry.hpp"
+#include "swa/harness/duts/dut_registry.hpp"
 
 namespace {
 

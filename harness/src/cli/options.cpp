@@ -9,8 +9,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "swa/harness/dut_registry.hpp"
-#include "swa/harness/results_file.hpp"
+#include "swa/harness/duts/dut_registry.hpp"
+#include "swa/harness/store/results_file.hpp"
 
 namespace swa::cli {
 

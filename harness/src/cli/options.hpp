@@ -2,8 +2,8 @@
 // Shared plumbing of the subcommands: option parsing, range checks, exit codes.
 #include <boost/program_options.hpp>
 
-#include "swa/harness/golden_cache.hpp"
-#include "swa/harness/sweep_file.hpp"
+#include "swa/harness/judge/golden_cache.hpp"
+#include "swa/harness/case/sweep_file.hpp"
 #include <cstdint>
 #include <memory>
 #include <optional>

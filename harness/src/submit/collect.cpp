@@ -3,9 +3,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "swa/harness/slurm.hpp"
-#include "swa/harness/sweep_file.hpp"
-#include "swa/harness/verdict_enum.hpp"
+#include "swa/harness/submit/slurm.hpp"
+#include "swa/harness/case/sweep_file.hpp"
+#include "swa/harness/judge/verdict_enum.hpp"
 
 namespace swa::harness::slurm {
 namespace fs = std::filesystem;

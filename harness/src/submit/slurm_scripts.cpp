@@ -5,8 +5,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "swa/harness/durable_file.hpp"
-#include "swa/harness/slurm.hpp"
+#include "swa/harness/base/durable_file.hpp"
+#include "swa/harness/submit/slurm.hpp"
 
 namespace swa::harness::slurm {
 namespace fs = std::filesystem;

@@ -1,0 +1,98 @@
+#pragma once
+// The KV cache is part of a DUT's contract (ATB and serving stacks hand it to other kernels), so the
+// cache a DUT leaves behind is compared with the golden's cache model: per sequence, the compact
+// ring's base, tokens_written, and per slot which position it holds, bit for bit in the storage dtype
+// (FP8 KV: the codes of the golden's own encoder). A paged cache: per sequence, tokens_written and
+// its page table entry by entry, and every position the golden's model holds, at the physical page
+// the model says (the contents of freed pages and of unwritten slots are free).
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "swa/dut/dut.hpp"
+#include "swa/harness/case/problem.hpp"
+#include "swa/kv_cache_model.hpp"
+#include "swa/paged_kv_model.hpp"
+
+namespace swa::harness {
+
+// What one cache difference is, for bisect's cache finding (CacheChecker::keep_details).
+struct CacheMismatch {
+  enum class Kind { geometry, tokens_written, base, page_table, slot };
+  // What a slot holds: zeros, an input row's stored K/V (`held_sequence`, `held`), or bytes of no row.
+  enum class Held { zeros, position, no_position };
+  Kind kind = Kind::slot;
+  std::string call;        // "chunk 2", "decode step 0"
+  bool last_call = false;  // the schedule's last call
+  int sequence = 0;
+  std::int64_t slot = -1;      // slot (ring, linear) or position (paged) that differs
+  std::int64_t page = -1;      // paged: the physical page of that position; page_table: the logical page
+  Held held_kind = Held::zeros;
+  int held_sequence = 0;
+  std::int64_t held = -1;      // the position held (Held::position)
+  std::int64_t expected = -1;  // the position the golden's model holds there, -1 none
+  std::int64_t got_value = 0, expected_value = 0;  // tokens_written, base, page table entry
+};
+
+class CacheChecker final : public dut::ScheduleObserver {
+ public:
+  // when: every_call compares after every chunk and decode step; end_of_schedule after the last call only.
+  CacheChecker(const Problem& problem, dut::CacheReport when);
+
+  void after_chunk(const AttnParams& p, const dut::KvCache& cache, int chunk_index) override;
+  void after_decode_step(const AttnParams& p, const dut::KvCache& cache, int step) override;
+
+  // Differing (sequence, slot) pairs plus differing base / tokens_written values, summed over every
+  // comparison; the first difference in words ("after chunk 2: sequence 0 slot 3 holds position 10,
+  // expected position 9").
+  std::int64_t mismatches() const { return mismatches_; }
+  const std::string& first_mismatch() const { return first_; }
+  // Record the first `limit` differences as values too (bisect; the runner needs only the words).
+  void keep_details(std::size_t limit) { detail_limit_ = limit; }
+  const std::vector<CacheMismatch>& details() const { return details_; }
+
+ private:
+  std::string when() const;
+  void advance(const std::vector<std::array<std::int64_t, 3>>& writes);
+  void compare(const dut::KvCache& cache, const std::string& when);
+  void compare_paged(const dut::KvCache& cache, const std::string& when);
+  struct HeldRow {
+    CacheMismatch::Held kind = CacheMismatch::Held::zeros;
+    int sequence = 0;
+    std::int64_t position = -1;
+  };
+  HeldRow held_row(const dut::KvCache& cache, std::size_t offset) const;
+  std::string held_position(int b, const dut::KvCache& cache, std::size_t offset) const;
+  void record(CacheMismatch m, const dut::KvCache* cache, std::size_t offset);
+  std::string call_;
+  bool last_call_ = false;
+  std::size_t detail_limit_ = 0;
+  std::vector<CacheMismatch> details_;
+
+  const Problem& pr_;
+  bool each_call_;
+  int calls_left_;
+  std::vector<KvCacheModel> models_;
+  std::optional<PagedKvModel> paged_;
+  bool prepared_ = false;
+  void prepare();  // the rest, at the first call
+  std::vector<double> k_, v_;  // the problem's K and V in fp64 as attention reads them, [nTokens, Hkv, D]
+  std::size_t element_bytes_;
+  // Every input row as the cache stores it: the problem's storage, or FP8 codes made here.
+  const unsigned char* stored_k_ = nullptr;
+  const unsigned char* stored_v_ = nullptr;
+  std::vector<unsigned char> fp8_k_, fp8_v_;
+  // count values of one row as the cache stores them (the dtype, or FP8 codes of value / descale).
+  void store(const double* values, std::size_t count, float descale, unsigned char* dst) const;
+  // store() of one head's row the model holds for input row `input_row`: when it holds that row's
+  // values (as it should), their stored bytes (the problem's storage, or the FP8 codes prepare()
+  // made) are copied.
+  void store_held(const double* values, std::int64_t input_row, int head, const std::vector<double>& input,
+                  const unsigned char* input_stored, float descale, unsigned char* dst) const;
+  std::int64_t mismatches_ = 0;
+  std::string first_;
+};
+
+}  // namespace swa::harness

@@ -1,0 +1,46 @@
+#pragma once
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "swa/harness/store/results_store.hpp"
+#include "swa/harness/case/scenario.hpp"
+
+namespace swa::harness {
+
+class GoldenCache;
+
+enum class DumpPolicy { failures, all };
+
+struct RunOptions {
+  std::vector<std::string> duts;  // when non-empty, replaces each scenario's sweep-level DUT list
+  int jobs = 1;
+  DumpPolicy dump = DumpPolicy::failures;
+  bool progress_on_terminal = false;
+  std::optional<PerfSettings> perf;  // --perf: time every scenario, over the sweep's own perf settings
+  double ceiling_gflops = 0;          // measured once per run when anything is timed
+  std::optional<ToleranceProfile> profile;  // --tolerance-profile: replaces every scenario's tolerances
+  bool cache_check = true;            // --no-cache-check turns the cache comparison off for every scenario
+  GoldenCache* golden_cache = nullptr;  // read goldens from here and store them (golden_cache.hpp)
+};
+
+// Runs one scenario against its DUTs: inputs from the seed, golden, baseline, then each DUT on a
+// NaN-poisoned output; metrics and verdict per DUT. (scenario, DUT) pairs already in `store` are
+// skipped. Never throws for a DUT's failure: that is a row with status error.
+// The rows come back with their ticket: they are in the file once store.committed_ticket() reaches it.
+ResultsStore::Added run_scenario(const Scenario& s, const std::vector<std::string>& duts, ResultsStore& store,
+                                 const RunOptions& options);
+
+struct RunOutcome {
+  std::string storage_error;            // why the results file could not be written; empty: it always could
+  std::vector<std::string> not_stored;  // scenarios that ran but are not in the file (rerun with --resume)
+};
+
+// All scenarios, `jobs` at a time, adding to `store` as each finishes (committed at the end). Results do not depend on
+// `jobs`. Progress goes to `progress`. When the results file cannot be written, no new scenario
+// starts and the outcome says why.
+RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, const RunOptions& options,
+                         std::ostream& progress);
+
+}  // namespace swa::harness

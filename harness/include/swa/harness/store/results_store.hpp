@@ -1,0 +1,103 @@
+#pragma once
+// Collects rows as scenarios finish and commits them to the results file. Thread-safe.
+//
+// A commit rewrites the whole file (results_file.hpp), so committing after every scenario costs
+// O(scenarios²) over a sweep: on ci.yaml about 3 ms a rewrite, 2.3 s of a 7.6 s warm run. Rows
+// are therefore committed once at least ten times a commit's own cost has passed since the last
+// one (at most a second), which keeps rewriting under about a tenth of the run. A commit writes a
+// copy of the rows with the lock released, so other jobs go on adding rows meanwhile; one commit
+// runs at a time, and rows added during it wait for the next. What has not been
+// committed yet is named in RESULTS.h5.inflight, with the scenarios still running, so a process
+// killed outright (kill -9, the OOM killer) loses at most that fraction of a second of finished
+// work, and --resume reruns exactly it. flush() commits the rest: at the end of a run, on SIGINT
+// or SIGTERM (interrupt.hpp), and in the destructor. Where a DUT can kill the process itself
+// (a plugin loaded --in-process), commit_every_scenario() commits after each.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "swa/harness/base/in_flight_marker.hpp"
+#include "swa/harness/store/results_file.hpp"
+
+namespace swa::harness {
+
+// The results file could not be rewritten (a full disk, a folder gone): the store and the file are
+// as they were at the last commit; `scenario_ids` ran since and are in neither.
+struct ResultsNotWritten : std::runtime_error {
+  ResultsNotWritten(const std::string& what, std::vector<std::string> ids)
+      : std::runtime_error(what), scenario_ids(std::move(ids)) {}
+  std::vector<std::string> scenario_ids;
+};
+
+class ResultsStore {
+ public:
+  // With resume, the rows already in `path` are kept and reported as done.
+  // With resume, a file written from another sweep text is refused unless other_sweep_text_ok.
+  ResultsStore(std::filesystem::path path, Meta meta, bool resume, bool other_sweep_text_ok = false);
+  ~ResultsStore();  // commits what is pending; a failure there is only reported on stderr
+  ResultsStore(const ResultsStore&) = delete;
+  ResultsStore& operator=(const ResultsStore&) = delete;
+
+  void commit_every_scenario() {
+    std::lock_guard lock(mutex_);
+    every_scenario_ = true;
+  }
+
+  bool done(const std::string& scenario_id, const std::string& dut) const;
+  // RESULTS.h5.inflight lists the scenarios running now and those finished but not yet committed,
+  // so a DUT that kills the process leaves their IDs beside the results of everything committed.
+  void begin(const std::string& scenario_id);
+  void end(const std::string& scenario_id);
+
+  struct Added {
+    std::vector<ResultRow> rows;  // as stored
+    std::uint64_t ticket = 0;     // in the file once committed_ticket() reaches it, unless a
+                                  // failed commit named its scenario (tickets are never reused)
+  };
+  // Adds the rows, committing them now or later (see above). A dump that cannot be written never
+  // changes a verdict or a metric: the rows of the dumped DUTs say so in their reason. Throws
+  // ResultsNotWritten when a commit it makes fails.
+  Added add(const ScenarioRow& scenario, std::vector<ResultRow> rows, const std::vector<PerfRow>& perf,
+            const std::optional<ProblemFile>& dump);
+  void flush();  // commits what is pending now (after a running commit ends); throws ResultsNotWritten
+  std::uint64_t committed_ticket() const;
+
+  std::vector<ResultRow> results() const;  // committed or not
+  std::size_t scenarios_stored() const;    // committed
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  struct Sizes {
+    std::size_t scenarios = 0, results = 0, perf = 0;
+  };
+  std::filesystem::path path_;
+  mutable std::mutex mutex_;
+  ResultsContents contents_;  // committed, then pending
+  Sizes committed_;
+  std::vector<std::string> pending_ids_;
+  std::vector<std::filesystem::path> pending_dumps_;
+  std::vector<std::string> in_flight_;
+  std::uint64_t added_ticket_ = 0, committed_ticket_ = 0;
+  std::chrono::steady_clock::time_point last_commit_end_{};
+  std::chrono::duration<double> last_commit_cost_{0};
+  bool every_scenario_ = false;
+
+  std::condition_variable commit_done_;
+  bool committing_ = false;  // a commit is writing the file, the lock released
+
+  enum class Wait { no, for_running_commit };
+  // Commits the pending rows; `lock` holds mutex_ on entry and on return. With a commit already
+  // running, returns at once (Wait::no) or waits for it, then commits what is still pending.
+  void commit(std::unique_lock<std::mutex>& lock, Wait wait);
+  bool commit_due_locked() const;
+  InFlightMarker in_flight_marker_;  // after path_: built from it
+  void write_in_flight();
+};
+
+}  // namespace swa::harness

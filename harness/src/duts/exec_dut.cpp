@@ -1,0 +1,219 @@
+#include "swa/harness/duts/exec_dut.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "swa/harness/base/h5.hpp"
+#include "swa/harness/base/interrupt.hpp"
+#include "swa/harness/case/problem_file.hpp"
+
+namespace fs = std::filesystem;
+
+namespace swa::harness {
+namespace {
+
+std::atomic<int> request_counter{0};
+
+// The most bytes a response can need: /out and /cache as float32, plus room for HDF5's own structure.
+std::uintmax_t response_size_limit(const AttnParams& p) {
+  const std::uintmax_t out = static_cast<std::uintmax_t>(total_tokens(p)) * p.heads_q * p.head_size * 4;
+  const std::uintmax_t cache =
+      p.mode == RunMode::prefill
+          ? 0
+          : 2 * static_cast<std::uintmax_t>(dut::kv_cache_storage_slots(dut::kv_cache_layout(p))) * p.heads_kv *
+                p.head_size * 4;
+  return 2 * (out + cache) + (std::uintmax_t{16} << 20);
+}
+
+std::string tail_of(const fs::path& path, std::size_t chars) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  const std::string text = s.str();
+  return text.size() > chars ? "..." + text.substr(text.size() - chars) : text;
+}
+
+class ExecDut final : public dut::Dut {
+ public:
+  ExecDut(std::string command, double timeout) : command_(std::move(command)), timeout_(timeout) {}
+  std::string name() const override { return "exec:" + command_; }
+  dut::Support supports(const AttnParams&) const override { return dut::Support::yes(); }
+
+  // The process runs the whole schedule from one request, so the first call does all the work and
+  // leaves the cache the process ended with.
+  dut::Status prefill(const AttnParams& p) override { return run(p, nullptr); }
+  dut::Status chunked_prefill(const AttnParams& p, dut::KvCache& cache, int chunk_index) override {
+    return chunk_index == 0 ? run(p, &cache) : dut::Status::success();
+  }
+  dut::Status decode_step(const AttnParams&, dut::KvCache&, int) override { return dut::Status::success(); }
+  dut::Traits traits() const override {
+    dut::Traits t;
+    t.cache = dut::CacheReport::end_of_schedule;  // one process runs the whole schedule
+    t.whole_schedule_per_call = true;
+    return t;
+  }
+
+ private:
+  dut::Status run(const AttnParams& p, dut::KvCache* cache) const {
+    const fs::path dir = fs::temp_directory_path() /
+                         ("swa-exec-" + std::to_string(::getpid()) + "-" + std::to_string(request_counter++));
+    fs::create_directories(dir);
+    const TrackedPath tracked(dir);  // an interrupt removes it too
+    struct Cleanup {
+      fs::path dir;
+      ~Cleanup() {
+        std::error_code ignored;
+        fs::remove_all(dir, ignored);
+      }
+    } cleanup{dir};
+    const fs::path request = dir / "request.h5", response = dir / "response.h5", errors = dir / "stderr.txt";
+    write_problem_file(request, problem_inputs(p));
+    if (dut::Status s = spawn(request, response, errors); !s.ok) return s;
+    const fs::file_status status = fs::symlink_status(response);
+    if (!fs::exists(status)) return fail("wrote no response file", errors);
+    if (status.type() != fs::file_type::regular)
+      return fail("left a response that is not a regular file (a symlink, a FIFO, ...): refused unread", errors);
+    const std::uintmax_t most = response_size_limit(p), size = fs::file_size(response);
+    if (size > most)
+      return fail("wrote a response of " + std::to_string(size) + " bytes, over the " +
+                      std::to_string(most) + " this problem's /out and /cache can take: refused unread",
+                  errors);
+    return read_response(p, cache, response, errors);
+  }
+
+  dut::Status spawn(const fs::path& request, const fs::path& response, const fs::path& errors) const {
+    const pid_t pid = ::fork();
+    if (pid < 0) return dut::Status::failure("exec: fork failed");
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      if (FILE* e = std::freopen(errors.c_str(), "w", stderr); !e) _exit(127);
+      if (!std::freopen("/dev/null", "r", stdin)) _exit(127);
+      ::dup2(2, 1);  // its stdout joins its captured stderr instead of flooding the harness's console
+      // Other threads' open files (HDF5 files hold flock locks) must not leak into the DUT process.
+      ::close_range(3, ~0u, 0);
+      const std::string script = command_ + " \"$1\" \"$2\"";
+      ::execl("/bin/sh", "sh", "-c", script.c_str(), "swa-exec", request.c_str(), response.c_str(), nullptr);
+      _exit(127);
+    }
+    ::setpgid(pid, pid);  // as the child does: no window where the group does not exist yet
+    const TrackedProcessGroup group(pid);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
+    int status = 0;
+    bool timed_out = false;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(-pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    end_process_group(pid);
+    if (timed_out)
+      return dut::Status::failure("exec: '" + command_ + "' timed out after " + std::to_string(timeout_) + " s");
+    if (WIFSIGNALED(status))
+      return fail("was killed by signal " + std::to_string(WTERMSIG(status)), errors);
+    if (WEXITSTATUS(status) != 0) return fail("exited with status " + std::to_string(WEXITSTATUS(status)), errors);
+    return dut::Status::success();
+  }
+
+  dut::Status fail(const std::string& what, const fs::path& errors) const {
+    return dut::Status::failure("exec: '" + command_ + "' " + what + "; stderr: " + tail_of(errors, 600));
+  }
+
+  dut::Status read_response(const AttnParams& p, dut::KvCache* cache, const fs::path& response,
+                            const fs::path& errors) const {
+    try {
+      h5::Handle f = h5::open_file_readonly(response);
+      if (H5Aexists(f.id(), "error") > 0)
+        return dut::Status::failure("exec: the DUT reported: " + h5::read_string_attr(f.id(), "error"));
+      const std::vector<hsize_t> dims = h5::dataset_dims(f.id(), "out");  // the shape first, then the data
+      const std::vector<hsize_t> want = {static_cast<hsize_t>(total_tokens(p)), static_cast<hsize_t>(p.heads_q),
+                                         static_cast<hsize_t>(p.head_size)};
+      if (dims != want) {
+        std::ostringstream o;
+        o << "exec: response /out has shape [";
+        for (std::size_t i = 0; i < dims.size(); ++i) o << (i ? "," : "") << dims[i];
+        o << "], expected [" << want[0] << "," << want[1] << "," << want[2] << "]";
+        return dut::Status::failure(o.str());
+      }
+      const std::vector<float> out = h5::read_floats(f.id(), "out");
+      auto* bytes = static_cast<unsigned char*>(p.out);
+      const std::size_t elem = dtype_bytes(p.dtype);
+      for (std::int64_t r = 0; r < static_cast<std::int64_t>(want[0]); ++r)
+        for (int h = 0; h < p.heads_q; ++h)
+          store_all_as(p.dtype, &out[(r * p.heads_q + h) * p.head_size], static_cast<std::size_t>(p.head_size),
+                       bytes + (r * p.out_row_stride + h * p.out_head_stride) * elem);
+      return cache ? read_cache(f.id(), *cache) : dut::Status::success();
+    } catch (const h5::Error& e) {
+      return fail(std::string("wrote an unreadable response (") + e.what() + ")", errors);
+    }
+  }
+
+  // /cache: the KV cache the process ended the schedule with, in the harness's layout. Without it
+  // the cache says it was not reported (tokens_written -1), which the cache check names.
+  dut::Status read_cache(hid_t file, dut::KvCache& cache) const {
+    if (H5Lexists(file, "cache", H5P_DEFAULT) <= 0) {
+      std::fill(cache.tokens_written.begin(), cache.tokens_written.end(), -1);
+      return dut::Status::success();
+    }
+    const auto batch = static_cast<hsize_t>(cache.tokens_written.size());
+    // A paged cache's K/V are the page pool [pool_pages, page_size, ...]; its page tables are the harness's.
+    const std::vector<hsize_t> want = {cache.paged() ? static_cast<hsize_t>(cache.pages) : batch,
+                                       static_cast<hsize_t>(cache.paged() ? cache.page_size : cache.slots),
+                                       static_cast<hsize_t>(cache.heads_kv), static_cast<hsize_t>(cache.head_size)};
+    const std::vector<hsize_t> k_dims = h5::dataset_dims(file, "cache/k"), v_dims = h5::dataset_dims(file, "cache/v"),
+                               b_dims = h5::dataset_dims(file, "cache/base"),
+                               t_dims = h5::dataset_dims(file, "cache/tokens_written");
+    if (k_dims != want || v_dims != want || b_dims != std::vector<hsize_t>{batch} || t_dims != b_dims)
+      return dut::Status::failure(std::string("exec: response /cache has the wrong shapes: k and v must be ") +
+                                  (cache.paged() ? "[pool_pages, page_size, " : "[batch, cache_slots, ") +
+                                  "kv_heads, head_size] = [" + std::to_string(want[0]) + "," + std::to_string(want[1]) +
+                                  "," + std::to_string(want[2]) + "," + std::to_string(want[3]) +
+                                  "], base and tokens_written [batch]");
+    const std::vector<float> k = h5::read_floats(file, "cache/k"), v = h5::read_floats(file, "cache/v");
+    const std::vector<std::int64_t> base = h5::read_int64s(file, "cache/base");
+    const std::vector<std::int64_t> written = h5::read_int64s(file, "cache/tokens_written");
+    if (is_fp8(cache.format)) {
+      // FP8 codes, as integers 0..255 of any HDF5 integer or float type.
+      auto code = [](float x) { return x >= 0.f && x <= 255.f && x == static_cast<float>(static_cast<int>(x)); };
+      for (std::size_t i = 0; i < k.size(); ++i) {
+        if (!code(k[i]) || !code(v[i]))
+          return dut::Status::failure("exec: response /cache/k or /cache/v element " + std::to_string(i) + " is " +
+                                      std::to_string(code(k[i]) ? v[i] : k[i]) +
+                                      ": with an FP8 kv_format they hold FP8 codes, integers 0..255");
+        cache.k[i] = static_cast<unsigned char>(k[i]);
+        cache.v[i] = static_cast<unsigned char>(v[i]);
+      }
+    } else {
+      store_all_as(cache.dtype, k.data(), k.size(), cache.k.data());
+      store_all_as(cache.dtype, v.data(), v.size(), cache.v.data());
+    }
+    for (std::size_t b = 0; b < batch; ++b) {
+      cache.geometry[b].base = base[b];
+      cache.tokens_written[b] = written[b];
+    }
+    return dut::Status::success();
+  }
+
+  std::string command_;
+  double timeout_;
+};
+
+}  // namespace
+
+std::unique_ptr<dut::Dut> make_exec_dut(const std::string& command, double timeout_seconds) {
+  return std::make_unique<ExecDut>(command, timeout_seconds);
+}
+
+}  // namespace swa::harness

@@ -1,0 +1,318 @@
+#include "swa/harness/judge/golden_cache.hpp"
+#include "swa/harness/base/host.hpp"
+
+#include <openssl/evp.h>
+#include <gnu/libc-version.h>
+#include <unistd.h>
+#include <xxhash.h>
+#if defined(__x86_64__)
+#include <xxh_x86dispatch.h>  // XXH3 through the SSE2, AVX2 or AVX-512 kernel the CPU has, picked at run time
+#endif
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
+namespace swa::harness {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr char kMagic[8] = {'S', 'W', 'A', 'G', 'O', 'L', 'D', '5'};
+constexpr std::size_t kKeyChars = 64;
+constexpr std::size_t kDigestBytes = 32;  // SHA-256: the key
+constexpr std::size_t kChecksumBytes = 16;  // XXH3-128: an entry's checksum
+constexpr std::string_view kExtension = ".golden";
+
+class Sha256 {
+ public:
+  Sha256() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
+    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1)
+      throw std::runtime_error("golden cache: OpenSSL cannot start a SHA-256");
+  }
+  Sha256& add(const void* data, std::size_t bytes) {
+    EVP_DigestUpdate(ctx_.get(), data, bytes);
+    return *this;
+  }
+  Sha256& add(std::string_view text) {
+    const std::uint64_t n = text.size();  // length-prefixed, so field boundaries are part of the hash
+    return add(&n, sizeof n).add(text.data(), text.size());
+  }
+  std::array<unsigned char, kDigestBytes> digest() {
+    std::array<unsigned char, kDigestBytes> d{};
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx_.get(), d.data(), &len);
+    return d;
+  }
+  std::string hex() {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string s;
+    for (unsigned char c : digest()) {
+      s += digits[c >> 4];
+      s += digits[c & 15];
+    }
+    return s;
+  }
+
+ private:
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
+};
+
+// XXH3-128 (Debian's libxxhash): an entry's checksum over its hundreds of MB, at tens of GB/s where
+// SHA-256 ran at about 1 GB/s. It guards against corruption, not against an adversary; the key
+// itself stays SHA-256.
+class Xxh3 {
+ public:
+  Xxh3() : state_(XXH3_createState(), XXH3_freeState) {
+    if (!state_ || XXH3_128bits_reset(state_.get()) != XXH_OK)
+      throw std::runtime_error("golden cache: xxHash cannot start an XXH3-128");
+  }
+  Xxh3& add(const void* data, std::size_t bytes) {
+    XXH3_128bits_update(state_.get(), data, bytes);
+    return *this;
+  }
+  std::array<unsigned char, kChecksumBytes> digest() {
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(state_.get()));
+    std::array<unsigned char, kChecksumBytes> d{};
+    std::memcpy(d.data(), c.digest, kChecksumBytes);
+    return d;
+  }
+
+ private:
+  std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state_;
+};
+
+struct Header {
+  char magic[8];
+  char key[kKeyChars];
+  std::uint64_t out, lse, baseline;  // elements
+  std::uint64_t phases;              // of the baseline's errors
+  std::uint64_t q, k, v;             // bytes of dtype storage
+};
+
+// BaselineErrors as fp64 values: the whole output's four, then three per phase.
+constexpr std::uint64_t kWholeErrorValues = 4, kPhaseErrorValues = 3;
+std::vector<double> error_values(const BaselineErrors& e) {
+  std::vector<double> v{e.max_abs, e.rel_l2, e.nmse, e.mean_ulp};
+  for (const ErrorNorms& p : e.phases) v.insert(v.end(), {p.max_abs, p.rel_l2, p.nmse});
+  return v;
+}
+BaselineErrors errors_of(const std::vector<double>& v) {
+  BaselineErrors e{v[0], v[1], v[2], v[3], {}};
+  for (std::size_t i = kWholeErrorValues; i + kPhaseErrorValues <= v.size(); i += kPhaseErrorValues)
+    e.phases.push_back({v[i], v[i + 1], v[i + 2]});
+  return e;
+}
+
+template <class T>
+bool read_array(std::ifstream& in, std::vector<T>& v, std::uint64_t n, Xxh3& check) {
+  v.resize(n);
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(T)));
+  if (!in) return false;
+  check.add(v.data(), n * sizeof(T));
+  return true;
+}
+
+}  // namespace
+
+GoldenCache::GoldenCache(fs::path dir, std::int64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec || !fs::is_directory(dir_))
+    throw std::runtime_error("golden cache folder " + dir_.string() + " cannot be created: " +
+                             (ec ? ec.message() : "it is not a folder"));
+}
+
+std::optional<fs::path> GoldenCache::default_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "swa-harness" / "golden";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "swa-harness" / "golden";
+  return std::nullopt;
+}
+
+std::string GoldenCache::key(const std::string& scenario_id) {
+  static const std::string model = cpu_model();
+  Sha256 k;
+  k.add("swa-golden-cache 5").add(scenario_id).add(golden::build_id()).add(SWA_INPUTS_BUILD_ID);
+  k.add(gnu_get_libc_version()).add(model);
+  return k.hex();
+}
+
+fs::path GoldenCache::path_for(const std::string& key) const { return dir_ / (key + std::string(kExtension)); }
+
+namespace {
+
+// Bytes of an entry's first part (header, golden, errors, inputs; not its checksum), and of the whole file.
+std::uint64_t first_part_bytes(const Header& h) {
+  const std::uint64_t errors = kWholeErrorValues + kPhaseErrorValues * h.phases;
+  return sizeof h + (h.out + h.lse + errors) * sizeof(double) + h.q + h.k + h.v;
+}
+std::uint64_t entry_bytes(const Header& h) {
+  return first_part_bytes(h) + kChecksumBytes + h.baseline * sizeof(float) + kChecksumBytes;
+}
+
+// The header of the entry for `key` when it describes a file of `file_bytes`: sizes are bounded by
+// the file's own size before anything is allocated.
+bool read_header(std::ifstream& in, const std::string& key, std::uint64_t file_bytes, Header& h) {
+  if (!in.read(reinterpret_cast<char*>(&h), sizeof h)) return false;
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || std::string_view(h.key, kKeyChars) != key) return false;
+  for (const std::uint64_t n : {h.out, h.lse, h.baseline, h.phases, h.q, h.k, h.v})
+    if (n > file_bytes) return false;
+  return entry_bytes(h) == file_bytes;
+}
+
+}  // namespace
+
+std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
+  const fs::path path = path_for(key);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  GoldenCacheEntry e;
+  Header h{};
+  Xxh3 check;
+  std::array<unsigned char, kChecksumBytes> stored{};
+  std::error_code ec;
+  const auto file_bytes = fs::file_size(path, ec);
+  const bool ok = [&] {
+    if (ec || !read_header(in, key, file_bytes, h)) return false;
+    check.add(&h, sizeof h);
+    std::vector<double> error_vals;
+    if (!read_array(in, e.golden.out, h.out, check) || !read_array(in, e.golden.lse, h.lse, check) ||
+        !read_array(in, error_vals, kWholeErrorValues + kPhaseErrorValues * h.phases, check) ||
+        !read_array(in, e.inputs.q, h.q, check) || !read_array(in, e.inputs.k, h.k, check) ||
+        !read_array(in, e.inputs.v, h.v, check))
+      return false;
+    if (!in.read(reinterpret_cast<char*>(stored.data()), kChecksumBytes)) return false;
+    e.baseline_errors = errors_of(error_vals);
+    e.baseline_count = h.baseline;
+    return check.digest() == stored;
+  }();
+  if (!ok) {
+    ++corrupt_;
+    fs::remove(path, ec);
+    return std::nullopt;
+  }
+  fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // the LRU clock
+  ++hits_;
+  return e;
+}
+
+std::optional<std::vector<float>> GoldenCache::load_baseline(const std::string& key, std::uint64_t count) {
+  const fs::path path = path_for(key);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;  // evicted meanwhile
+  std::error_code ec;
+  const auto file_bytes = fs::file_size(path, ec);
+  Header h{};
+  if (ec || !read_header(in, key, file_bytes, h) || h.baseline != count) return std::nullopt;  // replaced meanwhile
+  std::vector<float> baseline;
+  std::array<unsigned char, kChecksumBytes> stored{};
+  Xxh3 check;
+  check.add(&h, sizeof h);
+  in.seekg(static_cast<std::streamoff>(first_part_bytes(h) + kChecksumBytes));
+  if (in && read_array(in, baseline, count, check) && in.read(reinterpret_cast<char*>(stored.data()), kChecksumBytes) &&
+      check.digest() == stored)
+    return baseline;
+  ++corrupt_;
+  fs::remove(path, ec);
+  return std::nullopt;
+}
+
+void GoldenCache::store(const std::string& key, const golden::Output& golden, const std::vector<float>& baseline,
+                        const BaselineErrors& baseline_errors, const Problem& problem) {
+  const std::vector<double> error_vals = error_values(baseline_errors);
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  std::memcpy(h.key, key.data(), std::min(key.size(), kKeyChars));
+  h.out = golden.out.size();
+  h.lse = golden.lse.size();
+  h.baseline = baseline.size();
+  h.phases = baseline_errors.phases.size();
+  h.q = problem.q_storage.size();
+  h.k = problem.k_storage.size();
+  h.v = problem.v_storage.size();
+  const auto bytes = static_cast<std::int64_t>(entry_bytes(h));
+  if (bytes > max_bytes_) return;
+  const fs::path path = path_for(key);
+  const std::string tid = std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "." + tid;
+  Xxh3 check;
+  std::error_code ec;
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    auto put = [&](const void* data, std::size_t n) {
+      out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+      check.add(data, n);
+    };
+    put(&h, sizeof h);
+    put(golden.out.data(), golden.out.size() * sizeof(double));
+    put(golden.lse.data(), golden.lse.size() * sizeof(double));
+    put(error_vals.data(), error_vals.size() * sizeof(double));
+    put(problem.q_storage.data(), problem.q_storage.size());
+    put(problem.k_storage.data(), problem.k_storage.size());
+    put(problem.v_storage.data(), problem.v_storage.size());
+    const auto first_digest = check.digest();
+    out.write(reinterpret_cast<const char*>(first_digest.data()), kChecksumBytes);
+    Xxh3 baseline_check;
+    baseline_check.add(&h, sizeof h);
+    out.write(reinterpret_cast<const char*>(baseline.data()), static_cast<std::streamsize>(baseline.size() * sizeof(float)));
+    baseline_check.add(baseline.data(), baseline.size() * sizeof(float));
+    const auto baseline_digest = baseline_check.digest();
+    out.write(reinterpret_cast<const char*>(baseline_digest.data()), kChecksumBytes);
+    out.close();
+    if (!out) {
+      fs::remove(tmp, ec);
+      return;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return;
+  }
+  ++stored_;
+  std::lock_guard lock(listing_mutex_);
+  constexpr int kStoresBetweenListings = 64;
+  if (listed_bytes_ >= 0) listed_bytes_ += bytes;
+  if (listed_bytes_ < 0 || listed_bytes_ > max_bytes_ || ++stores_since_listing_ >= kStoresBetweenListings)
+    evict_locked();
+}
+
+void GoldenCache::evict_locked() {
+  struct Item {
+    fs::path path;
+    fs::file_time_type used;
+    std::int64_t bytes;
+  };
+  std::vector<Item> items;
+  std::int64_t total = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() != kExtension) continue;
+    std::error_code e1, e2;
+    const auto bytes = it->file_size(e1);
+    const auto used = it->last_write_time(e2);
+    if (e1 || e2) continue;  // removed by another process meanwhile
+    items.push_back({it->path(), used, static_cast<std::int64_t>(bytes)});
+    total += static_cast<std::int64_t>(bytes);
+  }
+  stores_since_listing_ = 0;
+  listed_bytes_ = total;
+  if (total <= max_bytes_) return;
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.used < b.used; });
+  for (const Item& item : items) {
+    if (total <= max_bytes_) break;
+    if (fs::remove(item.path, ec)) ++evicted_;
+    total -= item.bytes;
+  }
+  listed_bytes_ = total;
+}
+
+GoldenCacheCounts GoldenCache::counts() const { return {hits_.load(), stored_.load(), corrupt_.load(), evicted_.load()}; }
+
+}  // namespace swa::harness

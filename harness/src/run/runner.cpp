@@ -1,0 +1,170 @@
+#include "swa/harness/run/runner.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <ostream>
+#include <sstream>
+#include <thread>
+
+#include "swa/harness/case/case_schema.hpp"
+#include "swa/harness/duts/dut_registry.hpp"
+#include "swa/harness/judge/evaluate.hpp"
+#include "swa/harness/run/perf.hpp"
+#include "swa/harness/judge/verdict.hpp"
+
+namespace swa::harness {
+
+ResultsStore::Added run_scenario(const Scenario& s, const std::vector<std::string>& duts, ResultsStore& store,
+                                 const RunOptions& options) {
+  const DumpPolicy dump_policy = options.dump;
+  const std::optional<PerfSettings> perf = options.perf ? options.perf : s.perf;
+  std::vector<std::string> todo;
+  for (const auto& d : duts)
+    if (!store.done(s.id(), d)) todo.push_back(d);
+  if (todo.empty()) return {};  // ticket 0: nothing to commit
+
+  const Reference ref(s, options.golden_cache);
+  const Problem& pr = ref.problem;
+  const Tolerance tolerance = options.profile ? tolerance_for(*options.profile, s.dtype) : s.tolerance;
+  std::vector<ResultRow> rows;
+  std::vector<PerfRow> perf_rows;
+  std::optional<ProblemFile> dump;  // the tensors of a failing (or --dump all) scenario
+  auto dump_add = [&](int index, const std::string& name, std::vector<float> out, const ResultRow& row) {
+    if (!dump) {
+      dump = problem_file(s, ref, ProblemFileKind::dump);
+    }
+    dump->duts.push_back({index, name, std::move(out),
+                          {{"verdict", std::string(verdict_name(row.status))}, {"reason", row.reason}}});
+  };
+
+  // Never compare on zeros: the reference and the inputs must carry signal.
+  if (std::all_of(ref.golden.out.begin(), ref.golden.out.end(), [](double x) { return x == 0.0; })) {
+    for (const auto& d : todo)
+      rows.push_back(unjudged_row(s, d, Verdict::error, "the golden output is all zeros: refusing to compare"));
+    return store.add(scenario_row(s, &pr.params), rows, {}, std::nullopt);
+  }
+
+  for (const auto& name : todo) {
+    const int index = static_cast<int>(std::find(duts.begin(), duts.end(), name) - duts.begin());
+    std::unique_ptr<dut::Dut> dut;
+    try {
+      dut = make_dut(name);
+    } catch (const std::exception& e) {
+      rows.push_back(unjudged_row(s, name, Verdict::error, e.what()));
+      continue;
+    }
+    Evaluation e = evaluate(s, ref, *dut, name, tolerance, options.cache_check && s.cache_check);
+    rows.push_back(std::move(e.row));
+    if (e.out.empty()) continue;  // skipped or failed to run: nothing to dump or time
+    if (dump_policy == DumpPolicy::all || rows.back().status != Verdict::pass) dump_add(index, name, std::move(e.out), rows.back());
+    if (perf) try {
+        perf_rows.push_back(time_dut(s, pr, *dut, *perf, options.ceiling_gflops));
+      } catch (const std::exception& e) {
+        rows.back().reason += (rows.back().reason.empty() ? "" : "; ") + std::string("perf run failed: ") + e.what();
+      }
+  }
+  return store.add(scenario_row(s, &pr.params), rows, perf_rows, dump);
+}
+
+RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, const RunOptions& options,
+                         std::ostream& progress) {
+  RunOutcome outcome;
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> next{0};
+  std::mutex log_mutex;
+  std::size_t finished = 0;
+  int failed = 0;
+  const int jobs = std::max(1, options.jobs);
+  const int threads_each = std::max(1, omp_get_num_procs() / jobs);
+  // A scenario's progress line is printed once its rows are committed to the file (results_store.hpp),
+  // so every scenario the console calls finished is in the file, whenever the run is killed.
+  struct Line {
+    std::uint64_t ticket;
+    const Scenario* scenario;
+    std::vector<ResultRow> rows;
+  };
+  std::vector<Line> waiting;  // in ticket order
+  auto print = [&](const Line& line) {
+    const Scenario& s = *line.scenario;
+    ++finished;
+    std::string verdicts;
+    for (const auto& r : line.rows) {
+      verdicts += " " + r.dut + "=" + std::string(verdict_name(r.status));
+      failed += is_failure(r.status);
+    }
+    if (options.progress_on_terminal) {
+      progress << "\r\033[K[" << finished << "/" << scenarios.size() << "] " << failed << " failing  " << s.id()
+               << std::flush;
+    } else {
+      progress << "[" << finished << "/" << scenarios.size() << "] " << s.id()
+               << (line.rows.empty() ? " (already done)" : verdicts) << "\n";
+    }
+  };
+  auto print_committed = [&] {  // log_mutex held
+    const std::uint64_t committed = store.committed_ticket();
+    auto it = waiting.begin();
+    for (; it != waiting.end() && it->ticket <= committed; ++it) print(*it);
+    waiting.erase(waiting.begin(), it);
+  };
+  // Nothing more can be kept: no new scenario starts; the file holds what was committed before.
+  auto not_stored = [&](const ResultsNotWritten& e) {
+    std::lock_guard lock(log_mutex);
+    if (!stop.exchange(true)) outcome.storage_error = e.what();
+    outcome.not_stored.insert(outcome.not_stored.end(), e.scenario_ids.begin(), e.scenario_ids.end());
+    std::erase_if(waiting, [&](const Line& l) { return l.ticket > store.committed_ticket(); });
+  };
+  auto worker = [&] {
+    omp_set_num_threads(threads_each);
+    for (std::size_t i; !stop && (i = next++) < scenarios.size();) {
+      const Scenario& s = scenarios[i];
+      const auto& duts = options.duts.empty() ? s.duts : options.duts;
+      store.begin(s.id());
+      ResultsStore::Added added;
+      try {
+        added = run_scenario(s, duts, store, options);
+      } catch (const ResultsNotWritten& e) {
+        store.end(s.id());
+        not_stored(e);
+        continue;
+      } catch (const std::exception& e) {
+        // Never let one scenario take the sweep down: its DUTs get error rows, the rest runs on.
+        std::vector<ResultRow> rows;
+        for (const auto& d : duts) rows.push_back(unjudged_row(s, d, Verdict::error, std::string("harness: ") + e.what()));
+        try {
+          added = store.add(scenario_row(s), rows, {}, std::nullopt);
+        } catch (const ResultsNotWritten& w) {
+          store.end(s.id());
+          not_stored(w);
+          continue;
+        }
+      }
+      store.end(s.id());
+      std::lock_guard lock(log_mutex);
+      // A failed commit may have taken this scenario's rows with it after add returned.
+      if (std::find(outcome.not_stored.begin(), outcome.not_stored.end(), s.id()) != outcome.not_stored.end()) continue;
+      const auto at = std::find_if(waiting.begin(), waiting.end(), [&](const Line& l) { return l.ticket > added.ticket; });
+      waiting.insert(at, Line{added.ticket, &s, std::move(added.rows)});
+      print_committed();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int j = 1; j < jobs; ++j) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  try {
+    store.flush();
+  } catch (const ResultsNotWritten& e) {
+    not_stored(e);
+  }
+  {
+    std::lock_guard lock(log_mutex);
+    print_committed();
+  }
+  if (options.progress_on_terminal) progress << "\n";
+  return outcome;
+}
+
+}  // namespace swa::harness
