@@ -14,36 +14,28 @@
 
 namespace swa::dut {
 
-std::string_view fault_name(Fault f) {
-  switch (f) {
-    case Fault::none: return "none";
-    case Fault::window_plus_one: return "window_plus_one";
-    case Fault::window_minus_one: return "window_minus_one";
-    case Fault::ring_slot_off_by_one: return "ring_slot_off_by_one";
-    case Fault::stale_slot_after_wrap: return "stale_slot_after_wrap";
-    case Fault::gqa_modulo_mapping: return "gqa_modulo_mapping";
-    case Fault::fp16_pv_accumulation: return "fp16_pv_accumulation";
-    case Fault::fp16_pv_decode_only: return "fp16_pv_decode_only";
-    case Fault::no_max_subtraction: return "no_max_subtraction";
-    case Fault::cache_slot_shifted: return "cache_slot_shifted";
-    case Fault::p_low_precision: return "p_low_precision";
-    case Fault::scores_low_precision: return "scores_low_precision";
-    case Fault::additive_mask: return "additive_mask";
-    case Fault::mask_block_cpp_rule: return "mask_block_cpp_rule";
-    case Fault::none_reversed: return "none_reversed";
-    case Fault::sink_in_numerator: return "sink_in_numerator";
-    case Fault::softcap_after_mask: return "softcap_after_mask";
-    case Fault::window_right_off_by_one: return "window_right_off_by_one";
-    case Fault::fp8_no_saturation: return "fp8_no_saturation";
-    case Fault::fp8_descale_twice: return "fp8_descale_twice";
-    case Fault::page_table_off_by_one: return "page_table_off_by_one";
-    case Fault::page_freed_early: return "page_freed_early";
-    case Fault::recycled_page_read: return "recycled_page_read";
-  }
-  return "?";
-}
-
-std::optional<Fault> parse_fault(std::string_view name) { return parse_enum(name, kAllFaults, fault_name); }
+SWA_ENUM_NAMES(Fault, fault_name, parse_fault, kAllFaults,
+               {Fault::none, "none"}, {Fault::window_plus_one, "window_plus_one"},
+               {Fault::window_minus_one, "window_minus_one"},
+               {Fault::ring_slot_off_by_one, "ring_slot_off_by_one"},
+               {Fault::stale_slot_after_wrap, "stale_slot_after_wrap"},
+               {Fault::gqa_modulo_mapping, "gqa_modulo_mapping"},
+               {Fault::fp16_pv_accumulation, "fp16_pv_accumulation"},
+               {Fault::fp16_pv_decode_only, "fp16_pv_decode_only"},
+               {Fault::no_max_subtraction, "no_max_subtraction"},
+               {Fault::cache_slot_shifted, "cache_slot_shifted"},
+               {Fault::p_low_precision, "p_low_precision"},
+               {Fault::scores_low_precision, "scores_low_precision"},
+               {Fault::additive_mask, "additive_mask"},
+               {Fault::mask_block_cpp_rule, "mask_block_cpp_rule"},
+               {Fault::none_reversed, "none_reversed"}, {Fault::sink_in_numerator, "sink_in_numerator"},
+               {Fault::softcap_after_mask, "softcap_after_mask"},
+               {Fault::window_right_off_by_one, "window_right_off_by_one"},
+               {Fault::fp8_no_saturation, "fp8_no_saturation"},
+               {Fault::fp8_descale_twice, "fp8_descale_twice"},
+               {Fault::page_table_off_by_one, "page_table_off_by_one"},
+               {Fault::page_freed_early, "page_freed_early"},
+               {Fault::recycled_page_read, "recycled_page_read"})
 std::string fault_choices() { return enum_choices(kAllFaults, fault_name); }
 
 namespace {

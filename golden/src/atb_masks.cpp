@@ -5,17 +5,9 @@
 
 namespace swa {
 
-std::string_view mask_type_name(MaskType t) {
-  switch (t) {
-    case MaskType::swa_norm: return "swa-norm";
-    case MaskType::swa_compress: return "swa-compress";
-    case MaskType::causal: return "causal";
-    case MaskType::norm_compress: return "norm-compress";
-  }
-  return "?";
-}
-
-std::optional<MaskType> parse_mask_type(std::string_view name) { return parse_enum(name, kAllMaskTypes, mask_type_name); }
+SWA_ENUM_NAMES(MaskType, mask_type_name, parse_mask_type, kAllMaskTypes,
+               {MaskType::swa_norm, "swa-norm"}, {MaskType::swa_compress, "swa-compress"},
+               {MaskType::causal, "causal"}, {MaskType::norm_compress, "norm-compress"})
 
 std::string_view sample_name(AtbSample s) { return s == AtbSample::python ? "python" : "cpp"; }
 

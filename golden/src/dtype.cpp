@@ -12,16 +12,8 @@
 
 namespace swa {
 
-std::string_view dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::fp32: return "fp32";
-    case DType::fp16: return "fp16";
-    case DType::bf16: return "bf16";
-  }
-  return "?";
-}
-
-std::optional<DType> parse_dtype(std::string_view name) { return parse_enum(name, kAllDTypes, dtype_name); }
+SWA_ENUM_NAMES(DType, dtype_name, parse_dtype, kAllDTypes,
+               {DType::fp32, "fp32"}, {DType::fp16, "fp16"}, {DType::bf16, "bf16"})
 
 std::string dtype_choices() { return enum_choices(kAllDTypes, dtype_name); }
 

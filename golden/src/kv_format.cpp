@@ -29,16 +29,9 @@ constexpr double pow2(int k) { return std::bit_cast<double>(static_cast<std::uin
 
 }  // namespace
 
-std::string_view kv_format_name(KvFormat f) {
-  switch (f) {
-    case KvFormat::dtype: return "dtype";
-    case KvFormat::fp8_e4m3: return "fp8-e4m3";
-    case KvFormat::fp8_e5m2: return "fp8-e5m2";
-  }
-  return "?";
-}
-
-std::optional<KvFormat> parse_kv_format(std::string_view name) { return parse_enum(name, kAllKvFormats, kv_format_name); }
+SWA_ENUM_NAMES(KvFormat, kv_format_name, parse_kv_format, kAllKvFormats,
+               {KvFormat::dtype, "dtype"}, {KvFormat::fp8_e4m3, "fp8-e4m3"},
+               {KvFormat::fp8_e5m2, "fp8-e5m2"})
 
 std::size_t kv_element_bytes(KvFormat f, DType dtype) { return is_fp8(f) ? 1 : dtype_bytes(dtype); }
 

@@ -8,41 +8,17 @@
 
 namespace swa {
 
-std::string_view mode_name(RunMode mode) {
-  switch (mode) {
-    case RunMode::prefill: return "prefill";
-    case RunMode::chunked_prefill: return "chunked_prefill";
-    case RunMode::decode: return "decode";
-  }
-  return "?";
-}
+SWA_ENUM_NAMES(RunMode, mode_name, parse_mode, kAllRunModes,
+               {RunMode::prefill, "prefill"}, {RunMode::chunked_prefill, "chunked_prefill"},
+               {RunMode::decode, "decode"})
 
-std::optional<RunMode> parse_mode(std::string_view name) { return parse_enum(name, kAllRunModes, mode_name); }
+SWA_ENUM_NAMES(CachePolicy, cache_name, parse_cache, kAllCachePolicies,
+               {CachePolicy::ring_modulo, "ring-modulo"}, {CachePolicy::ring_compact, "ring-compact"},
+               {CachePolicy::linear, "linear"}, {CachePolicy::paged, "paged"})
 
-std::string_view cache_name(CachePolicy cache) {
-  switch (cache) {
-    case CachePolicy::ring_modulo: return "ring-modulo";
-    case CachePolicy::ring_compact: return "ring-compact";
-    case CachePolicy::linear: return "linear";
-    case CachePolicy::paged: return "paged";
-  }
-  return "?";
-}
-
-std::optional<CachePolicy> parse_cache(std::string_view name) { return parse_enum(name, kAllCachePolicies, cache_name); }
-
-std::string_view mask_format_name(MaskFormat m) {
-  switch (m) {
-    case MaskFormat::none: return "none";
-    case MaskFormat::swa_norm: return "swa-norm";
-    case MaskFormat::swa_compress: return "swa-compress";
-  }
-  return "?";
-}
-
-std::optional<MaskFormat> parse_mask_format(std::string_view name) {
-  return parse_enum(name, kAllMaskFormats, mask_format_name);
-}
+SWA_ENUM_NAMES(MaskFormat, mask_format_name, parse_mask_format, kAllMaskFormats,
+               {MaskFormat::none, "none"}, {MaskFormat::swa_norm, "swa-norm"},
+               {MaskFormat::swa_compress, "swa-compress"})
 
 float default_scale(int head_size) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_size))); }
 

@@ -16,18 +16,10 @@ std::int64_t band_pair_count(WindowBand band, std::int64_t n) {
   return pairs;
 }
 
-std::string_view convention_name(WindowConvention c) {
-  switch (c) {
-    case WindowConvention::keys_including_self: return "keys_including_self";
-    case WindowConvention::flex_lookback: return "flex_lookback";
-    case WindowConvention::atb_prose: return "atb_prose";
-  }
-  return "?";
-}
-
-std::optional<WindowConvention> parse_convention(std::string_view name) {
-  return parse_enum(name, kAllWindowConventions, convention_name);
-}
+SWA_ENUM_NAMES(WindowConvention, convention_name, parse_convention, kAllWindowConventions,
+               {WindowConvention::keys_including_self, "keys_including_self"},
+               {WindowConvention::flex_lookback, "flex_lookback"},
+               {WindowConvention::atb_prose, "atb_prose"})
 
 WindowBand band_from_window(std::int64_t window, WindowConvention convention) {
   if (window < 1) throw std::invalid_argument("window must be >= 1, got " + std::to_string(window));

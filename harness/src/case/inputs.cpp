@@ -10,20 +10,10 @@
 
 namespace swa::harness {
 
-std::string_view distribution_name(InputDistribution d) {
-  switch (d) {
-    case InputDistribution::normal: return "normal";
-    case InputDistribution::uniform: return "uniform";
-    case InputDistribution::large_logit: return "large-logit";
-    case InputDistribution::outlier: return "outlier";
-    case InputDistribution::constant_rows: return "constant-rows";
-  }
-  return "?";
-}
-
-std::optional<InputDistribution> parse_distribution(std::string_view name) {
-  return parse_enum(name, kAllInputDistributions, distribution_name);
-}
+SWA_ENUM_NAMES(InputDistribution, distribution_name, parse_distribution, kAllInputDistributions,
+               {InputDistribution::normal, "normal"}, {InputDistribution::uniform, "uniform"},
+               {InputDistribution::large_logit, "large-logit"}, {InputDistribution::outlier, "outlier"},
+               {InputDistribution::constant_rows, "constant-rows"})
 
 std::string distribution_choices() { return enum_choices(kAllInputDistributions, distribution_name); }
 

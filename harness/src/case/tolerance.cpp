@@ -10,17 +10,9 @@ double eps(DType d) { return d == DType::fp32 ? 0x1p-23 : d == DType::fp16 ? 0x1
 
 }  // namespace
 
-std::string_view profile_name(ToleranceProfile p) {
-  switch (p) {
-    case ToleranceProfile::strict: return "strict";
-    case ToleranceProfile::standard: return "default";
-    case ToleranceProfile::loose: return "loose";
-  }
-  return "?";
-}
-std::optional<ToleranceProfile> parse_profile(std::string_view name) {
-  return parse_enum(name, kAllToleranceProfiles, profile_name);
-}
+SWA_ENUM_NAMES(ToleranceProfile, profile_name, parse_profile, kAllToleranceProfiles,
+               {ToleranceProfile::strict, "strict"}, {ToleranceProfile::standard, "default"},
+               {ToleranceProfile::loose, "loose"})
 std::string profile_choices() { return enum_choices(kAllToleranceProfiles, profile_name); }
 
 Tolerance tolerance_for(ToleranceProfile profile, DType dtype) {

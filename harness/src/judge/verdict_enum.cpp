@@ -4,16 +4,8 @@
 
 namespace swa::harness {
 
-std::string_view verdict_name(Verdict v) {
-  switch (v) {
-    case Verdict::pass: return "pass";
-    case Verdict::warn: return "warn";
-    case Verdict::fail: return "fail";
-    case Verdict::skip: return "skip";
-    case Verdict::error: return "error";
-  }
-  return "?";
-}
-std::optional<Verdict> parse_verdict(std::string_view name) { return parse_enum(name, kAllVerdicts, verdict_name); }
+SWA_ENUM_NAMES(Verdict, verdict_name, parse_verdict, kAllVerdicts,
+               {Verdict::pass, "pass"}, {Verdict::warn, "warn"}, {Verdict::fail, "fail"},
+               {Verdict::skip, "skip"}, {Verdict::error, "error"})
 
 }  // namespace swa::harness
