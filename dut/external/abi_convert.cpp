@@ -1,99 +1,90 @@
 #include "abi_convert.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
+#include <type_traits>
+
+#include "swa/kernel_fields.hpp"
 
 namespace swa::dut::abi {
+namespace {
+
+// Where each 2.x minor version's fields end in swa_dut_v2_params, from the field list: a plugin whose
+// params_size reaches a version's end knows its fields.
+constexpr std::array<std::size_t, kKernelFieldsLatestMinor + 1> minor_ends() {
+  std::array<std::size_t, kKernelFieldsLatestMinor + 1> end{};
+#define SWA_FIELD_END(field, member, minor, exec) \
+  end[minor] = std::max(end[minor], offsetof(swa_dut_v2_params, field) + sizeof(swa_dut_v2_params::field));
+  SWA_KERNEL_FIELDS(SWA_FIELD_END)
+#undef SWA_FIELD_END
+  return end;
+}
+constexpr auto kV2MinorEnd = minor_ends();
+
+// The size a header of that version gave the struct: its fields' end, padded to the struct's alignment.
+constexpr std::size_t padded(std::size_t bytes) {
+  return (bytes + alignof(swa_dut_v2_params) - 1) / alignof(swa_dut_v2_params) * alignof(swa_dut_v2_params);
+}
+static_assert(padded(kV2MinorEnd[kKernelFieldsLatestMinor]) == sizeof(swa_dut_v2_params),
+              "swa/dut_v2.h has fields past the list's last: list them in swa/kernel_fields.hpp");
+
+// Every member of swa_dut_v2_params is a listed field, struct_size or a version's tail padding
+// (reserved_*): in order of offset, each starts where the one before ends, rounded up to its
+// alignment. A field missing from the list leaves a gap.
+struct Member {
+  std::size_t offset, size, align;
+};
+#define SWA_MEMBER(field) \
+  Member{offsetof(swa_dut_v2_params, field), sizeof(swa_dut_v2_params::field), alignof(decltype(swa_dut_v2_params::field))},
+constexpr bool members_tile_the_struct() {
+#define SWA_LISTED_MEMBER(field, member, minor, exec) SWA_MEMBER(field)
+  std::array members = {SWA_MEMBER(struct_size) SWA_MEMBER(reserved_2_1) SWA_MEMBER(reserved_2_2)
+                            SWA_KERNEL_FIELDS(SWA_LISTED_MEMBER)};
+#undef SWA_LISTED_MEMBER
+  std::sort(members.begin(), members.end(), [](const Member& a, const Member& b) { return a.offset < b.offset; });
+  std::size_t end = 0;
+  for (const Member& m : members) {
+    if (m.offset != (end + m.align - 1) / m.align * m.align) return false;
+    end = m.offset + m.size;
+  }
+  return padded(end) == sizeof(swa_dut_v2_params);
+}
+#undef SWA_MEMBER
+static_assert(members_tile_the_struct(),
+              "swa_dut_v2_params has a member that swa/kernel_fields.hpp does not list (or lists twice)");
+
+}  // namespace
+
+// Each listed field where its version put it: the C struct is written by hand (swa/dut_v2.h), so its
+// layout is checked here field by field. A field of minor version m starts past version m - 1's padded
+// size (so a plugin built against m - 1 never reads it) and holds the AttnParams member it carries.
+#define SWA_CHECK_FIELD(field, member, minor, exec)                                                  \
+  static_assert(sizeof(swa_dut_v2_params::field) == sizeof(AttnParams::member) ||                  \
+                    std::is_enum_v<decltype(AttnParams::member)>,                                  \
+                "swa_dut_v2_params." #field " does not hold AttnParams." #member);                  \
+  static_assert((minor) == 0 || offsetof(swa_dut_v2_params, field) >= padded(kV2MinorEnd[(minor) - 1]), \
+                "swa_dut_v2_params." #field " is not past the padded size of the version before its own");
+SWA_KERNEL_FIELDS(SWA_CHECK_FIELD)
+#undef SWA_CHECK_FIELD
 
 swa_dut_v2_params to_c(const AttnParams& p) {
   swa_dut_v2_params c{};
   c.struct_size = sizeof c;
-  c.q = p.q;
-  c.k = p.k;
-  c.v = p.v;
-  c.out = p.out;
-  c.dtype = static_cast<int32_t>(p.dtype);
-  c.q_row_stride = p.q_row_stride;
-  c.q_head_stride = p.q_head_stride;
-  c.k_row_stride = p.k_row_stride;
-  c.k_head_stride = p.k_head_stride;
-  c.v_row_stride = p.v_row_stride;
-  c.v_head_stride = p.v_head_stride;
-  c.out_row_stride = p.out_row_stride;
-  c.out_head_stride = p.out_head_stride;
-  c.batch = p.batch;
-  c.seq_lens = p.seq_lens;
-  c.seq_offsets = p.seq_offsets;
-  c.heads_q = p.heads_q;
-  c.heads_kv = p.heads_kv;
-  c.head_size = p.head_size;
-  c.window_left = p.band.left;
-  c.window_right = p.band.right;
-  c.scale = p.scale;
-  c.mode = static_cast<int32_t>(p.mode);
-  c.cache_policy = static_cast<int32_t>(p.cache);
-  c.chunk = p.chunk;
-  c.decode_steps = p.decode_steps;
-  c.mask_format = static_cast<int32_t>(p.mask_format);
-  c.mask = p.mask;
-  c.mask_rows = p.mask_rows;
-  c.mask_block = p.mask_block;
-  c.mask_effective_window = p.mask_effective_window;
-  c.softcap = p.softcap;
-  c.sinks = p.sinks;
-  c.kv_format = static_cast<int32_t>(p.kv_format);
-  c.k_descale = p.k_descale;
-  c.v_descale = p.v_descale;
-  c.page_size = p.page_size;
-  c.pool_pages = p.pool_pages;
+#define SWA_TO_C(field, member, minor, exec) c.field = static_cast<decltype(c.field)>(p.member);
+  SWA_KERNEL_FIELDS(SWA_TO_C)
+#undef SWA_TO_C
   return c;
 }
 
 AttnParams from_c(const swa_dut_v2_params& c) {
   AttnParams p;
-  p.q = c.q;
-  p.k = c.k;
-  p.v = c.v;
-  p.out = c.out;
-  p.dtype = static_cast<DType>(c.dtype);
-  p.q_row_stride = c.q_row_stride;
-  p.q_head_stride = c.q_head_stride;
-  p.k_row_stride = c.k_row_stride;
-  p.k_head_stride = c.k_head_stride;
-  p.v_row_stride = c.v_row_stride;
-  p.v_head_stride = c.v_head_stride;
-  p.out_row_stride = c.out_row_stride;
-  p.out_head_stride = c.out_head_stride;
-  p.batch = c.batch;
-  p.seq_lens = c.seq_lens;
-  p.seq_offsets = c.seq_offsets;
-  p.heads_q = c.heads_q;
-  p.heads_kv = c.heads_kv;
-  p.head_size = c.head_size;
-  p.band = {c.window_left, c.window_right};
-  p.scale = c.scale;
-  p.mode = static_cast<RunMode>(c.mode);
-  p.cache = static_cast<CachePolicy>(c.cache_policy);
-  p.chunk = c.chunk;
-  p.decode_steps = c.decode_steps;
-  p.mask_format = static_cast<MaskFormat>(c.mask_format);
-  p.mask = c.mask;
-  p.mask_rows = c.mask_rows;
-  p.mask_block = c.mask_block;
-  p.mask_effective_window = c.mask_effective_window;
-  if (SWA_DUT_V2_HAS(&c, swa_dut_v2_params, sinks)) {
-    p.softcap = c.softcap;
-    p.sinks = c.sinks;
-  }
-  if (SWA_DUT_V2_HAS(&c, swa_dut_v2_params, v_descale)) {
-    p.kv_format = static_cast<KvFormat>(c.kv_format);
-    p.k_descale = c.k_descale;
-    p.v_descale = c.v_descale;
-  }
-  if (SWA_DUT_V2_HAS(&c, swa_dut_v2_params, pool_pages)) {
-    p.page_size = c.page_size;
-    p.pool_pages = c.pool_pages;
-  }
+  // A field past the struct_size the caller knows keeps its default (a plugin built against 2.0 hands
+  // the harness's helpers a 2.0 struct).
+#define SWA_FROM_C(field, member, minor, exec) \
+  if ((minor) == 0 || SWA_DUT_V2_HAS(&c, swa_dut_v2_params, field)) p.member = static_cast<decltype(p.member)>(c.field);
+  SWA_KERNEL_FIELDS(SWA_FROM_C)
+#undef SWA_FROM_C
   return p;
 }
 
@@ -204,30 +195,14 @@ std::string outside_traits(const swa_dut_v2_traits& t, const AttnParams& p) {
     return prefix + "head sizes " + sizes + " only";
   }
   // A case that uses a field a 2.x header appended is skipped for a plugin whose params_size ends
-  // before it (swa/dut_v2.h promises that); v1 plugins count as 2.0.
-  // 2.0's sizeof is 208 (LP64); every 2.1 field ends past it, so params_size tells.
-  static_assert(offsetof(swa_dut_v2_params, sinks) >= 208 && offsetof(swa_dut_v2_params, softcap) >= 208);
-  auto knows = [&](std::size_t end) { return t.params_size >= end; };
-  constexpr std::size_t softcap_end = offsetof(swa_dut_v2_params, softcap) + sizeof(float);
-  constexpr std::size_t sinks_end = offsetof(swa_dut_v2_params, sinks) + sizeof(const float*);
-  const std::string older = "the plugin was built against an ABI without the ";
-  const std::string which = " field (params_size " + std::to_string(t.params_size) +
-                            ": swa/dut_v1.h or swa/dut_v2.h 2.0; 2.1's is " +
-                            std::to_string(offsetof(swa_dut_v2_params, reserved_2_1) + sizeof(std::int32_t)) + ")";
-  if (p.softcap != 0.f && !knows(softcap_end)) return older + "softcap" + which + ", and this case soft-caps its scores";
-  if (p.sinks && !knows(sinks_end)) return older + "sinks" + which + ", and this case has attention sinks";
-  static_assert(offsetof(swa_dut_v2_params, kv_format) >= 224, "2.2 fields start past 2.1's padded size");
-  constexpr std::size_t fp8_end = offsetof(swa_dut_v2_params, v_descale) + sizeof(float);
-  if (is_fp8(p.kv_format) && !knows(fp8_end))
-    return "the plugin was built against an ABI without the kv_format field (params_size " +
-           std::to_string(t.params_size) + ": before swa/dut_v2.h 2.2, whose is " +
-           std::to_string(offsetof(swa_dut_v2_params, page_size)) + "), and this case has an FP8 KV cache";
-  static_assert(offsetof(swa_dut_v2_params, page_size) >= 240, "2.3 fields start past 2.2's size");
-  constexpr std::size_t paged_end = offsetof(swa_dut_v2_params, pool_pages) + sizeof(int32_t);
-  if (p.mode != RunMode::prefill && p.cache == CachePolicy::paged && !knows(paged_end))
-    return "the plugin was built against an ABI without the page_size field (params_size " +
-           std::to_string(t.params_size) + ": before swa/dut_v2.h 2.3, whose is " +
-           std::to_string(sizeof(swa_dut_v2_params)) + "), and this case has a paged KV cache";
+  // before that version's last field (swa/dut_v2.h promises that); v1 plugins count as 2.0.
+  for (int minor = 1; minor <= kKernelFieldsLatestMinor; ++minor) {
+    const std::string field = kernel_field_used_first(p, minor);
+    if (field.empty() || t.params_size >= kV2MinorEnd[minor]) continue;
+    return "the plugin was built against an ABI without the " + field + " field (params_size " +
+           std::to_string(t.params_size) + ": before swa/dut_v2.h 2." + std::to_string(minor) + ", whose fields end at " +
+           std::to_string(kV2MinorEnd[minor]) + "), and this case sets it";
+  }
   return {};
 }
 

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "swa/kernel_fields.hpp"
+
 namespace swa::dut {
 namespace {
 
@@ -21,37 +23,10 @@ std::string bind(void* handle, const char* symbol, F& out, const char* header) {
 
 swa_dut_v1_params to_v1(const swa_dut_v2_params& p) {
   swa_dut_v1_params c{};
-  c.q = p.q;
-  c.k = p.k;
-  c.v = p.v;
-  c.out = p.out;
-  c.dtype = p.dtype;
-  c.q_row_stride = p.q_row_stride;
-  c.q_head_stride = p.q_head_stride;
-  c.k_row_stride = p.k_row_stride;
-  c.k_head_stride = p.k_head_stride;
-  c.v_row_stride = p.v_row_stride;
-  c.v_head_stride = p.v_head_stride;
-  c.out_row_stride = p.out_row_stride;
-  c.out_head_stride = p.out_head_stride;
-  c.batch = p.batch;
-  c.seq_lens = p.seq_lens;
-  c.seq_offsets = p.seq_offsets;
-  c.heads_q = p.heads_q;
-  c.heads_kv = p.heads_kv;
-  c.head_size = p.head_size;
-  c.window_left = p.window_left;
-  c.window_right = p.window_right;
-  c.scale = p.scale;
-  c.mode = p.mode;
-  c.cache_policy = p.cache_policy;
-  c.chunk = p.chunk;
-  c.decode_steps = p.decode_steps;
-  c.mask_format = p.mask_format;
-  c.mask = p.mask;
-  c.mask_rows = p.mask_rows;
-  c.mask_block = p.mask_block;
-  c.mask_effective_window = p.mask_effective_window;
+  // v1 has 2.0's fields, by the same names.
+#define SWA_TO_V1(field, member, minor, exec) c.field = p.field;
+  SWA_KERNEL_FIELDS_2_0(SWA_TO_V1)
+#undef SWA_TO_V1
   return c;
 }
 

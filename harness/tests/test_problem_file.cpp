@@ -112,6 +112,55 @@ BOOST_AUTO_TEST_CASE(a_request_is_the_inputs_part) {
   BOOST_TEST(h5::read_int_attr(file.id(), "protocol_version") == 2);
 }
 
+// The request's kernel attributes and its protocol version follow the field list
+// (swa/kernel_fields.hpp): a 2.x minor version's attributes only for a case that uses them, and the
+// version 2 + the highest minor version the case uses.
+BOOST_AUTO_TEST_CASE(a_request_carries_each_versions_attributes_only_when_used) {
+  struct Expected {
+    const char* what;
+    void (*set)(Scenario&);
+    std::int64_t version;
+    std::vector<const char*> present, absent;
+  };
+  const std::vector<Expected> cases = {
+      {"plain", [](Scenario&) {}, 2, {"window_left", "scale", "cache", "mask_block"},
+       {"softcap", "kv_format", "k_descale", "page_size", "pool_pages"}},
+      {"soft-cap", [](Scenario& s) { s.softcap = 30.f; }, 3, {"softcap"}, {"kv_format", "page_size"}},
+      {"sinks", [](Scenario& s) { s.sinks = Sinks::learned; }, 3, {"softcap"}, {"kv_format", "page_size"}},
+      {"FP8 KV", [](Scenario& s) { s.kv_dtype = KvFormat::fp8_e4m3; }, 4, {"kv_format", "k_descale", "v_descale"},
+       {"softcap", "page_size"}},
+      {"paged", [](Scenario& s) { s.cache = CachePolicy::paged; }, 5, {"page_size", "pool_pages", "table_width"},
+       {"softcap", "kv_format"}},
+      {"paged FP8 with sinks",
+       [](Scenario& s) {
+         s.cache = CachePolicy::paged;
+         s.kv_dtype = KvFormat::fp8_e5m2;
+         s.sinks = Sinks::learned;
+       },
+       5, {"page_size", "kv_format", "softcap"}, {}},
+  };
+  for (const Expected& c : cases) {
+    BOOST_TEST_CONTEXT(c.what) {
+      Scenario s = decode_case();
+      s.dtype = DType::fp32;
+      c.set(s);
+      const Reference ref(s);
+      const fs::path path = scratch("request_versions.h5");
+      write_problem_file(path, problem_inputs(ref.problem.params));
+      h5::Handle file = h5::open_file_readonly(path);
+      BOOST_TEST(h5::read_int_attr(file.id(), "protocol_version") == c.version);
+      const ProblemFile r = read_problem_file(path);
+      BOOST_TEST(r.protocol == c.version);
+      for (const char* name : c.present) BOOST_TEST(r.kernel.count(name) == 1u, name << " is missing");
+      for (const char* name : c.absent) BOOST_TEST(r.kernel.count(name) == 0u, name << " is sent");
+      // Every 2.0 field with an exec name is always there, by its protocol name.
+      for (const char* name : {"dtype", "mode", "heads", "kv_heads", "head_size", "window_right", "chunk",
+                               "decode_steps", "mask_format", "mask_effective_window"})
+        BOOST_TEST(r.kernel.count(name) == 1u, name << " is missing");
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(files_that_are_not_this_format_are_refused_by_name) {
   const fs::path old = scratch("old.h5");
   {

@@ -5,6 +5,7 @@
 
 #include "swa/dut/kv_cache.hpp"
 #include "swa/enum_names.hpp"
+#include "swa/kernel_fields.hpp"
 #include "swa/harness/case/case_schema.hpp"
 #include "swa/harness/base/join.hpp"
 
@@ -61,14 +62,32 @@ std::int64_t int_attr(const std::map<std::string, h5::AttrValue>& attrs, const f
 
 }  // namespace
 
+namespace {
+
+// A kernel field as a request attribute: enums by name, numbers as int64 or double.
+h5::AttrValue request_value(DType v) { return std::string(dtype_name(v)); }
+h5::AttrValue request_value(RunMode v) { return std::string(mode_name(v)); }
+h5::AttrValue request_value(CachePolicy v) { return std::string(cache_name(v)); }
+h5::AttrValue request_value(MaskFormat v) { return std::string(mask_format_name(v)); }
+h5::AttrValue request_value(KvFormat v) { return std::string(kv_format_name(v)); }
+h5::AttrValue request_value(float v) { return static_cast<double>(v); }
+h5::AttrValue request_value(std::int64_t v) { return v; }
+h5::AttrValue request_value(int v) { return std::int64_t{v}; }
+
+// Fields without an exec name (tensors, strides) are not attributes: `Sent` false, nothing to convert.
+template <bool Sent, class T>
+void put_attr(std::map<std::string, h5::AttrValue>& a, const char* name, const T& value) {
+  if constexpr (Sent) a[name] = request_value(value);
+}
+
+}  // namespace
+
 const char* problem_file_kind_name(ProblemFileKind k) {
-  switch (k) {
-    case ProblemFileKind::request: return "request";
-    case ProblemFileKind::golden: return "golden";
-    case ProblemFileKind::dump: return "dump";
-    case ProblemFileKind::repro: return "repro";
-  }
-  return "?";
+  static constexpr EnumName<ProblemFileKind> kNames[] = {
+      {ProblemFileKind::request, "request"}, {ProblemFileKind::golden, "golden"},
+      {ProblemFileKind::dump, "dump"}, {ProblemFileKind::repro, "repro"}};
+  static_assert(names_every(kNames, kAllProblemFileKinds), "a ProblemFileKind without its name");
+  return name_in(kNames, k).data();
 }
 
 ProblemFile problem_inputs(const AttnParams& p) {
@@ -97,26 +116,17 @@ ProblemFile problem_inputs(const AttnParams& p, std::vector<float> q, std::vecto
   }
   if (p.sinks) f.sinks.assign(p.sinks, p.sinks + p.heads_q);
   auto& a = f.kernel;
-  a["dtype"] = std::string(dtype_name(p.dtype));
-  a["mode"] = std::string(mode_name(p.mode));
-  a["heads"] = std::int64_t{p.heads_q};
-  a["kv_heads"] = std::int64_t{p.heads_kv};
-  a["head_size"] = std::int64_t{p.head_size};
-  a["window_left"] = p.band.left;
-  a["window_right"] = p.band.right;
-  a["scale"] = static_cast<double>(p.scale);
-  a["softcap"] = static_cast<double>(p.softcap);
-  if (is_fp8(p.kv_format)) {  // only then: a protocol-3 DUT keeps reading every other request
-    a["kv_format"] = std::string(kv_format_name(p.kv_format));
-    a["k_descale"] = static_cast<double>(p.k_descale);
-    a["v_descale"] = static_cast<double>(p.v_descale);
-  }
-  a["cache"] = std::string(cache_name(p.cache));
+  // The kernel's fields by the field list's exec names; a field a 2.x minor version appended only when
+  // the case uses that version's fields, so a DUT that speaks an older protocol keeps running the rest.
+  const int minor_used = kernel_fields_minor_used(p);
+#define SWA_REQUEST_ATTR(field, member, minor, exec) \
+  if ((minor) == 0 || *kernel_field_used_first(p, minor)) put_attr<sizeof(exec) != 1>(a, exec, p.member);
+  SWA_KERNEL_FIELDS(SWA_REQUEST_ATTR)
+#undef SWA_REQUEST_ATTR
+  f.protocol = kExecProtocolBase + minor_used;
   if (p.mode != RunMode::prefill) a["cache_slots"] = dut::kv_cache_layout(p).slots;
   if (p.mode != RunMode::prefill && p.cache == CachePolicy::paged) {  // only then: protocol 5
     dut::KvCache pages = dut::kv_cache_layout(p);
-    a["page_size"] = std::int64_t{p.page_size};
-    a["pool_pages"] = std::int64_t{p.pool_pages};
     a["table_width"] = pages.table_width;
     // The bookkeeping run_schedule does around each call, recorded as each call sees it.
     auto record = [&](RunMode call, int index) {
@@ -127,23 +137,9 @@ ProblemFile problem_inputs(const AttnParams& p, std::vector<float> q, std::vecto
     for (int c = 0, n = dut::chunk_count(p); c < n; ++c) record(RunMode::chunked_prefill, c);
     for (int t = 0; p.mode == RunMode::decode && t < p.decode_steps; ++t) record(RunMode::decode, t);
   }
-  a["chunk"] = std::int64_t{p.chunk};
-  a["decode_steps"] = std::int64_t{p.decode_steps};
-  a["mask_format"] = std::string(mask_format_name(p.mask_format));
-  a["mask_block"] = std::int64_t{p.mask_block};
-  a["mask_effective_window"] = p.mask_effective_window;
   a["gqa"] = std::string("q head h reads kv head h / (heads / kv_heads)");
   a["window_convention"] = std::string("query i sees key j iff -window_right <= i - j <= window_left; -1: unbounded");
   return f;
-}
-
-int protocol_version(const ProblemFile& f) {
-  const auto cap = f.kernel.find("softcap");
-  const bool caps = cap != f.kernel.end() && std::holds_alternative<double>(cap->second) &&
-                    std::get<double>(cap->second) != 0.0;
-  if (f.kernel.count("page_size")) return kExecProtocolVersion;
-  if (f.kernel.count("kv_format")) return kExecProtocolVersionWithFp8Kv;
-  return caps || !f.sinks.empty() ? kExecProtocolVersionWithScoreSemantics : kExecProtocolVersionWithoutScoreSemantics;
 }
 
 void describe_case(ProblemFile& f, const Scenario& s) {
@@ -170,7 +166,7 @@ void write_problem_file(const fs::path& path, const ProblemFile& f) {
   write_attrs(id, f.kernel);
   h5::write_attr(id, "problem_file_format", kProblemFileFormat);
   h5::write_attr(id, "kind", std::string(problem_file_kind_name(f.kind)));
-  if (f.kind == ProblemFileKind::request) h5::write_attr(id, "protocol_version", std::int64_t{protocol_version(f)});
+  if (f.kind == ProblemFileKind::request) h5::write_attr(id, "protocol_version", std::int64_t{f.protocol});
 
   if (!f.scenario_id.empty()) {
     h5::Handle c = h5::create_group(id, "case");
@@ -255,6 +251,8 @@ ProblemFile read_problem_file(const fs::path& path) {
   f.heads_q = static_cast<int>(int_attr(root, path, "heads"));
   f.heads_kv = static_cast<int>(int_attr(root, path, "kv_heads"));
   f.head_size = static_cast<int>(int_attr(root, path, "head_size"));
+  if (const auto v = root.find("protocol_version"); v != root.end() && std::holds_alternative<std::int64_t>(v->second))
+    f.protocol = static_cast<int>(std::get<std::int64_t>(v->second));
   for (const char* own : {"problem_file_format", "kind", "protocol_version"}) root.erase(own);
   f.kernel = std::move(root);
 

@@ -12,6 +12,7 @@
 
 #include "swa/harness/base/h5.hpp"
 #include "swa/harness/case/scenario.hpp"
+#include "swa/kernel_fields.hpp"
 #include "swa/params.hpp"
 
 namespace swa::harness {
@@ -19,17 +20,16 @@ namespace swa::harness {
 // Root attribute `problem_file_format`; a file without it predates the format and is refused by name.
 inline constexpr std::int64_t kProblemFileFormat = 1;
 
-// The exec protocol (duts/exec_dut.hpp) by version; a request says the lowest its case needs.
-// 2: the response carries the KV cache (/cache). 3: the request adds attribute softcap and dataset
-// /sinks; sent only for cases that use them, so a DUT that speaks 2 keeps running every other case.
-// 4: the request adds attributes kv_format, k_descale and v_descale, and /cache holds FP8 codes;
-// sent only for FP8 KV cases. 5: the request adds attributes page_size, pool_pages, table_width and
-// dataset /page_tables (the page table each call sees), and /cache/k and /cache/v are the page pool;
-// sent only for paged KV cases.
-inline constexpr int kExecProtocolVersion = 5;
-inline constexpr int kExecProtocolVersionWithFp8Kv = 4;
-inline constexpr int kExecProtocolVersionWithScoreSemantics = 3;
-inline constexpr int kExecProtocolVersionWithoutScoreSemantics = 2;
+// The exec protocol (duts/exec_dut.hpp) by version; a request says the lowest its case needs: 2 plus
+// the highest swa/dut_v2.h minor version whose fields the case uses (swa/kernel_fields.hpp).
+// 2: the response carries the KV cache (/cache). 3 (2.1): the request adds attribute softcap and
+// dataset /sinks; sent only for cases that use them, so a DUT that speaks 2 keeps running every other
+// case. 4 (2.2): the request adds attributes kv_format, k_descale and v_descale, and /cache holds FP8
+// codes; sent only for FP8 KV cases. 5 (2.3): the request adds attributes page_size, pool_pages,
+// table_width and dataset /page_tables (the page table each call sees), and /cache/k and /cache/v are
+// the page pool; sent only for paged KV cases.
+inline constexpr int kExecProtocolBase = 2;
+inline constexpr int kExecProtocolVersion = kExecProtocolBase + kKernelFieldsLatestMinor;
 
 enum class ProblemFileKind { request, golden, dump, repro };
 inline constexpr ProblemFileKind kAllProblemFileKinds[] = {ProblemFileKind::request, ProblemFileKind::golden,
@@ -52,6 +52,9 @@ struct ProblemFile {
   std::vector<std::int32_t> page_tables;
   // The kernel's parameters by the exec protocol's names (dtype, mode, window_left, scale, ...).
   std::map<std::string, h5::AttrValue> kernel;
+  // The exec protocol version a request for this problem carries (kExecProtocolBase + the minor
+  // version its fields need); problem_inputs sets it.
+  int protocol = kExecProtocolBase;
 
   // The case it is (golden, dump, repro): its ID and every case parameter by its sweep-file key.
   std::string scenario_id;
@@ -92,9 +95,6 @@ struct ProblemFile {
   std::optional<Diagnosis> diagnosis;
 };
 
-// The exec protocol version a request for this problem carries: 5 with a paged KV cache, 4 with an
-// FP8 one, 3 when it soft-caps or has sinks, else 2 (exec_dut.hpp).
-int protocol_version(const ProblemFile& f);
 
 // The inputs part, read through the params' strides and dtype (what any DUT is given).
 ProblemFile problem_inputs(const AttnParams& p);
