@@ -38,8 +38,9 @@ namespace fs = std::filesystem;
 namespace swa::harness {
 namespace {
 
-std::optional<std::vector<double>> run_named_dut(const std::string& name, const Problem& pr, std::string& error) {
-  auto dut = make_dut(name);
+std::optional<std::vector<double>> run_named_dut(const std::string& name, const DutOptions& options, const Problem& pr,
+                                                 std::string& error) {
+  auto dut = make_dut(name, options);
   return run_to_output(*dut, pr, &error);
 }
 
@@ -103,7 +104,7 @@ BisectRun evaluate_case(const Scenario& s, const BisectOptions& o) {
   const Reference& ref = *e.reference;
   const Problem& pr = ref.problem;
   e.threshold = s.tolerance.rtol_factor * compare(ref.baseline(), ref.golden.out, s.dtype, 0).max_abs + s.tolerance.atol_floor;
-  auto dut = make_dut(o.dut);
+  auto dut = make_dut(o.dut, o.dut_options);
   e.traits = dut->traits();
   if (o.against == "golden") {
     // The run's own evaluation: the same verdict (per phase, worst element and relative L2) and the
@@ -122,7 +123,7 @@ BisectRun evaluate_case(const Scenario& s, const BisectOptions& o) {
     if (e.fails) e.reason = ev.row.reason;
   } else {
     // Against another DUT its output is the reference and the worst element decides.
-    auto other = run_named_dut(o.against, pr, e.error);
+    auto other = run_named_dut(o.against, o.dut_options, pr, e.error);
     if (!other) {
       e.error = "the reference DUT " + o.against + " failed: " + e.error;
       return e;

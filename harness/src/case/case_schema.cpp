@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <type_traits>
 
 #include "swa/enum_names.hpp"
 #include "swa/paging.hpp"
@@ -41,16 +42,28 @@ std::optional<std::string> check_int(std::string_view text, std::int64_t lo, std
   return std::nullopt;
 }
 
+// Where a parameter lives: a member of the Scenario, or (kernel) one of its pass-through kernel
+// parameters, Scenario::kernel's AttnParams member.
 template <class T>
-CaseParam integer(std::string_view key, std::string_view id_key, T Scenario::*member, std::int64_t lo, std::int64_t hi,
+auto at(T Scenario::*member) {
+  return [member](auto& s) -> auto& { return s.*member; };
+}
+template <class T>
+auto at(T AttnParams::*member) {
+  return [member](auto& s) -> auto& { return s.kernel.*member; };
+}
+
+template <class Member>
+CaseParam integer(std::string_view key, std::string_view id_key, Member member, std::int64_t lo, std::int64_t hi,
                   Applies applies = always) {
   CaseParam p{key, id_key, key, ColumnType::int64};
   p.allowed = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-  p.get = [member](const Scenario& s) { return std::to_string(s.*member); };
-  p.set = [member, lo, hi](Scenario& s, std::string_view text) -> std::optional<std::string> {
+  p.get = [field = at(member)](const Scenario& s) { return std::to_string(field(s)); };
+  p.set = [field = at(member), lo, hi](Scenario& s, std::string_view text) -> std::optional<std::string> {
     std::int64_t v = 0;
     if (auto error = check_int(text, lo, hi, v)) return error;
-    s.*member = static_cast<T>(v);
+    auto& value = field(s);
+    value = static_cast<std::remove_reference_t<decltype(value)>>(v);
     return std::nullopt;
   };
   p.applies = std::move(applies);
@@ -75,18 +88,19 @@ CaseParam choice(std::string_view key, std::string_view id_key, E Scenario::*mem
 
 // A finite decimal number in [lo, hi], held as the nearest float (what every kernel is given); its
 // canonical text, in the ID and the files, is the shortest that reads back to that float ("50", "0.1").
-CaseParam real(std::string_view key, std::string_view id_key, float Scenario::*member, double lo, double hi) {
+template <class Member>
+CaseParam real(std::string_view key, std::string_view id_key, Member member, double lo, double hi) {
   CaseParam p{key, id_key, key, ColumnType::text};
   p.allowed = "a number in [" + bound(lo) + ", " + bound(hi) + "]";
-  p.get = [member](const Scenario& s) { return shortest(s.*member); };
-  p.set = [member, lo, hi](Scenario& s, std::string_view text) -> std::optional<std::string> {
+  p.get = [field = at(member)](const Scenario& s) { return shortest(field(s)); };
+  p.set = [field = at(member), lo, hi](Scenario& s, std::string_view text) -> std::optional<std::string> {
     if (!text.empty() && text.front() == '+') text.remove_prefix(1);
     double v = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec != std::errc() || end != text.data() + text.size() || text.empty() || !std::isfinite(v))
       return "expected a number, got '" + std::string(text) + "'";
     if (v < lo || v > hi) return "must be in [" + bound(lo) + ", " + bound(hi) + "], got " + std::string(text);
-    s.*member = static_cast<float>(v);
+    field(s) = static_cast<float>(v);
     return std::nullopt;
   };
   p.applies = always;

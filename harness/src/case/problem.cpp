@@ -95,7 +95,7 @@ namespace {
 // Everything but Q, K and V: params, paging, descales, sinks, the mask; then validation.
 void finish_problem(const ProblemSpec& spec, Problem& pr) {
   AttnParams& p = pr.params;
-  p = AttnParams{};
+  p = spec.kernel;
   p.q = pr.q_storage.data();
   p.k = pr.k_storage.data();
   p.v = pr.v_storage.data();

@@ -12,6 +12,7 @@ std::string_view sinks_name(Sinks s) { return s == Sinks::learned ? "learned" : 
 
 ProblemSpec Scenario::problem_spec() const {
   ProblemSpec p;
+  p.kernel = kernel;
   for (auto len : prompt_lens) p.seq_lens.push_back(len + (mode == RunMode::decode ? decode_steps : 0));
   p.heads_q = heads;
   p.heads_kv = kv_heads;

@@ -70,12 +70,13 @@ int cmd_bisect(const std::vector<std::string>& args) {
   if (!parse_options("bisect", args, desc, vm, &positional)) return kOk;
   require_range("--reruns", o.reruns, 1, 100);
   if (!(dut_timeout > 0)) throw UsageError("option --dut-timeout must be > 0 seconds");
-  harness::set_plugin_isolation(vm.count("in-process") > 0, dut_timeout);
+  o.dut_options.plugins_in_process = vm.count("in-process") > 0;
+  o.dut_options.plugin_call_timeout_seconds = dut_timeout;
   o.out_dir = out_dir;
   o.json = vm.count("json") > 0;
   for (const std::string& d : {o.dut, o.against})
     if (d != "golden") try {
-        harness::make_dut(d);
+        harness::make_dut(d, o.dut_options);
       } catch (const std::invalid_argument& e) {
         throw UsageError(std::string("option --dut/--against: ") + e.what());
       }

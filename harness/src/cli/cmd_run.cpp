@@ -78,10 +78,9 @@ int cmd_run(const std::vector<std::string>& args) {
                                                    vm.count("filter") ? std::optional(filter) : std::nullopt,
                                                    parse_shard(shard_text));
   if (!(exec_timeout > 0)) throw UsageError("option --exec-timeout must be > 0 seconds");
-  harness::set_exec_timeout(exec_timeout);
   if (!(dut_timeout > 0)) throw UsageError("option --dut-timeout must be > 0 seconds");
-  harness::set_plugin_isolation(vm.count("in-process") > 0, dut_timeout);
   harness::RunOptions options;
+  options.dut_options = {exec_timeout, vm.count("in-process") > 0, dut_timeout};
   options.jobs = jobs;
   if (vm.count("perf")) options.perf = harness::PerfSettings{1, static_cast<int>(require_range("--perf-repeats", perf_repeats, 1, 1000))};
   const bool timing = options.perf || std::any_of(scenarios.begin(), scenarios.end(), [](const auto& s) { return s.perf.has_value(); });

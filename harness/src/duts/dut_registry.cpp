@@ -18,9 +18,6 @@
 namespace swa::harness {
 
 namespace {
-double exec_timeout_seconds = 300;
-bool plugins_in_process = false;
-double plugin_call_timeout_seconds = 300;
 
 #if !SWA_HAVE_CUDA_DUT
 // "cuda" in a build configured without nvcc: every scenario is a skip that says so, so sweep files
@@ -67,38 +64,62 @@ double cuda_copy_bandwidth_gbps() {
 #endif
 }
 
-void set_exec_timeout(double seconds) { exec_timeout_seconds = seconds; }
-void set_plugin_isolation(bool in_process, double call_timeout_seconds) {
-  plugins_in_process = in_process;
-  plugin_call_timeout_seconds = call_timeout_seconds;
+namespace {
+
+std::unique_ptr<dut::Dut> make_plugin(std::string_view path, const DutOptions& o) {
+  try {
+    return o.plugins_in_process ? dut::load_plugin(std::string(path))
+                                : dut::load_isolated_plugin(std::string(path), o.plugin_call_timeout_seconds);
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument(e.what());
+  }
+}
+
+std::unique_ptr<dut::Dut> make_cuda(std::string_view, const DutOptions&) {
+#if SWA_HAVE_CUDA_DUT
+  return dut::make_cuda_dut();  // without a device it skips every scenario, saying why
+#else
+  return std::make_unique<CudaNotBuilt>();
+#endif
+}
+
+}  // namespace
+
+const std::vector<DutKind>& dut_kinds() {
+  static const std::vector<DutKind> kinds = {
+      {"baseline", "baseline", [](std::string_view, const DutOptions&) { return dut::make_baseline_dut(); }},
+      {"cpu", "cpu", [](std::string_view, const DutOptions&) { return dut::make_cpu_dut(); }},
+      {"cuda", "cuda", make_cuda},
+      {"mutant:", "mutant:<fault>",
+       [](std::string_view fault, const DutOptions&) { return dut::make_mutant(*dut::parse_fault(fault)); },
+       [](std::string_view fault) { return dut::parse_fault(fault).has_value(); }},
+      {"plugin:", "plugin:PATH.so", make_plugin},
+      {"exec:", "exec:'COMMAND ...'",
+       [](std::string_view command, const DutOptions& o) {
+         return make_exec_dut(std::string(command), o.exec_timeout_seconds);
+       },
+       [](std::string_view command) { return !command.empty(); }},
+  };
+  return kinds;
 }
 
 std::string dut_choices() {
-  return "baseline|cpu|cuda|mutant:<" + dut::fault_choices() + ">|plugin:PATH.so|exec:'COMMAND ...'";
+  std::string out;
+  for (const DutKind& k : dut_kinds())
+    out += (out.empty() ? "" : "|") +
+           (k.name == "mutant:" ? "mutant:<" + dut::fault_choices() + ">" : std::string(k.choice));
+  return out;
 }
 
-std::unique_ptr<dut::Dut> make_dut(const std::string& name) {
-  if (name == "baseline") return dut::make_baseline_dut();
-  if (name == "cpu") return dut::make_cpu_dut();
-  if (name == "cuda") {
-#if SWA_HAVE_CUDA_DUT
-    return dut::make_cuda_dut();  // without a device it skips every scenario, saying why
-#else
-    return std::make_unique<CudaNotBuilt>();
-#endif
-  }
-  if (name.rfind("plugin:", 0) == 0) {
-    try {
-      return plugins_in_process ? dut::load_plugin(name.substr(7))
-                                : dut::load_isolated_plugin(name.substr(7), plugin_call_timeout_seconds);
-    } catch (const std::runtime_error& e) {
-      throw std::invalid_argument(e.what());
+std::unique_ptr<dut::Dut> make_dut(const std::string& name, const DutOptions& options) {
+  for (const DutKind& k : dut_kinds()) {
+    const bool prefix = k.name.back() == ':';
+    if (!prefix && name == k.name) return k.make({}, options);
+    if (prefix && name.compare(0, k.name.size(), k.name) == 0) {
+      const std::string_view argument = std::string_view(name).substr(k.name.size());
+      if (!k.accepts || k.accepts(argument)) return k.make(argument, options);
     }
   }
-  if (name.rfind("exec:", 0) == 0 && name.size() > 5) return make_exec_dut(name.substr(5), exec_timeout_seconds);
-  const std::string prefix = "mutant:";
-  if (name.rfind(prefix, 0) == 0)
-    if (auto fault = dut::parse_fault(name.substr(prefix.size()))) return dut::make_mutant(*fault);
   throw std::invalid_argument("unknown DUT '" + name + "' (known: " + dut_choices() + ")");
 }
 

@@ -51,7 +51,7 @@ ResultsStore::Added run_scenario(const Scenario& s, const std::vector<std::strin
     const int index = static_cast<int>(std::find(duts.begin(), duts.end(), name) - duts.begin());
     std::unique_ptr<dut::Dut> dut;
     try {
-      dut = make_dut(name);
+      dut = make_dut(name, options.dut_options);
     } catch (const std::exception& e) {
       rows.push_back(unjudged_row(s, name, Verdict::error, e.what()));
       continue;

@@ -10,6 +10,7 @@
 #include "swa/dut/dut.hpp"
 #include "swa/harness/case/problem.hpp"
 #include "swa/harness/case/scenario.hpp"
+#include "swa/harness/duts/dut_registry.hpp"
 
 namespace swa::harness {
 
@@ -33,6 +34,7 @@ struct BisectOptions {
   std::filesystem::path out_dir = "bisect-out";
   std::string sweep_file;  // named in the repro command
   bool json = false;       // print DIR/summary.json instead of the report
+  DutOptions dut_options;  // how plugin: and exec: DUTs run (--dut-timeout, --in-process)
 };
 
 // Reproduces, localizes, diagnoses, reduces, recovers the attention when no variant explains, and

@@ -29,6 +29,9 @@ struct ProblemSpec {
   InputDistribution inputs = InputDistribution::normal;
   MaskFormat mask = MaskFormat::none;  // an ATB mask tensor for the DUT
   AtbSample mask_generator = AtbSample::python;  // the doc sample that builds it, and its block rule
+  // Kernel parameters that pass through unchanged (Scenario::kernel): build_problem starts the
+  // problem's params from these and sets everything else.
+  AttnParams kernel;
 };
 
 // Inputs generated from the spec's seed and the params pointing at them. Q, K and V are kept in

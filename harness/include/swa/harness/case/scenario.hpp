@@ -49,6 +49,10 @@ struct Scenario {
   KvFormat kv_dtype = KvFormat::dtype;  // how the KV cache stores K/V (golden/README.md, "FP8 KV cache")
   InputDistribution inputs = InputDistribution::normal;
   std::uint64_t seed = 0;
+  // Kernel parameters that pass from the case to the kernel unchanged: a case-table entry names the
+  // AttnParams member (case_schema.cpp), and problem_spec() and build_problem() carry it through.
+  // Only such members are read from here; the others of this struct are the problem's own.
+  AttnParams kernel;
 
   // Not part of the ID: how it is judged and by whom.
   std::string sweep;

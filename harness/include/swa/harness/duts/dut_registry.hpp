@@ -1,5 +1,6 @@
 #pragma once
 #include <memory>
+#include <string_view>
 #include <optional>
 #include <string>
 #include <vector>
@@ -8,10 +9,30 @@
 
 namespace swa::harness {
 
-// DUTs by name: baseline, cpu, cuda (when built with nvcc), mutant:<fault>, plugin:PATH (a shared library with the C ABI of
-// swa/dut_v2.h or dut_v1.h), exec:'COMMAND' (the process protocol). Throws std::invalid_argument naming the
-// problem (an unknown name lists the names it knows; a bad plugin says what is wrong with it).
-std::unique_ptr<dut::Dut> make_dut(const std::string& name);
+// How the DUTs of one command are run: a run's or a bisect's options, passed to make_dut.
+struct DutOptions {
+  double exec_timeout_seconds = 300;  // each exec: DUT's run of a schedule
+  // plugin: DUTs run in a worker process, each call limited to plugin_call_timeout_seconds;
+  // plugins_in_process loads them into the harness instead (for gdb; a crash then ends the run).
+  bool plugins_in_process = false;
+  double plugin_call_timeout_seconds = 300;
+};
+
+// A kind of DUT by its --dut name: "cpu", or a prefix and its argument ("plugin:" PATH).
+struct DutKind {
+  std::string_view name;    // "cpu", or with the argument's place: "plugin:"
+  std::string_view choice;  // for messages: "plugin:PATH.so"
+  std::unique_ptr<dut::Dut> (*make)(std::string_view argument, const DutOptions& options);
+  // For a prefix kind, whether it takes this argument (nullptr: any; the plugin loader names a bad path).
+  bool (*accepts)(std::string_view argument) = nullptr;
+};
+// baseline, cpu, cuda (a skip everywhere when built without nvcc), mutant:<fault>, plugin:PATH (a
+// shared library with the C ABI of swa/dut_v2.h or dut_v1.h), exec:'COMMAND' (the process protocol).
+const std::vector<DutKind>& dut_kinds();
+
+// The DUT a name names. Throws std::invalid_argument naming the problem (an unknown name lists the
+// names it knows; a bad plugin says what is wrong with it).
+std::unique_ptr<dut::Dut> make_dut(const std::string& name, const DutOptions& options = {});
 std::string dut_choices();
 // Whether this build has the CUDA DUT, and its device ("NVIDIA H100 ... (sm_90, 132 SMs)") or why none.
 bool cuda_dut_built();
@@ -25,10 +46,5 @@ std::string cpu_sgemm_name();
 std::optional<std::string> cpu_isa_setting_error();
 // The device's measured copy bandwidth in GB/s (read + write bytes); throws without a device or CUDA DUT.
 double cuda_copy_bandwidth_gbps();
-// Time limit of each exec: DUT run (default 300 s).
-void set_exec_timeout(double seconds);
-// plugin: DUTs run in a worker process (default), each call limited to call_timeout_seconds (default
-// 300); in_process loads them into the harness instead (for gdb; a crash then ends the run).
-void set_plugin_isolation(bool in_process, double call_timeout_seconds);
 
 }  // namespace swa::harness

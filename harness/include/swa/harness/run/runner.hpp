@@ -4,8 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "swa/harness/store/results_store.hpp"
 #include "swa/harness/case/scenario.hpp"
+#include "swa/harness/duts/dut_registry.hpp"
+#include "swa/harness/store/results_store.hpp"
 
 namespace swa::harness {
 
@@ -23,6 +24,7 @@ struct RunOptions {
   std::optional<ToleranceProfile> profile;  // --tolerance-profile: replaces every scenario's tolerances
   bool cache_check = true;            // --no-cache-check turns the cache comparison off for every scenario
   GoldenCache* golden_cache = nullptr;  // read goldens from here and store them (golden_cache.hpp)
+  DutOptions dut_options;               // how exec: and plugin: DUTs run (--exec-timeout, --dut-timeout, --in-process)
 };
 
 // Runs one scenario against its DUTs: inputs from the seed, golden, baseline, then each DUT on a
