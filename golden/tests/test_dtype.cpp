@@ -61,7 +61,7 @@ BOOST_AUTO_TEST_CASE(store_load_round_trip) {
     }
 }
 
-// The harness's metrics give it unrounded floats (harness/src/metrics.cpp).
+// The harness's metrics give it unrounded floats (harness/src/judge/metrics.cpp).
 BOOST_AUTO_TEST_CASE(ulp_distance_rounds_both_values_to_the_dtype_first) {
   for (DType dt : {DType::fp16, DType::bf16, DType::fp32})
     for (int i = 0; i < 2000; ++i) {
