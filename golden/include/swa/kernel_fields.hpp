@@ -8,8 +8,9 @@
 //   FIELD   the field of swa_dut_v2_params (and of swa_dut_v1_params when MINOR is 0)
 //   MEMBER  the AttnParams member it carries (a path: band.left)
 //   MINOR   the swa/dut_v2.h minor version that appended it (0: there from 2.0 and v1). A case that
-//           uses a field (kernel_field_used) is skipped for a plugin whose params_size ends before it,
-//           and its exec request is protocol 2 + the highest such MINOR.
+//           uses a field of a minor version (kernel_field_used_first) is skipped for a plugin whose
+//           params_size ends before that version's fields, and its exec request is protocol 2 + the
+//           highest such MINOR.
 //   EXEC    the exec request's attribute name; "" for what the request carries otherwise (tensors as
 //           datasets, strides implied by their contiguous layout, batch by /seq_lens)
 //
@@ -17,8 +18,8 @@
 // field's default must mean "off" (softcap 0, sinks nullptr, kv_format dtype, page_size 0).
 //
 // A new kernel-visible parameter: its AttnParams member (params.hpp), a line here, its field at the end
-// of swa_dut_v2_params (swa/dut_v2.h, a new minor version), and its semantics (golden, kernels); a
-// sweep key for it is one entry of the case table (harness/src/case/case_schema.cpp).
+// of swa_dut_v2_params (swa/dut_v2.h, a new minor version), a case-table entry naming &AttnParams::x
+// (harness/src/case/case_schema.cpp: its sweep key), and its semantics (golden, kernels).
 #define SWA_KERNEL_FIELDS(X) SWA_KERNEL_FIELDS_2_0(X) SWA_KERNEL_FIELDS_APPENDED(X)
 
 // 2.0's, which are also v1's.
@@ -60,7 +61,8 @@ inline constexpr int kKernelFieldsLatestMinor = kernel_fields_latest_minor();
 // The highest minor version one of whose fields this case sets away from its AttnParams default (0
 // when it uses 2.0's fields alone): a soft-cap or sinks 1, an FP8 KV cache 2, a paged cache 3.
 int kernel_fields_minor_used(const AttnParams& p);
-// The first field of that minor version the case sets ("softcap"), for messages; "" for minor 0.
+// The first field of minor version `minor` the case sets away from its default ("softcap"), for
+// messages; "" when it sets none, and for minor 0.
 const char* kernel_field_used_first(const AttnParams& p, int minor);
 
 }  // namespace swa
