@@ -296,7 +296,7 @@ class Mutants(unittest.TestCase):
 
     def test_precision_loss_of_three_bits_fails_in_fp16_and_bf16(self):
         """P or the scores rounded to 3 fewer mantissa bits than the dtype fail in fp16 and bf16. In fp32
-        3 bits sit inside the spread of correct kernels (harness/README.md, calibration); the scores'
+        3 bits sit inside the spread of correct kernels (docs/measurements/2026-11-27-tolerance-calibration.md); the scores'
         loss fails there from 4 bits on, which this cannot show with a 3-bit mutant."""
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "p.h5")
