@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "abi_convert.hpp"
+#include "swa/platform/child_process.hpp"
 #include "worker_protocol.hpp"
 
 #ifndef SWA_DUT_WORKER_PATH
@@ -86,7 +86,7 @@ class Arena {
 // One swa-dut-worker process, its socket and the shared memory it has mapped.
 class Worker {
  public:
-  Worker(pid_t pid, int sock) : pid_(pid), sock_(sock) {}
+  Worker(platform::Child process, int sock) : process_(std::move(process)), sock_(sock) {}
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
   ~Worker() { stop(); }
@@ -113,28 +113,22 @@ class Worker {
     }
     env_text.push_back("OMP_NUM_THREADS=" + std::to_string(omp_get_max_threads()));
     if (!has_wait_policy) env_text.emplace_back("OMP_WAIT_POLICY=passive");
-    std::vector<char*> envp;
-    for (auto& e : env_text) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid < 0) {
+    platform::ChildSpec spec;
+    spec.argv = {exe, plugin, fd_text};
+    spec.env = std::move(env_text);
+    spec.pass_fds = {fds[1]};                     // the worker's socket: its fd 3
+    spec.stdout_to = platform::Stream::join_stderr;  // the plugin's prints go to stderr, not into the harness's console
+    spec.stderr_to = platform::Stream::inherit;
+    std::optional<platform::Child> child;
+    try {
+      child.emplace(platform::Child::start(std::move(spec)));
+    } catch (const std::system_error& e) {
       close(fds[0]);
       close(fds[1]);
-      throw std::runtime_error("plugin " + plugin + ": fork failed");
-    }
-    if (pid == 0) {
-      // Only async-signal-safe calls until exec: the harness has other threads.
-      setpgid(0, 0);
-      dup2(fds[1], 3);  // dup2 clears close-on-exec on the copy
-      close_range(4, ~0u, 0);
-      dup2(2, 1);  // the plugin's prints go to stderr, not into the harness's console
-      char* argv[] = {const_cast<char*>("swa-dut-worker"), const_cast<char*>(plugin.c_str()),
-                      const_cast<char*>(fd_text.c_str()), nullptr};
-      execve(exe.c_str(), argv, envp.data());
-      _exit(127);
+      throw std::runtime_error("plugin " + plugin + ": " + e.what());
     }
     close(fds[1]);
-    auto w = std::make_unique<Worker>(pid, fds[0]);
+    auto w = std::make_unique<Worker>(std::move(*child), fds[0]);
     Request hello;
     std::string failure;
     const std::optional<Reply> r = w->call(hello, timeout, failure);
@@ -154,6 +148,7 @@ class Worker {
   // `failure` saying which: "was killed by signal 11 (Segmentation fault)", "timed out after 5 s".
   std::optional<Reply> call(Request req, double timeout, std::string& failure) {
     int arena_fd = -1;
+    req.sequence = ++sequence_;
     if (req.op != Op::load) {
       req.arena_id = arena_.id();
       req.arena_bytes = arena_.capacity();
@@ -169,18 +164,22 @@ class Worker {
     do ready = poll(&p, 1, ms);
     while (ready < 0 && errno == EINTR);
     if (ready == 0) {
-      kill(-pid_, SIGKILL);
-      kill(pid_, SIGKILL);
-      reap("");
-      char text[64];
-      std::snprintf(text, sizeof text, "timed out after %g s", timeout);
-      failure = text;
+      process_.kill();
+      close(sock_);
+      sock_ = -1;
+      failure = platform::Ending{platform::Ending::Kind::timed_out, 0, timeout}.describe();
       return std::nullopt;
     }
     Reply r;
     const ssize_t n = recv(sock_, &r, sizeof r, 0);
     if (n != static_cast<ssize_t>(sizeof r)) {
       failure = reap("closed its socket");
+      return std::nullopt;
+    }
+    if (r.sequence != req.sequence) {
+      reap("");
+      failure = "answered out of turn (a reply to request " + std::to_string(r.sequence) + " came for request " +
+                std::to_string(req.sequence) + "; does the plugin write to the worker's socket?)";
       return std::nullopt;
     }
     if (arena_fd >= 0) mapped_id_ = arena_.id();
@@ -193,11 +192,8 @@ class Worker {
 
   // Whether the process still runs (a pooled worker can die while idle: killed, or its parent thread gone).
   bool alive() {
-    if (pid_ <= 0) return false;
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == 0) return true;
-    pid_ = -1;
-    close(sock_);
+    if (process_.running()) return true;
+    if (sock_ >= 0) close(sock_);
     sock_ = -1;
     return false;
   }
@@ -221,37 +217,26 @@ class Worker {
     return sendmsg(sock_, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof req);
   }
 
-  // Waits for the worker's end and says how it ended.
+  // Ends the worker (and anything it started) and says how it ended: a crash stays a crash.
   std::string reap(const std::string& otherwise) {
-    if (pid_ <= 0) return otherwise;
-    int status = 0;
-    kill(-pid_, SIGKILL);  // anything the plugin started goes with it
-    const pid_t got = waitpid(pid_, &status, 0);
-    pid_ = -1;
+    if (sock_ < 0) return otherwise;
+    const platform::Ending ending = process_.kill();
     close(sock_);
     sock_ = -1;
-    if (got > 0 && WIFSIGNALED(status))
-      return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-    if (got > 0 && WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-    return otherwise;
+    return ending.code < 0 ? otherwise : ending.describe();
   }
 
+  // Closing the socket asks the worker to exit (it reads end-of-file); a second later it is killed.
   void stop() {
-    if (pid_ <= 0) return;
-    close(sock_);  // the worker reads end-of-file and exits
+    if (sock_ < 0) return;
+    close(sock_);
     sock_ = -1;
-    int status = 0;
-    for (int i = 0; i < 200 && waitpid(pid_, &status, WNOHANG) == 0; ++i) usleep(5000);
-    if (waitpid(pid_, &status, WNOHANG) == 0) {
-      kill(-pid_, SIGKILL);
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-    }
-    pid_ = -1;
+    process_.wait(1.0);
   }
 
-  pid_t pid_;
+  platform::Child process_;
   int sock_;
+  std::uint64_t sequence_ = 0;
   Arena arena_;
   std::uint64_t mapped_id_ = 0;
   uint32_t abi_version_ = 0;

@@ -1,5 +1,8 @@
 #include "plugin_dut.hpp"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -20,6 +23,29 @@ struct Loaded {
   std::mutex calls;
 };
 
+// A plugin that calls exit() inside a call would end the harness with the plugin's status, 0 for
+// exit(0): a green CI job without results. exit() runs the atexit handlers in the calling thread,
+// so the thread's mark tells that it came from inside a plugin call.
+thread_local const std::string* calling_plugin = nullptr;
+
+void refuse_exit_inside_a_plugin() {
+  if (!calling_plugin) return;
+  const std::string message = "\nswa-harness: the plugin " + *calling_plugin +
+                              " called exit() inside a call (--in-process): a plugin must return an error "
+                              "instead. Exit status 2; the results file holds the rows stored before.\n";
+  if (::write(2, message.data(), message.size()) < 0) {
+  }
+  ::_exit(2);
+}
+
+// Marks the calling thread as inside `path`'s plugin for the scope.
+struct InsideCall {
+  explicit InsideCall(const std::string& path) { calling_plugin = &path; }
+  ~InsideCall() { calling_plugin = nullptr; }
+  InsideCall(const InsideCall&) = delete;
+  InsideCall& operator=(const InsideCall&) = delete;
+};
+
 class PluginDut final : public Dut {
  public:
   PluginDut(std::string path, Loaded& loaded) : path_(std::move(path)), loaded_(loaded), plugin_(loaded.plugin) {}
@@ -32,6 +58,7 @@ class PluginDut final : public Dut {
     if (const std::string outside = abi::outside_traits(plugin_.traits(), p); !outside.empty())
       return Support::skip(outside);
     std::lock_guard lock(loaded_.calls);
+    const InsideCall inside(path_);
     const swa_dut_v2_params c = abi::to_c(p);
     swa_dut_v2_status status = fresh_status();
     return plugin_.supports(c, status)
@@ -41,6 +68,7 @@ class PluginDut final : public Dut {
 
   Status prefill(const AttnParams& p) override {
     std::lock_guard lock(loaded_.calls);
+    const InsideCall inside(path_);
     const swa_dut_v2_params c = abi::to_c(p);
     swa_dut_v2_status status = fresh_status();
     return result(plugin_.prefill(c, status), status);
@@ -58,6 +86,7 @@ class PluginDut final : public Dut {
   using CacheCall = int (BoundPlugin::*)(const swa_dut_v2_params&, swa_dut_v2_cache&, int, swa_dut_v2_status&) const;
   Status with_cache(const AttnParams& p, KvCache& cache, CacheCall call, int index) {
     std::lock_guard lock(loaded_.calls);
+    const InsideCall inside(path_);
     const swa_dut_v2_params c = abi::to_c(p);
     abi::CacheView view(cache);
     swa_dut_v2_status status = fresh_status();
@@ -84,8 +113,11 @@ Loaded& load_once(const std::string& path) {
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<Loaded>> loaded;
   std::lock_guard lock(mutex);
+  static const int guard_registered = std::atexit(refuse_exit_inside_a_plugin);
+  (void)guard_registered;
   if (auto it = loaded.find(path); it != loaded.end()) return *it->second;
   auto entry = std::make_unique<Loaded>();
+  const InsideCall inside(path);  // its static initialisers run now
   if (const std::string error = entry->plugin.open(path); !error.empty())
     throw std::runtime_error("plugin " + path + " " + error);
   return *loaded.emplace(path, std::move(entry)).first->second;

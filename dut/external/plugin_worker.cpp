@@ -126,11 +126,16 @@ int main(int argc, char** argv) {
   Request req;
   int fd = -1;
   if (!receive(sock, req, fd) || req.op != Op::load) return 3;
-  const Reply hello = load(argv[1], plugin);
+  Reply hello = load(argv[1], plugin);
+  hello.sequence = req.sequence;
   if (send(sock, &hello, sizeof hello, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof hello) || !hello.abi_version) return 0;
   Mapping mapping;
+  const pid_t worker = getpid();
   while (receive(sock, req, fd)) {
-    const Reply r = serve(plugin, req, fd, mapping);
+    Reply r = serve(plugin, req, fd, mapping);
+    // A plugin that forked without exec returns twice: the copy must not answer (nor take requests).
+    if (getpid() != worker) _exit(0);
+    r.sequence = req.sequence;
     if (send(sock, &r, sizeof r, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof r)) return 0;
   }
   return 0;

@@ -5,6 +5,8 @@
 // Pointers inside the ABI structs are sent as offsets into that memfd, plus one (0 stays NULL).
 // A worker keeps one memfd across schedules: it is sent with the first request that uses it (a new
 // arena_id, when it had to grow), and later requests name the same arena_id and send no descriptor.
+// Each request carries a sequence number that its reply repeats: a reply to anything else (a second
+// answer, from a copy of the worker that a plugin forked) is refused, and the worker with it.
 #include <cstddef>
 #include <cstdint>
 
@@ -16,6 +18,7 @@ namespace swa::dut::worker {
 using Op = PluginCall;  // load is the hello: the worker loads the plugin and describes it
 
 struct Request {
+  std::uint64_t sequence = 0;
   Op op = Op::load;
   int32_t index = 0;  // chunk_index or step
   std::uint64_t arena_id = 0;  // 0: no tensors (hello)
@@ -25,6 +28,7 @@ struct Request {
 };
 
 struct Reply {
+  std::uint64_t sequence = 0;  // the request's
   int32_t rc = 0;  // the plugin function's return value (supports: 1 run, 0 skip)
   swa_dut_v2_status status = fresh_status();
   // hello: whether the plugin loaded (the ABI version it speaks, else 0), what it says of itself,

@@ -314,6 +314,12 @@ class ProcessHygiene(unittest.TestCase):
                 self.assertLess(time.time() - start, 60)
 
     def test_sigint_stops_the_dut_removes_temp_folders_and_says_how_to_resume(self):
+        # SIGHUP (a closed terminal) and SIGQUIT (Ctrl-\\) end a run as SIGINT and SIGTERM do.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+            with self.subTest(sig.name):
+                self.check_interrupt(sig)
+
+    def check_interrupt(self, sig):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "r.h5")
             dut = f"exec:/usr/bin/python3 {EXAMPLE} --fail hang"
@@ -323,9 +329,10 @@ class ProcessHygiene(unittest.TestCase):
             while not processes_with("--fail", "hang") and time.time() < deadline:
                 time.sleep(0.1)
             self.assertTrue(processes_with("--fail", "hang"), "the DUT started")
-            p.send_signal(signal.SIGINT)
+            p.send_signal(sig)
             _, err = p.communicate(timeout=60)
-            self.assertEqual(p.returncode, 130, err)
+            self.assertEqual(p.returncode, 128 + sig, err)
+            self.assertIn(f"interrupted by {sig.name}", err)
             self.assertIn("--resume", err)
             self.assertEqual(processes_with("--fail", "hang"), [])
             self.assertEqual([d for d in os.listdir(tmp) if d.startswith("swa-exec-") or ".tmp." in d], [])
@@ -524,6 +531,59 @@ class Isolation(unittest.TestCase):
             while live_workers() and time.time() < deadline:
                 time.sleep(0.05)
             self.assertEqual(live_workers(), [])
+
+    def test_a_worker_starts_with_no_blocked_or_ignored_signals(self):
+        # The harness blocks SIGINT and SIGTERM for its signal thread, and a user may start it with
+        # SIGHUP ignored (nohup): neither may reach the worker, or the plugin cannot be interrupted.
+        with tempfile.TemporaryDirectory() as tmp:
+            p = subprocess.Popen([HARNESS, "run", CI, "--sweep", "inputs", "--out", os.path.join(tmp, "r.h5"),
+                                  "--dut", self.plugin("swa_bad_plugin_hang")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+            try:
+                deadline = time.time() + 30
+                while not live_workers() and time.time() < deadline:
+                    time.sleep(0.05)
+                masks = {}
+                for pid in filter(str.isdigit, os.listdir("/proc")):
+                    try:
+                        with open(f"/proc/{pid}/cmdline", "rb") as f:
+                            if not f.read().split(b"\0")[0].endswith(b"swa-dut-worker") or not ours(pid):
+                                continue
+                        with open(f"/proc/{pid}/status") as f:
+                            masks = dict(line.split(":\t", 1) for line in f.read().splitlines() if line.startswith("Sig"))
+                    except OSError:
+                        continue
+                self.assertTrue(masks, "a worker started")
+                self.assertEqual(masks["SigBlk"].strip(), "0" * 16, masks)
+                self.assertEqual(masks["SigIgn"].strip(), "0" * 16, masks)
+            finally:
+                p.terminate()
+                p.wait(timeout=60)
+
+    def test_a_plugin_that_forks_gets_one_answer_per_call(self):
+        # Its prefill forks and both processes return: one answer per request, never a stale one
+        # (a skip with an empty reason, before requests were numbered). It writes nothing, so each
+        # row is a failure that names the NaN left in the output.
+        rc, got, _ = self.sweep("swa_bad_plugin_fork", "--sweep", "inputs")
+        self.assertEqual(rc, 1)
+        rows_of_plugin = [row for (_, name), row in got.items() if name != "cpu"]
+        self.assertGreater(len(rows_of_plugin), 0)
+        for row in rows_of_plugin:
+            self.assertEqual(row["status"], "fail", row["reason"])
+            self.assertIn("NaN", row["reason"])
+
+    def test_exit_inside_an_in_process_plugin_is_exit_2_naming_it(self):
+        plugin = os.path.join(PLUGINS, "libswa_bad_plugin_exit.so")
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run("run", CI, "--sweep", "inputs", "--out", os.path.join(tmp, "r.h5"), "--in-process",
+                    "--dut", "plugin:" + plugin)
+            self.assertEqual(r.returncode, 2, r.stderr[-2000:])
+            self.assertIn(f"the plugin {plugin} called exit()", r.stderr)
+            # In a worker (the default) it is the worker that ends: an error row, and the sweep goes on.
+            rc, got, _ = self.sweep("swa_bad_plugin_exit", "--sweep", "inputs")
+            self.assertEqual(rc, 1)
+            self.check(got, "exit", "exited with status 0", rows_at_least=1)
 
     def test_the_worker_is_reused_across_scenarios(self):
         # A plugin whose static initialiser counts loads: one load per worker, not per scenario.

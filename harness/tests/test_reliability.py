@@ -84,6 +84,17 @@ class FullDisk(unittest.TestCase):
             self.assertEqual(sorted(pairs), sorted(total))
             self.assertEqual(sum(1 for _ in ET.parse(junit).getroot().iter("testcase")), len(total))
 
+    def test_ulimit_f_as_a_shell_sets_it_is_a_full_disk_not_a_signal(self):
+        # A shell's `ulimit -f` leaves SIGXFSZ at its default action, which would kill the harness
+        # (exit 153, nothing said, the last rows lost).
+        def shell_like_limit():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+        with tempfile.TemporaryDirectory() as tmp:
+            out, junit = os.path.join(tmp, "r.h5"), os.path.join(tmp, "r.xml")
+            r = run("run", CI, "--dut", "cpu", "--no-golden-cache", "--out", out, "--junit", junit,
+                    preexec_fn=shell_like_limit)
+            self.check_stopped_run(r, out, junit, "File too large")
+
     def test_a_full_tmpfs(self):
         # The repro: a 64 KiB tmpfs as the results folder (a user and mount namespace, so no
         # root is needed where the kernel allows unprivileged namespaces).

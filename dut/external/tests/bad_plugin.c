@@ -1,7 +1,9 @@
 /* Deliberately broken plugins for the loader's tests (ABI version 1, which still loads), selected at compile time:
  * BAD_MISSING_SYMBOLS exports only the version; BAD_ABI_VERSION reports version 3;
  * BAD_CRASH segfaults in prefill (and chunked prefill); BAD_ABORT aborts in decode_step;
- * BAD_HANG never returns from prefill (and chunked prefill). Otherwise they write nothing. */
+ * BAD_HANG never returns from prefill (and chunked prefill); BAD_FORK forks in prefill and both processes
+ * return (as a careless helper-spawning kernel would); BAD_EXIT calls exit(0) in prefill.
+ * Otherwise they write nothing. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -30,6 +32,12 @@ int swa_dut_v1_prefill(const swa_dut_v1_params* p, swa_dut_v1_error* error) {
 #endif
 #ifdef BAD_HANG
   for (;;) pause();
+#endif
+#ifdef BAD_FORK
+  (void)fork();
+#endif
+#ifdef BAD_EXIT
+  exit(0);
 #endif
   (void)p;
   return 0;

@@ -2,17 +2,20 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "swa/platform/child_process.hpp"
+
 namespace swa::harness {
 namespace {
+
+constexpr int kInterruptSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 struct Registry {
   std::mutex mutex;
@@ -36,10 +39,10 @@ Registry& registry() {
     if (r.flush) not_flushed = r.flush();
   }
   std::lock_guard lock(r.mutex);  // held to the end: nothing registers or unregisters meanwhile
-  for (pid_t g : r.groups) end_process_group(g);
+  for (pid_t g : r.groups) platform::end_process_group(g);
   std::error_code ignored;
   for (const auto& p : r.paths) std::filesystem::remove_all(p, ignored);
-  std::cerr << "\nswa-harness: interrupted by " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
+  std::cerr << "\nswa-harness: interrupted by SIG" << sigabbrev_np(sig)
             << "; stopped the DUTs' processes and removed their temporary files. "
             << (not_flushed.empty() ? "Every finished scenario is in the results file; "
                                     : "The last finished scenarios could not be stored (" + not_flushed + "); ")
@@ -49,19 +52,6 @@ Registry& registry() {
 }
 
 }  // namespace
-
-// SIGKILL is delivered asynchronously: without reaping, a DUT process can outlive the call (or the
-// harness). Every member of the group is our child (we are their subreaper), so waitpid(-group)
-// sees each until it is gone. Bounded: a process in uninterruptible sleep cannot be hurried.
-void end_process_group(pid_t pgid) {
-  ::kill(-pgid, SIGKILL);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (std::chrono::steady_clock::now() < deadline) {
-    const pid_t reaped = ::waitpid(-pgid, nullptr, WNOHANG);
-    if (reaped < 0) return;  // ECHILD: nobody of the group is left (another thread may have reaped one)
-    if (reaped == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
 
 void set_interrupt_flush(std::function<std::string()> flush) {
   std::lock_guard lock(registry().flush_mutex);
@@ -74,8 +64,8 @@ void install_interrupt_handler(std::string resume_hint) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
+  // SIGHUP (the terminal closed) and SIGQUIT (Ctrl-\\) end a run as SIGINT and SIGTERM do.
+  for (int sig : kInterruptSignals) sigaddset(&set, sig);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread([set] {
     int sig = 0;

@@ -1,5 +1,4 @@
 // swa-harness submit: a sweep as a Slurm job array, one shard per task, and a merge job after it.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,48 +12,23 @@
 #include "swa/harness/base/durable_file.hpp"
 #include "swa/harness/submit/slurm.hpp"
 #include "swa/harness/case/tolerance.hpp"
+#include "swa/platform/child_process.hpp"
 
 namespace swa::cli {
 namespace {
 namespace fs = std::filesystem;
 namespace slurm = harness::slurm;
 
-struct Captured {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs argv (no shell) and returns its exit code and output.
-Captured run_captured(const std::vector<std::string>& argv_text) {
-  int pipe_fds[2];
-  if (::pipe(pipe_fds) != 0) throw std::runtime_error("cannot create a pipe to run " + argv_text[0]);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("cannot fork to run " + argv_text[0]);
-  if (pid == 0) {
-    ::dup2(pipe_fds[1], STDOUT_FILENO);
-    ::dup2(pipe_fds[1], STDERR_FILENO);
-    ::close(pipe_fds[0]);
-    ::close(pipe_fds[1]);
-    std::vector<char*> argv;
-    for (const auto& a : argv_text) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    std::_Exit(127);
+// Runs argv (no shell) and returns how it ended and its output (stdout and stderr together).
+platform::Finished run_captured(const std::vector<std::string>& argv) {
+  platform::ChildSpec spec;
+  spec.argv = argv;
+  spec.own_group = false;  // in the terminal's group, as a command typed there: Ctrl-C reaches it too
+  try {
+    return platform::run_to_end(std::move(spec));
+  } catch (const std::system_error& e) {
+    throw std::runtime_error(std::string("cannot run ") + argv[0] + ": " + e.what());
   }
-  ::close(pipe_fds[1]);
-  Captured c;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    c.output.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(pipe_fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return c;
 }
 
 bool on_path(const std::string& program) {
@@ -236,18 +210,18 @@ int cmd_submit(const std::vector<std::string>& args) {
     throw UsageError("option --out: cannot write the submission into " + s.dir.string() + ": " + e.what());
   }
 
-  const Captured array = run_captured({"sbatch", "--parsable", slurm::array_script_path(s).string()});
+  const platform::Finished array = run_captured({"sbatch", "--parsable", slurm::array_script_path(s).string()});
   const auto array_id = slurm::parsable_job_id(array.output);
-  if (array.exit_code != 0 || !array_id) {
-    std::cerr << "swa-harness submit: sbatch refused the array job (exit " << array.exit_code << "):\n" << array.output
+  if (array.ending.shell_status() != 0 || !array_id) {
+    std::cerr << "swa-harness submit: sbatch refused the array job (exit " << array.ending.shell_status() << "):\n" << array.output
               << "the scripts are in " << s.dir.string() << "; once the cause is fixed: " << array_submit << "\n";
     return kBadInput;
   }
   s.array_job_id = *array_id;
-  const Captured merge = run_captured({"sbatch", "--parsable", "--dependency=afterany:" + s.array_job_id,
+  const platform::Finished merge = run_captured({"sbatch", "--parsable", "--dependency=afterany:" + s.array_job_id,
                                        slurm::merge_script_path(s).string()});
   const auto merge_id = slurm::parsable_job_id(merge.output);
-  if (merge.exit_code == 0 && merge_id) s.merge_job_id = *merge_id;
+  if (merge.ending.shell_status() == 0 && merge_id) s.merge_job_id = *merge_id;
   slurm::write_record(s);
   std::cout << "submitted " << plan << " from " << path << "\n"
             << "  array job " << s.array_job_id << " (tasks 0-" << shards - 1 << "): " << slurm::array_script_path(s).string()
@@ -255,7 +229,7 @@ int cmd_submit(const std::vector<std::string>& args) {
             << "\n";
   if (s.merge_job_id.empty()) {
     std::cerr << "swa-harness submit: the array job is submitted but sbatch refused the merge job (exit "
-              << merge.exit_code << "):\n" << merge.output << "submit it once the cause is fixed: sbatch --dependency=afterany:"
+              << merge.ending.shell_status() << "):\n" << merge.output << "submit it once the cause is fixed: sbatch --dependency=afterany:"
               << s.array_job_id << " " << slurm::shell_quote(slurm::merge_script_path(s).string()) << "\n";
     return kBadInput;
   }

@@ -1,4 +1,5 @@
 // swa-harness: the command-line entry point. One subcommand per file.
+#include <csignal>
 #include <malloc.h>
 
 #include <exception>
@@ -53,6 +54,10 @@ void keep_freed_tensors_in_the_heap() {
 
 int main(int argc, char** argv) {
   keep_freed_tensors_in_the_heap();
+  // A file-size limit (ulimit -f) must end a run as a full disk does (exit 3, the rows kept), not by
+  // the signal: ignored, a write past it fails with EFBIG, which the results store reports.
+  // platform::Child gives every child the default action back.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2 || std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h") {
     print_usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? swa::cli::kBadInput : swa::cli::kOk;

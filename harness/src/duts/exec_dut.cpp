@@ -1,20 +1,17 @@
 #include "swa/harness/duts/exec_dut.hpp"
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <filesystem>
-#include <fstream>
+#include <optional>
 #include <sstream>
-#include <thread>
 
 #include "swa/harness/base/h5.hpp"
 #include "swa/harness/base/interrupt.hpp"
 #include "swa/harness/case/problem_file.hpp"
+#include "swa/platform/child_process.hpp"
 
 namespace fs = std::filesystem;
 
@@ -34,11 +31,7 @@ std::uintmax_t response_size_limit(const AttnParams& p) {
   return 2 * (out + cache) + (std::uintmax_t{16} << 20);
 }
 
-std::string tail_of(const fs::path& path, std::size_t chars) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  const std::string text = s.str();
+std::string tail_of(const std::string& text, std::size_t chars) {
   return text.size() > chars ? "..." + text.substr(text.size() - chars) : text;
 }
 
@@ -75,8 +68,9 @@ class ExecDut final : public dut::Dut {
         fs::remove_all(dir, ignored);
       }
     } cleanup{dir};
-    const fs::path request = dir / "request.h5", response = dir / "response.h5", errors = dir / "stderr.txt";
+    const fs::path request = dir / "request.h5", response = dir / "response.h5";
     write_problem_file(request, problem_inputs(p));
+    std::string errors;
     if (dut::Status s = spawn(request, response, errors); !s.ok) return s;
     const fs::file_status status = fs::symlink_status(response);
     if (!fs::exists(status)) return fail("wrote no response file", errors);
@@ -90,49 +84,31 @@ class ExecDut final : public dut::Dut {
     return read_response(p, cache, response, errors);
   }
 
-  dut::Status spawn(const fs::path& request, const fs::path& response, const fs::path& errors) const {
-    const pid_t pid = ::fork();
-    if (pid < 0) return dut::Status::failure("exec: fork failed");
-    if (pid == 0) {
-      ::setpgid(0, 0);
-      if (FILE* e = std::freopen(errors.c_str(), "w", stderr); !e) _exit(127);
-      if (!std::freopen("/dev/null", "r", stdin)) _exit(127);
-      ::dup2(2, 1);  // its stdout joins its captured stderr instead of flooding the harness's console
-      // Other threads' open files (HDF5 files hold flock locks) must not leak into the DUT process.
-      ::close_range(3, ~0u, 0);
-      const std::string script = command_ + " \"$1\" \"$2\"";
-      ::execl("/bin/sh", "sh", "-c", script.c_str(), "swa-exec", request.c_str(), response.c_str(), nullptr);
-      _exit(127);
+  // Runs the command on the request; its stdout and stderr are kept (their last 64 KiB) for the reasons.
+  dut::Status spawn(const fs::path& request, const fs::path& response, std::string& output) const {
+    platform::ChildSpec spec;
+    spec.argv = {"/bin/sh", "-c", command_ + " \"$1\" \"$2\"", "swa-exec", request.string(), response.string()};
+    std::optional<platform::Child> child;
+    try {
+      child.emplace(platform::Child::start(std::move(spec)));
+    } catch (const std::exception& e) {
+      return dut::Status::failure("exec: '" + command_ + "' could not be started: " + e.what());
     }
-    ::setpgid(pid, pid);  // as the child does: no window where the group does not exist yet
-    const TrackedProcessGroup group(pid);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
-    int status = 0;
-    bool timed_out = false;
-    while (::waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(-pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
-        timed_out = true;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    end_process_group(pid);
-    if (timed_out)
-      return dut::Status::failure("exec: '" + command_ + "' timed out after " + std::to_string(timeout_) + " s");
-    if (WIFSIGNALED(status))
-      return fail("was killed by signal " + std::to_string(WTERMSIG(status)), errors);
-    if (WEXITSTATUS(status) != 0) return fail("exited with status " + std::to_string(WEXITSTATUS(status)), errors);
+    const TrackedProcessGroup group(child->pid());  // an interrupt ends it too
+    const platform::Ending ending = child->wait(timeout_);
+    output = child->output();
+    if (ending.kind == platform::Ending::Kind::timed_out)
+      return dut::Status::failure("exec: '" + command_ + "' " + ending.describe());
+    if (!ending.ok()) return fail(ending.describe(), output);
     return dut::Status::success();
   }
 
-  dut::Status fail(const std::string& what, const fs::path& errors) const {
-    return dut::Status::failure("exec: '" + command_ + "' " + what + "; stderr: " + tail_of(errors, 600));
+  dut::Status fail(const std::string& what, const std::string& output) const {
+    return dut::Status::failure("exec: '" + command_ + "' " + what + "; stderr: " + tail_of(output, 600));
   }
 
   dut::Status read_response(const AttnParams& p, dut::KvCache* cache, const fs::path& response,
-                            const fs::path& errors) const {
+                            const std::string& errors) const {
     try {
       h5::Handle f = h5::open_file_readonly(response);
       if (H5Aexists(f.id(), "error") > 0)

@@ -2,15 +2,11 @@
 
 #include "swa/harness/base/durable_file.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -22,6 +18,7 @@
 
 #include "swa/harness/base/h5.hpp"
 #include "swa/harness/base/join.hpp"
+#include "swa/platform/child_process.hpp"
 
 namespace fs = std::filesystem;
 
@@ -391,67 +388,40 @@ namespace {
 // Reads `path` in a child process first: a damaged file can crash libhdf5 itself (H5HG_read on a
 // corrupt global heap), and that must be a refusal naming the file, not a crash of the harness.
 void probe_readable(const fs::path& path) {
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return;  // cannot probe: the real read still checks
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(pipe_fds[0]);
-    ::close(pipe_fds[1]);
-    return;
-  }
-  if (pid == 0) {
+  platform::ChildSpec spec;
+  spec.stderr_to = platform::Stream::inherit;
+  spec.body = [&path] {
     // This process exists to crash in the parent's place: let it die by the signal, with none of
     // the parent's crash handlers (a sanitizer's or libFuzzer's) reporting for the parent.
-    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) std::signal(sig, SIG_DFL);
     if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(nullptr);
-    ::close(pipe_fds[0]);
-    int rc = 0;
-    std::string message;
     try {
       read_results_unchecked(path);
+      return 0;
     } catch (const std::exception& e) {
-      message = e.what();
-      rc = 1;
+      const std::string message = e.what();
+      if (::write(STDOUT_FILENO, message.data(), message.size()) < 0) return 2;  // the parent says "cannot be read"
+      return 1;
     }
-    if (!message.empty() && ::write(pipe_fds[1], message.data(), message.size()) < 0) rc = 1;
-    ::_exit(rc);
-  }
-  ::close(pipe_fds[1]);
+  };
   // Bounded: a damaged file can also send libhdf5 into a loop. A sound file reads in well under a
   // second per MB; the bound is ten seconds plus two per MB.
   std::error_code ec;
   const auto megabytes = static_cast<int>(fs::file_size(path, ec) >> 20);
   const int limit_s = 10 + 2 * megabytes;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
-  std::string message;
-  bool timed_out = false;
-  char buf[512];
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pollfd p{pipe_fds[0], POLLIN, 0};
-    const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) {
-      timed_out = true;
-      ::kill(pid, SIGKILL);
-      break;
-    }
-    const ssize_t n = ::read(pipe_fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    message.append(buf, static_cast<std::size_t>(n));
+  platform::Finished read;
+  try {
+    read = platform::run_to_end(std::move(spec), limit_s);
+  } catch (const std::system_error&) {
+    return;  // cannot probe: the real read still checks
   }
-  ::close(pipe_fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out)
+  using Kind = platform::Ending::Kind;
+  if (read.ending.kind == Kind::timed_out)
     throw h5::Error(path.string() + " is damaged: reading it did not finish in " + std::to_string(limit_s) + " s");
-  if (WIFSIGNALED(status))
+  if (read.ending.kind == Kind::killed_by_signal)
     throw h5::Error(path.string() + " is damaged: reading it crashed the HDF5 library (signal " +
-                    std::to_string(WTERMSIG(status)) + ", " + strsignal(WTERMSIG(status)) + ")");
-  if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
-    throw h5::Error(path.string() + ": " + (message.empty() ? "cannot be read" : message));
+                    std::to_string(read.ending.code) + ", " + strsignal(read.ending.code) + ")");
+  if (!read.ending.ok())
+    throw h5::Error(path.string() + ": " + (read.output.empty() ? "cannot be read" : read.output));
 }
 
 }  // namespace

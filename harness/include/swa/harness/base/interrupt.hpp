@@ -1,7 +1,8 @@
 #pragma once
-// SIGINT and SIGTERM during a run: a watcher thread kills the process groups DUTs started, removes
-// the temporary files and folders in flight, prints how to resume, and exits 130 (SIGINT) or 143
-// (SIGTERM). Finished scenarios are committed to the results file first (set_interrupt_flush).
+// SIGINT, SIGTERM, SIGHUP and SIGQUIT during a run: a watcher thread kills the process groups DUTs
+// started, removes the temporary files and folders in flight, prints how to resume, and exits 128 +
+// the signal (130 for SIGINT, 143 SIGTERM, 129 SIGHUP, 131 SIGQUIT). Finished scenarios are
+// committed to the results file first (set_interrupt_flush).
 #include <sys/types.h>
 
 #include <filesystem>
@@ -10,7 +11,7 @@
 
 namespace swa::harness {
 
-// Blocks SIGINT and SIGTERM in this thread (and so in every thread started after it) and starts the
+// Blocks those signals in this thread (and so in every thread started after it) and starts the
 // watcher. Call first thing in a command, before any other thread exists. `resume_hint` is printed.
 // Also makes the harness the subreaper of what DUT commands leave behind.
 void install_interrupt_handler(std::string resume_hint);
@@ -18,9 +19,6 @@ void install_interrupt_handler(std::string resume_hint);
 // What an interrupt commits before it exits (the results store's flush); it returns what to say
 // when that failed, empty when it did not. An empty function (the default) commits nothing.
 void set_interrupt_flush(std::function<std::string()> flush);
-
-// Kills a process group and reaps its members (the harness is their subreaper), waiting up to 2 s.
-void end_process_group(pid_t pgid);
 
 // What an interrupt must clean up while it exists (registered only while a handler is installed).
 class TrackedPath {

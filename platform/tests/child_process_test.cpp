@@ -1,0 +1,192 @@
+// What every child of the harness can rely on, and what the harness can rely on of a child's end.
+#define BOOST_TEST_MODULE child_process
+#include <boost/test/unit_test.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "swa/platform/child_process.hpp"
+
+using swa::platform::Child;
+using swa::platform::ChildSpec;
+using swa::platform::Ending;
+using swa::platform::run_to_end;
+using swa::platform::Stream;
+
+namespace {
+
+ChildSpec shell(const std::string& script) {
+  ChildSpec s;
+  s.argv = {"/bin/sh", "-c", script};
+  return s;
+}
+
+// Whether `pid` is gone: no process, or a zombie nobody has reaped yet.
+bool gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return true;
+  const auto close_paren = text.rfind(')');
+  return close_paren != std::string::npos && text.size() > close_paren + 2 && text[close_paren + 2] == 'Z';
+}
+
+// As the harness is: orphaned descendants come back to this process, which reaps them.
+struct Subreaper {
+  Subreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
+};
+BOOST_TEST_GLOBAL_FIXTURE(Subreaper);
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(exit_status_and_both_streams_are_captured) {
+  const auto f = run_to_end(shell("echo to-stdout; echo to-stderr >&2; exit 3"), 20.0);
+  BOOST_TEST((f.ending.kind == Ending::Kind::exited));
+  BOOST_TEST(f.ending.code == 3);
+  BOOST_TEST(f.ending.describe() == "exited with status 3");
+  BOOST_TEST(f.output.find("to-stdout") != std::string::npos);
+  BOOST_TEST(f.output.find("to-stderr") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_crash_is_named_by_its_signal) {
+  const auto f = run_to_end(shell("kill -SEGV $$"), 20.0);
+  BOOST_TEST((f.ending.kind == Ending::Kind::killed_by_signal));
+  BOOST_TEST(f.ending.code == SIGSEGV);
+  BOOST_TEST(f.ending.describe() == "was killed by signal 11 (Segmentation fault)");
+  BOOST_TEST(f.ending.shell_status() == 128 + SIGSEGV);
+}
+
+BOOST_AUTO_TEST_CASE(a_program_that_cannot_be_run_exits_127) {
+  ChildSpec s;
+  s.argv = {"/nonexistent/swa-no-such-program"};
+  BOOST_TEST(run_to_end(s, 20.0).ending.code == 127);
+}
+
+BOOST_AUTO_TEST_CASE(a_time_out_ends_the_whole_group) {
+  // The shell starts a grandchild that would outlive it, says its pid, and waits.
+  Child c = Child::start(shell("sleep 300 & echo $!; wait"));
+  const auto t0 = std::chrono::steady_clock::now();
+  const Ending e = c.wait(0.5);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST((e.kind == Ending::Kind::timed_out));
+  BOOST_TEST(e.describe() == "timed out after 0.5 s");
+  BOOST_TEST(took < 10.0);
+  const pid_t grandchild = std::stoi(c.output());
+  BOOST_TEST(gone(grandchild));
+}
+
+BOOST_AUTO_TEST_CASE(what_the_leader_leaves_behind_in_its_group_is_ended_with_it) {
+  // The leader exits at once; its grandchild holds the capture pipe open, which must not hold up the wait.
+  Child c = Child::start(shell("sleep 300 & echo $!"));
+  const auto t0 = std::chrono::steady_clock::now();
+  const Ending e = c.wait(60.0);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST(e.ok());
+  BOOST_TEST(took < 10.0);
+  BOOST_TEST(gone(std::stoi(c.output())));
+}
+
+BOOST_AUTO_TEST_CASE(a_child_starts_with_no_blocked_or_ignored_signals) {
+  // The harness blocks SIGINT/SIGTERM for its sigwait thread; a careless parent ignores SIGHUP.
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
+  struct sigaction ignore {}, old_hup {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGHUP, &ignore, &old_hup);
+  ChildSpec s;
+  s.argv = {"grep", "-E", "^Sig(Blk|Ign):", "/proc/self/status"};  // not through sh: dash clears its mask itself
+  const auto f = run_to_end(s, 20.0);
+  sigaction(SIGHUP, &old_hup, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  BOOST_TEST(f.ending.ok());
+  BOOST_TEST(f.output == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+}
+
+BOOST_AUTO_TEST_CASE(only_the_standard_streams_and_the_passed_fds_stay_open) {
+  const int leaked = ::open("/dev/null", O_RDONLY);  // no O_CLOEXEC: would leak without the helper
+  int passed[2];
+  BOOST_REQUIRE(::pipe(passed) == 0);
+  // The shell's own fds 0..255, each looked up by stat (a listing would open a descriptor of its own).
+  ChildSpec s = shell("i=0; while [ $i -lt 256 ]; do [ -e /proc/$$/fd/$i ] && printf '%s ' $i; i=$((i+1)); done");
+  s.pass_fds = {passed[1]};
+  const auto f = run_to_end(s, 20.0);
+  ::close(leaked);
+  ::close(passed[0]);
+  ::close(passed[1]);
+  BOOST_TEST(f.ending.ok());
+  BOOST_TEST(f.output == "0 1 2 3 ");
+}
+
+BOOST_AUTO_TEST_CASE(stdin_is_empty) {
+  const auto f = run_to_end(shell("cat; echo read-all"), 20.0);
+  BOOST_TEST(f.ending.ok());
+  BOOST_TEST(f.output == "read-all\n");
+}
+
+BOOST_AUTO_TEST_CASE(captured_output_keeps_its_last_bytes_within_the_limit) {
+  ChildSpec s = shell("head -c 3000000 /dev/zero | tr '\\0' a; echo END");
+  s.capture_limit = 1000;
+  Child c = Child::start(s);
+  BOOST_TEST(c.wait(60.0).ok());
+  BOOST_TEST(c.output().size() == 1000u);
+  BOOST_TEST(c.output().substr(996) == "END\n");
+  BOOST_TEST(c.output_dropped() == 3000004u - 1000u);
+  BOOST_TEST(c.output_tail(4) == "...END\n");
+}
+
+BOOST_AUTO_TEST_CASE(discarded_and_joined_streams) {
+  ChildSpec s = shell("echo to-stdout; echo to-stderr >&2");
+  s.stderr_to = Stream::discard;
+  BOOST_TEST(run_to_end(s, 20.0).output == "to-stdout\n");
+  s.stderr_to = Stream::capture;
+  s.stdout_to = Stream::join_stderr;
+  BOOST_TEST(run_to_end(s, 20.0).output == "to-stdout\nto-stderr\n");
+}
+
+BOOST_AUTO_TEST_CASE(a_body_runs_in_the_forked_child) {
+  ChildSpec s;
+  s.body = [] {
+    const char text[] = "from the body";
+    return ::write(1, text, sizeof text - 1) == sizeof text - 1 ? 5 : 1;
+  };
+  const auto f = run_to_end(s, 20.0);
+  BOOST_TEST(f.ending.code == 5);
+  BOOST_TEST(f.output == "from the body");
+}
+
+BOOST_AUTO_TEST_CASE(running_and_kill) {
+  ChildSpec s;
+  s.argv = {"sleep", "300"};  // searched on PATH
+  Child c = Child::start(s);
+  BOOST_TEST(c.running());
+  const Ending e = c.kill();
+  BOOST_TEST((e.kind == Ending::Kind::killed_by_signal));
+  BOOST_TEST(e.code == SIGKILL);
+  BOOST_TEST(!c.running());
+  BOOST_TEST(gone(c.pid()));
+}
+
+BOOST_AUTO_TEST_CASE(a_crash_before_the_kill_stays_a_crash) {
+  Child c = Child::start(shell("kill -ABRT $$"));
+  while (c.running()) ::usleep(1000);
+  BOOST_TEST(c.kill().code == SIGABRT);
+}
+
+BOOST_AUTO_TEST_CASE(destroying_a_running_child_ends_it) {
+  pid_t pid;
+  {
+    ChildSpec s;
+    s.argv = {"sleep", "300"};
+    Child c = Child::start(s);
+    pid = c.pid();
+  }
+  BOOST_TEST(gone(pid));
+}
