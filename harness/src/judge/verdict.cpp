@@ -9,6 +9,7 @@
 
 #include "swa/dut/kv_cache.hpp"
 #include "swa/enum_names.hpp"
+#include "swa/harness/judge/criteria.hpp"
 #include "swa/harness/judge/metrics.hpp"
 
 namespace swa::harness {
@@ -126,10 +127,8 @@ ResultRow judge(const AttnParams& p, const Tolerance& tol, const std::string& du
   r.baseline_rel_l2 = base.rel_l2;
   r.baseline_mean_ulp = base.mean_ulp;
 
-  // Each phase on its own rows.
+  // Each phase on its own rows: the DUT's errors and the baseline's, then the criteria over them.
   const std::int64_t row_elems = row_elements(p);
-  std::string max_phase, l2_phase, warn_phase, nmse_phase;
-  double warn_margin = 0, warn_ratio = 0, nmse_worst = 0, l2_at_worst = 0, l2_limit_at_worst = 0, max_at_worst = 0;
   r.threshold = tol.rtol_factor * base.max_abs + tol.atol_floor;
   const std::vector<Phase> phases = phases_of(p);
   if (base.phases.size() != phases.size())
@@ -137,42 +136,24 @@ ResultRow judge(const AttnParams& p, const Tolerance& tol, const std::string& du
                                 " phases, the schedule " + std::to_string(phases.size()));
   std::optional<Comparison> whole;
   if (whole_output(phases, row_elems, out.size())) whole = compare(out, golden, dtype, r.threshold);  // r.threshold is the one phase's
-  for (std::size_t k = 0; k < phases.size(); ++k) {
-    const Phase& ph = phases[k];
-    const ErrorNorms& bc = base.phases[k];
-    const ErrorNorms dc =
-        whole ? ErrorNorms{whole->max_abs, whole->rel_l2, whole->nmse} : error_norms(out, golden, element_ranges(ph.rows, row_elems));
-    if (tol.rtol_factor > 0) {
-      const double threshold = tol.rtol_factor * bc.max_abs + tol.atol_floor;
-      if (dc.max_abs / threshold > r.max_margin || max_phase.empty()) {
-        r.max_margin = dc.max_abs / threshold;
-        r.threshold = threshold;
-        max_at_worst = dc.max_abs;
-        max_phase = ph.name;
-      }
-    }
-    if (tol.l2_factor > 0) {
-      const double limit = tol.l2_factor * bc.rel_l2 + tol.l2_floor;
-      if (dc.rel_l2 / limit > r.l2_margin || l2_phase.empty()) {
-        r.l2_margin = dc.rel_l2 / limit;
-        r.l2_ratio = bc.rel_l2 > 0 ? dc.rel_l2 / bc.rel_l2 : 0;
-        l2_at_worst = dc.rel_l2;
-        l2_limit_at_worst = limit;
-        l2_phase = ph.name;
-      }
-    }
-    if (tol.warn_l2_factor > 0) {
-      const double m = dc.rel_l2 / (tol.warn_l2_factor * bc.rel_l2 + tol.l2_floor);
-      if (m > warn_margin || warn_phase.empty()) {
-        warn_margin = m;
-        warn_ratio = bc.rel_l2 > 0 ? dc.rel_l2 / bc.rel_l2 : 0;
-        warn_phase = ph.name;
-      }
-    }
-    if (tol.nmse_max > 0 && (dc.nmse >= nmse_worst || nmse_phase.empty())) {
-      nmse_worst = dc.nmse;
-      nmse_phase = ph.name;
-    }
+  std::vector<ErrorNorms> dut_phases;
+  for (const Phase& ph : phases)
+    dut_phases.push_back(whole ? ErrorNorms{whole->max_abs, whole->rel_l2, whole->nmse}
+                               : error_norms(out, golden, element_ranges(ph.rows, row_elems)));
+  std::vector<CriterionOutcome> outcomes;
+  for (const Criterion& c : kCriteria) outcomes.push_back(assess(c, tol, dut_phases, base.phases));
+  auto outcome = [&](CriterionId id) -> const CriterionOutcome& {
+    return outcomes[static_cast<std::size_t>(&criterion(id) - kCriteria.data())];
+  };
+  auto phase_name = [&](const CriterionOutcome& o) { return o.applied ? phases[o.phase].name : std::string(); };
+  const CriterionOutcome &max_abs = outcome(CriterionId::max_abs), &rel_l2 = outcome(CriterionId::rel_l2);
+  if (max_abs.applied) {
+    r.max_margin = max_abs.margin;
+    r.threshold = max_abs.limit;
+  }
+  if (rel_l2.applied) {
+    r.l2_margin = rel_l2.margin;
+    r.l2_ratio = rel_l2.baseline_measured > 0 ? rel_l2.measured / rel_l2.baseline_measured : 0;
   }
 
   // Whole-output metrics, as recorded for every row.
@@ -196,36 +177,48 @@ ResultRow judge(const AttnParams& p, const Tolerance& tol, const std::string& du
   r.worst_head = worst.head;
   r.worst_dim = worst.dim;
   r.worst_window_edge = worst.window_edge;
-  r.worst_phase = r.l2_margin > r.max_margin ? l2_phase : max_phase;
+  r.worst_phase = r.l2_margin > r.max_margin ? phase_name(rel_l2) : phase_name(max_abs);
 
+  // The words for each criterion over its limit, in the table's order.
   std::ostringstream why;
-  Verdict v = Verdict::pass;
-  auto fail = [&] {
-    if (v == Verdict::fail) why << "; ";
-    v = Verdict::fail;
-    return std::ref(why);
-  };
-  if (c.nan_count + c.inf_count > 0) {
-    fail().get() << c.nan_count << " NaN and " << c.inf_count << " Inf in the output, first at " << describe(worst)
-                 << " (NaN never passes; a NaN left by the poisoning is an element the DUT never wrote)";
-  } else {
-    if (r.max_margin > 1)
-      fail().get() << "max abs error " << max_at_worst << " in phase " << max_phase << " > threshold " << r.threshold
-                   << " = " << tol.rtol_factor << " x baseline max abs error there + atol floor " << tol.atol_floor
-                   << " (worst element overall " << c.max_abs << " at " << describe(worst) << "; " << c.over_threshold
-                   << " elements over)";
-    if (r.l2_margin > 1)
-      fail().get() << "relative L2 error " << l2_at_worst << " in phase " << l2_phase << " > " << l2_limit_at_worst
-                   << " = " << tol.l2_factor << " x the baseline's there + " << tol.l2_floor << " ("
-                   << r.l2_ratio << "x the baseline's)";
-    if (tol.nmse_max > 0 && nmse_worst > tol.nmse_max)
-      fail().get() << "NMSE " << nmse_worst << " in phase " << nmse_phase << " > " << tol.nmse_max << " (profile loose)";
-    if (v == Verdict::pass && warn_margin > 1) {
-      v = Verdict::warn;
-      why << "warning: relative L2 error in phase " << warn_phase << " is " << warn_ratio
-          << "x the same-precision baseline's (warning above " << tol.warn_l2_factor << "x, failure above "
-          << tol.l2_factor << "x): precision below a same-precision kernel's";
+  auto word = [&](const CriterionOutcome& o) {
+    const std::string phase = phase_name(o);
+    switch (o.criterion->id) {
+      case CriterionId::max_abs:
+        why << "max abs error " << o.measured << " in phase " << phase << " > threshold " << o.limit << " = "
+            << tol.rtol_factor << " x baseline max abs error there + atol floor " << tol.atol_floor
+            << " (worst element overall " << c.max_abs << " at " << describe(worst) << "; " << c.over_threshold
+            << " elements over)";
+        break;
+      case CriterionId::rel_l2:
+        why << "relative L2 error " << o.measured << " in phase " << phase << " > " << o.limit << " = "
+            << tol.l2_factor << " x the baseline's there + " << tol.l2_floor << " (" << r.l2_ratio
+            << "x the baseline's)";
+        break;
+      case CriterionId::nmse:
+        why << "NMSE " << o.measured << " in phase " << phase << " > " << o.limit << " (profile loose)";
+        break;
+      case CriterionId::warn_rel_l2:
+        why << "warning: relative L2 error in phase " << phase << " is "
+            << (o.baseline_measured > 0 ? o.measured / o.baseline_measured : 0)
+            << "x the same-precision baseline's (warning above " << tol.warn_l2_factor << "x, failure above "
+            << tol.l2_factor << "x): precision below a same-precision kernel's";
+        break;
     }
+  };
+  Verdict v = Verdict::fail;
+  if (c.nan_count + c.inf_count > 0) {
+    why << c.nan_count << " NaN and " << c.inf_count << " Inf in the output, first at " << describe(worst)
+        << " (NaN never passes; a NaN left by the poisoning is an element the DUT never wrote)";
+  } else {
+    v = verdict_of(outcomes);
+    bool first = true;
+    for (const CriterionOutcome& o : outcomes)
+      if (o.over() && o.criterion->when_over == v) {
+        if (!first) why << "; ";
+        first = false;
+        word(o);
+      }
   }
   r.status = v;
   r.reason = why.str();
