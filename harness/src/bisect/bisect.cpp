@@ -690,262 +690,343 @@ std::optional<std::vector<double>> run_to_output(dut::Dut& dut, const Problem& p
   return std::vector<double>(r.out.begin(), r.out.end());
 }
 
-int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::ostringstream head, r;
-  head << "swa-harness bisect report\n=========================\n"
-       << "DUT:        " << o.dut << "\nReference:  " << (o.against == "golden" ? "the fp64 golden" : o.against)
-       << "\nScenario:   " << original.id() << "\n\n";
-  Summary summary;
-  // Every ending writes report.txt and summary.json (the finding first) and prints one of them.
-  auto finish = [&](int status) {
-    summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::ostringstream top;
-    top << "Finding: " << summary.finding.name << " (" << finding_source_name(summary.finding.source) << ")\n";
-    top << "   Confidence: " << confidence_name(summary.finding.confidence)
-        << (summary.finding.why.empty() ? "" : " (" + summary.finding.why + ")") << "\n";
-    for (const std::string& line : summary.finding.evidence) top << "   " << line << "\n";
-    if (!summary.pattern.empty()) top << "   Rows: " << join(summary.pattern, "; ") << ".\n";
-    const std::string report = head.str() + top.str() + "\n" + r.str() + "\nBisect took " +
-                               std::to_string(summary.seconds) + " s.\n";
-    fs::create_directories(o.out_dir);
-    summary.files.insert(summary.files.begin(), {"report", (o.out_dir / "report.txt").string()});
-    const std::string json = summary_json(original, o, summary);
-    write_file_atomically(o.out_dir / "report.txt", report);
-    write_file_atomically(o.out_dir / "summary.json", json);
-    log << (o.json ? json : report);
-    return status;
-  };
+namespace {
 
-  // 1. Reproduce.
-  r << "1. Reproduce\n";
+// One bisection as named steps over the state they hand on. Each step writes its section of the
+// report; an early ending (the DUT did not run, the failure does not reproduce) still writes the
+// report and the summary (finish()).
+class Bisection {
+ public:
+  Bisection(const Scenario& original, const BisectOptions& o, std::ostream& log)
+      : original_(original), o_(o), log_(log), t0_(std::chrono::steady_clock::now()) {
+    head_ << "swa-harness bisect report\n=========================\n"
+          << "DUT:        " << o.dut << "\nReference:  " << (o.against == "golden" ? "the fp64 golden" : o.against)
+          << "\nScenario:   " << original.id() << "\n\n";
+  }
+
+  // 1. Reproduce: run the case (and reruns); an ending when the DUT cannot run or passes.
+  std::optional<int> reproduce();
+  // 2. Localize: which rows fail, and where in the schedule.
+  void localize_rows();
+  // 3. Ablate: which features the failure needs, before any fit.
+  void ablate();
+  // 4. Diagnose: the cache's differences when only the cache fails; otherwise the variants.
+  void diagnose_output();
+  // 4 (cont.). The band the DUT attends, measured, when a band variant matched or none did.
+  void measure_attended_band();
+  // 5. Reduce while the evidence holds.
+  void reduce();
+  // 6. The finding, judged against the ablation.
+  void conclude();
+  // 6/7. The repro files.
+  void emit_files();
+  // Writes report.txt and summary.json (the finding first), prints one, returns `status`.
+  int finish(int status);
+
+ private:
+  std::string class_of(const Scenario& x, const BisectRun& e) const;
+  bool still_needs(const Scenario& candidate, const BisectRun& e) const;
+  void word_diagnosis();
+
+  const Scenario& original_;
+  const BisectOptions& o_;
+  std::ostream& log_;
+  const std::chrono::steady_clock::time_point t0_;
+  std::ostringstream head_, r_;
+  Summary summary_;
+  BisectRun first_;
+  std::vector<Ablation> ablations_;
+  std::vector<std::string> needed_;
+  bool cache_only_ = false;
+  Diagnosis diag_;
+  std::optional<Finding> band_;
+  bool suspicious_ = false;
+  Scenario minimal_;
+  BisectRun minimal_eval_;
+  Recovery recovery_;
+  int step_ = 6;
+};
+
+int Bisection::finish(int status) {
+  summary_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  std::ostringstream top;
+  top << "Finding: " << summary_.finding.name << " (" << finding_source_name(summary_.finding.source) << ")\n";
+  top << "   Confidence: " << confidence_name(summary_.finding.confidence)
+      << (summary_.finding.why.empty() ? "" : " (" + summary_.finding.why + ")") << "\n";
+  for (const std::string& line : summary_.finding.evidence) top << "   " << line << "\n";
+  if (!summary_.pattern.empty()) top << "   Rows: " << join(summary_.pattern, "; ") << ".\n";
+  const std::string report = head_.str() + top.str() + "\n" + r_.str() + "\nBisect took " +
+                             std::to_string(summary_.seconds) + " s.\n";
+  fs::create_directories(o_.out_dir);
+  summary_.files.insert(summary_.files.begin(), {"report", (o_.out_dir / "report.txt").string()});
+  const std::string json = summary_json(original_, o_, summary_);
+  write_file_atomically(o_.out_dir / "report.txt", report);
+  write_file_atomically(o_.out_dir / "summary.json", json);
+  log_ << (o_.json ? json : report);
+  return status;
+}
+
+std::optional<int> Bisection::reproduce() {
+  r_ << "1. Reproduce\n";
   std::vector<double> errors;
-  BisectRun first = evaluate_case(original, o);
-  if (!first.error.empty()) {
-    r << "   The DUT could not run: " << first.error << "\n";
-    summary.dut_error = first.error;
-    summary.finding = {"dut_did_not_run", FindingSource::none, {first.error}};
+  first_ = evaluate_case(original_, o_);
+  if (!first_.error.empty()) {
+    r_ << "   The DUT could not run: " << first_.error << "\n";
+    summary_.dut_error = first_.error;
+    summary_.finding = {"dut_did_not_run", FindingSource::none, {first_.error}};
     return finish(1);
   }
-  errors.push_back(first.max_abs);
-  for (int i = 1; i < o.reruns; ++i) errors.push_back(evaluate_case(original, o).max_abs);
+  errors.push_back(first_.max_abs);
+  for (int i = 1; i < o_.reruns; ++i) errors.push_back(evaluate_case(original_, o_).max_abs);
   const auto [lo, hi] = std::minmax_element(errors.begin(), errors.end());
-  r << "   Ran " << o.reruns << " times: max abs error " << *lo << " .. " << *hi << " against the threshold "
-    << first.threshold << " (" << original.tolerance.rtol_factor << " x the same-precision baseline's error + "
-    << original.tolerance.atol_floor << ").\n";
-  if (*hi != *lo) r << "   The error moves between identical runs: suspect a race or uninitialised memory.\n";
-  summary.max_abs = first.max_abs;
-  summary.threshold = first.threshold;
-  if (!first.fails) {
-    r << "   The failure does not reproduce: the DUT passes this scenario.\n";
-    summary.finding = {"does_not_reproduce", FindingSource::none, {"the DUT passes this scenario"}};
+  r_ << "   Ran " << o_.reruns << " times: max abs error " << *lo << " .. " << *hi << " against the threshold "
+     << first_.threshold << " (" << original_.tolerance.rtol_factor << " x the same-precision baseline's error + "
+     << original_.tolerance.atol_floor << ").\n";
+  if (*hi != *lo) r_ << "   The error moves between identical runs: suspect a race or uninitialised memory.\n";
+  summary_.max_abs = first_.max_abs;
+  summary_.threshold = first_.threshold;
+  if (!first_.fails) {
+    r_ << "   The failure does not reproduce: the DUT passes this scenario.\n";
+    summary_.finding = {"does_not_reproduce", FindingSource::none, {"the DUT passes this scenario"}};
     return finish(0);
   }
-  summary.reproduces = true;
-  summary.reason = first.reason;
-  r << "   It reproduces: " << first.reason << "\n\n";
+  summary_.reproduces = true;
+  summary_.reason = first_.reason;
+  r_ << "   It reproduces: " << first_.reason << "\n\n";
+  return std::nullopt;
+}
 
-  // 2. Localize.
-  summary.pattern = failing_row_pattern(original, first);
-  r << "2. Localize\n   " << localize(original, first) << "\n\n";
+void Bisection::localize_rows() {
+  summary_.pattern = failing_row_pattern(original_, first_);
+  r_ << "2. Localize\n   " << localize(original_, first_) << "\n\n";
+}
 
-  // 3. Ablate: which features the failure needs, before any fit.
-  const int failing_seq = worst_sequence(first);
-  std::vector<Ablation> ablations = ablations_for(original, failing_seq, first.traits.head_sizes);
-  run_ablations(ablations, [&](const Scenario& x) { return ablated(x, o); });
-  summary.ablations = ablations;
-  const std::vector<std::string> needed = needed_features(ablations, false);
-  r << "3. Ablate: the case again with one feature turned off or swapped at a time, the seed fixed\n";
-  for (const std::string& line : ablation_table(ablations)) r << "   " << line << "\n";
-  r << "   " << needs_sentence(ablations) << "\n\n";
+void Bisection::ablate() {
+  ablations_ = ablations_for(original_, worst_sequence(first_), first_.traits.head_sizes);
+  run_ablations(ablations_, [&](const Scenario& x) { return ablated(x, o_); });
+  summary_.ablations = ablations_;
+  needed_ = needed_features(ablations_, false);
+  r_ << "3. Ablate: the case again with one feature turned off or swapped at a time, the seed fixed\n";
+  for (const std::string& line : ablation_table(ablations_)) r_ << "   " << line << "\n";
+  r_ << "   " << needs_sentence(ablations_) << "\n\n";
+}
 
-  // 4. Diagnose: the cache's differences when only the cache fails; otherwise the variants.
-  const bool cache_only = !first.output_fails;
-  Diagnosis diag;
-  if (cache_only) {
-    r << "4. Diagnose: the outputs pass; the KV cache differs from the golden cache model\n";
-    const Finding f = cache_finding(first.cache_details, first.reference->problem.params);
-    r << "   " << f.name << ": " << (f.evidence.empty() ? "" : f.evidence.front()) << "\n\n";
-  } else {
-    diag = diagnose(first);
-    summary.variants = diag.ranked;
-    r << "4. Diagnose: the DUT's output against references that each carry one suspected bug\n";
-    for (const auto& [err, name] : diag.ranked) {
-      const std::string& wanted = name;  // clang before 16 cannot capture a structured binding
-      const auto& v = *std::find_if(bisect_variants().begin(), bisect_variants().end(),
-                                    [&](const Variant& x) { return x.name == wanted; });
-      r << "   " << (explains(err, first) ? "MATCH " : "      ") << name << ": max abs difference " << err << " ("
-        << v.meaning << ")\n";
-    }
-    if (!diag.silent.empty())
-      r << "   Not told apart from a correct kernel on this case: " << join(diag.silent, ", ") << "\n";
-    if (const std::string nf = non_finite_summary(original, first); !nf.empty()) r << "   " << nf << "\n";
+void Bisection::diagnose_output() {
+  cache_only_ = !first_.output_fails;
+  if (cache_only_) {
+    r_ << "4. Diagnose: the outputs pass; the KV cache differs from the golden cache model\n";
+    const Finding f = cache_finding(first_.cache_details, first_.reference->problem.params);
+    r_ << "   " << f.name << ": " << (f.evidence.empty() ? "" : f.evidence.front()) << "\n\n";
+    return;
   }
-  // The band the DUT attends, measured, when a band variant matched or none did; then measured again
-  // with one more key on each side, which tells how its bounds follow the case's.
-  std::optional<Finding> band;
+  diag_ = diagnose(first_);
+  summary_.variants = diag_.ranked;
+  r_ << "4. Diagnose: the DUT's output against references that each carry one suspected bug\n";
+  for (const auto& [err, name] : diag_.ranked) {
+    const std::string& wanted = name;  // clang before 16 cannot capture a structured binding
+    const auto& v = *std::find_if(bisect_variants().begin(), bisect_variants().end(),
+                                  [&](const Variant& x) { return x.name == wanted; });
+    r_ << "   " << (explains(err, first_) ? "MATCH " : "      ") << name << ": max abs difference " << err << " ("
+       << v.meaning << ")\n";
+  }
+  if (!diag_.silent.empty())
+    r_ << "   Not told apart from a correct kernel on this case: " << join(diag_.silent, ", ") << "\n";
+  if (const std::string nf = non_finite_summary(original_, first_); !nf.empty()) r_ << "   " << nf << "\n";
+}
+
+// Measured on the case, then again with one more key on each side, which tells how the DUT's bounds
+// follow the case's. Then the diagnosis is worded.
+void Bisection::measure_attended_band() {
   static const std::set<std::string> band_variants = {"window_plus_one", "window_minus_one", "no_window",
                                                       "window_right_off_by_one", "window_right_ignored"};
-  if (!cache_only && (!diag.explained || band_variants.count(diag.best)))
-    if (const auto measured = measure_band(first.reference->problem, first.out, first.threshold)) {
+  if (!cache_only_ && (!diag_.explained || band_variants.count(diag_.best)))
+    if (const auto measured = measure_band(first_.reference->problem, first_.out, first_.threshold)) {
       auto remeasure = [&](Scenario wider) -> std::optional<WindowBand> {
-        const BisectRun w = evaluate_case(wider, o);
+        const BisectRun w = evaluate_case(wider, o_);
         if (!w.error.empty()) return std::nullopt;
         if (!w.output_fails) return w.reference->problem.params.band;  // it attends the wider case's own band
         return measure_band(w.reference->problem, w.out, w.threshold);
       };
       std::optional<WindowBand> wider_left, wider_right;
-      const WindowBand case_band = first.reference->problem.params.band;
-      if (original.window > 0) {
-        Scenario w = original;
+      const WindowBand case_band = first_.reference->problem.params.band;
+      if (original_.window > 0) {
+        Scenario w = original_;
         w.window += 1;
         wider_left = remeasure(w);
       }
-      if (original.window_right > 0) {
-        Scenario w = original;
+      if (original_.window_right > 0) {
+        Scenario w = original_;
         w.window_right += 1;
         wider_right = remeasure(w);
       }
-      band = band_finding(case_band, *measured, wider_left, wider_right);
+      band_ = band_finding(case_band, *measured, wider_left, wider_right);
       // The measurement confirms the variant that matched: it stays the variant's finding.
-      if (band && diag.explained && band->name == diag.best) band->source = FindingSource::variant;
-      if (band) r << "   The band, measured: " << band->name << ": " << join(band->evidence, "; ") << ".\n";
+      if (band_ && diag_.explained && band_->name == diag_.best) band_->source = FindingSource::variant;
+      if (band_) r_ << "   The band, measured: " << band_->name << ": " << join(band_->evidence, "; ") << ".\n";
     }
+  word_diagnosis();
+}
+
+void Bisection::word_diagnosis() {
   // A match through the 1% allowance alone, by more than rounding (a true match differs by ~1e-7 of
   // the error in fp32): the variant may be near without being the bug.
-  const bool suspicious = diag.explained && diag.ranked.front().first > first.threshold &&
-                          diag.ranked.front().first > 1e-4 * first.max_abs;
-  if (cache_only)
-    ;
-  else if (diag.explained)
-    r << "   Diagnosis: " << diag.best << ". The DUT's output matches that variant (difference "
-      << diag.ranked.front().first << ", within the baseline-level threshold or 1% of the DUT's error "
-      << first.max_abs << ")" << (suspicious ? "; only loosely, so step 6 checks it against the recovered attention" : "")
-      << ".\n\n";
-  else if (diag.ranked.empty())
-    r << "   No variant explains the output: none applies to this case and differs from a correct kernel.\n\n";
-  else if (!std::isfinite(diag.ranked.front().first))
-    r << "   No variant explains the output, and none comes close: each differs from it by infinity.\n\n";
+  suspicious_ = diag_.explained && diag_.ranked.front().first > first_.threshold &&
+                diag_.ranked.front().first > 1e-4 * first_.max_abs;
+  if (cache_only_) return;
+  if (diag_.explained)
+    r_ << "   Diagnosis: " << diag_.best << ". The DUT's output matches that variant (difference "
+       << diag_.ranked.front().first << ", within the baseline-level threshold or 1% of the DUT's error "
+       << first_.max_abs << ")"
+       << (suspicious_ ? "; only loosely, so step 6 checks it against the recovered attention" : "") << ".\n\n";
+  else if (diag_.ranked.empty())
+    r_ << "   No variant explains the output: none applies to this case and differs from a correct kernel.\n\n";
+  else if (!std::isfinite(diag_.ranked.front().first))
+    r_ << "   No variant explains the output, and none comes close: each differs from it by infinity.\n\n";
   else
-    r << "   No variant explains the output. The closest is " << diag.best << "; the error is of another kind.\n\n";
+    r_ << "   No variant explains the output. The closest is " << diag_.best << "; the error is of another kind.\n\n";
+}
 
-  // 5. Reduce while the evidence holds: the same kind of failure (outputs, or the cache only), the
-  // same variant or class of finding, and every feature the failure needs still needed (its
-  // ablation still passes), never below the floor that keeps rows of several keys.
-  auto class_of = [&](const Scenario& x, const BisectRun& e) -> std::string {
-    if (cache_only) return cache_finding(e.cache_details, e.reference->problem.params).name;
-    if (diag.explained) return diagnose(e).best;
-    return find_without_variant(x, e, o, nullptr).name;
-  };
+// The class of finding a case gives: the evidence a reduction must keep.
+std::string Bisection::class_of(const Scenario& x, const BisectRun& e) const {
+  if (cache_only_) return cache_finding(e.cache_details, e.reference->problem.params).name;
+  if (diag_.explained) return diagnose(e).best;
+  return find_without_variant(x, e, o_, nullptr).name;
+}
+
+// Every feature the failure needs is still in the candidate and still needed (its ablation passes).
+bool Bisection::still_needs(const Scenario& candidate, const BisectRun& e) const {
+  std::vector<Ablation> check = ablations_for(candidate, worst_sequence(e), e.traits.head_sizes);
+  std::erase_if(check, [&](const Ablation& x) {
+    return x.redraws_inputs || std::find(needed_.begin(), needed_.end(), x.feature) == needed_.end();
+  });
+  if (check.size() != needed_.size()) return false;  // a needed feature left the case
+  run_ablations(check, [&](const Scenario& x) { return ablated(x, o_); });
+  return std::all_of(check.begin(), check.end(), [](const Ablation& x) { return x.outcome == AblationOutcome::passes; });
+}
+
+// The same kind of failure (outputs, or the cache only), the same variant or class of finding, and
+// every needed feature still needed, never below the floor that keeps rows of several keys.
+void Bisection::reduce() {
   std::optional<std::string> locked;
-  if (const std::string c = class_of(original, first); c != "not_told") locked = c;
-  auto still_needs = [&](const Scenario& candidate, const BisectRun& e) {
-    std::vector<Ablation> check = ablations_for(candidate, worst_sequence(e), e.traits.head_sizes);
-    std::erase_if(check, [&](const Ablation& x) {
-      return x.redraws_inputs || std::find(needed.begin(), needed.end(), x.feature) == needed.end();
-    });
-    if (check.size() != needed.size()) return false;  // a needed feature left the case
-    run_ablations(check, [&](const Scenario& x) { return ablated(x, o); });
-    return std::all_of(check.begin(), check.end(), [](const Ablation& x) { return x.outcome == AblationOutcome::passes; });
-  };
-  const ReductionFloor floor = floor_for(original);
-  Scenario minimal = original;
-  BisectRun minimal_eval = std::move(first);
+  if (const std::string c = class_of(original_, first_); c != "not_told") locked = c;
+  const ReductionFloor floor = floor_for(original_);
+  minimal_ = original_;
+  minimal_eval_ = std::move(first_);
   for (int round = 0; round < 40; ++round) {
     bool reduced = false;
-    for (const Scenario& candidate : reductions(minimal, worst_sequence(minimal_eval), minimal_eval.traits, floor)) {
-      BisectRun e = evaluate_case(candidate, o);
-      if (!e.error.empty() || !e.fails || e.output_fails != !cache_only) continue;
-      if (!cache_only) {
+    for (const Scenario& candidate : reductions(minimal_, worst_sequence(minimal_eval_), minimal_eval_.traits, floor)) {
+      BisectRun e = evaluate_case(candidate, o_);
+      if (!e.error.empty() || !e.fails || e.output_fails != !cache_only_) continue;
+      if (!cache_only_) {
         const Diagnosis d = diagnose(e);
-        if (d.explained != diag.explained || (diag.explained && d.best != diag.best)) continue;
+        if (d.explained != diag_.explained || (diag_.explained && d.best != diag_.best)) continue;
       }
       const std::string c = class_of(candidate, e);
       if (c != "not_told" && locked && c != *locked) continue;
       if (!still_needs(candidate, e)) continue;
       if (c != "not_told") locked = c;
-      minimal = candidate;
-      minimal_eval = std::move(e);
+      minimal_ = candidate;
+      minimal_eval_ = std::move(e);
       reduced = true;
       break;
     }
     if (!reduced) break;
   }
-  summary.minimal_case = minimal.id();
-  r << "5. Reduce: the smallest case with the same diagnosis and the same needed features\n   " << minimal.id() << "\n   "
-    << minimal.prompt_lens.size() << " sequence(s), " << minimal.heads << " query head(s) / " << minimal.kv_heads
-    << " kv head(s), head size " << minimal.head_size << ", window " << minimal.window << ".\n   "
-    << localize(minimal, minimal_eval) << "\n\n";
+  summary_.minimal_case = minimal_.id();
+  r_ << "5. Reduce: the smallest case with the same diagnosis and the same needed features\n   " << minimal_.id()
+     << "\n   " << minimal_.prompt_lens.size() << " sequence(s), " << minimal_.heads << " query head(s) / "
+     << minimal_.kv_heads << " kv head(s), head size " << minimal_.head_size << ", window " << minimal_.window
+     << ".\n   " << localize(minimal_, minimal_eval_) << "\n\n";
+}
 
-  // 6. The finding: the cache's, the variant's, or what the output itself tells (its non-finite
-  // elements, its single-key rows, the recovered attention); then judged against the ablation.
-  Recovery recovery;
-  int step = 6;
-  if (cache_only) {
-    summary.finding = cache_finding(minimal_eval.cache_details, minimal_eval.reference->problem.params);
-  } else if (band) {
-    summary.finding = *band;
+// The cache's finding, the band's, the variant's, or what the output itself tells (its non-finite
+// elements, its single-key rows, the recovered attention); then judged against the ablation.
+void Bisection::conclude() {
+  if (cache_only_) {
+    summary_.finding = cache_finding(minimal_eval_.cache_details, minimal_eval_.reference->problem.params);
+  } else if (band_) {
+    summary_.finding = *band_;
   } else {
     const auto& variant = *std::find_if(bisect_variants().begin(), bisect_variants().end(),
-                                        [&](const Variant& x) { return x.name == diag.best; });
-    if (diag.explained)
-      summary.finding = {diag.best, FindingSource::variant,
-                         {"the output matches the variant " + diag.best + " (" + variant.meaning + ")"},
-                         suspicious ? Confidence::medium : Confidence::high,
-                         suspicious ? "the variant matches only within 1% of the DUT's error"
-                                    : "the output matches the variant to the baseline-level threshold"};
-    if (!diag.explained || suspicious) {
-      r << step++ << ". Recover: which keys the DUT attended, and how\n";
-      const Finding f = find_without_variant(minimal, minimal_eval, o, &recovery);
-      if (recovery.wider) r << "   (fitted at head size " << recovery.wider->head_size << ": " << recovery.wider->id() << ")\n";
-      r << "   " << f.name << " (" << finding_source_name(f.source) << ")\n";
-      for (const std::string& line : f.evidence) r << "   " << line << "\n";
-      r << "\n";
-      if (!diag.explained) summary.finding = f;
-      else if (names_keys(f.name)) {
-        summary.finding = f;
-        summary.finding.evidence.push_back("the variant " + diag.best + " matched only loosely (within 1% of the DUT's error, "
-                                           "not to the baseline-level threshold); the recovered attention names the keys");
+                                        [&](const Variant& x) { return x.name == diag_.best; });
+    if (diag_.explained)
+      summary_.finding = {diag_.best, FindingSource::variant,
+                          {"the output matches the variant " + diag_.best + " (" + variant.meaning + ")"},
+                          suspicious_ ? Confidence::medium : Confidence::high,
+                          suspicious_ ? "the variant matches only within 1% of the DUT's error"
+                                      : "the output matches the variant to the baseline-level threshold"};
+    if (!diag_.explained || suspicious_) {
+      r_ << step_++ << ". Recover: which keys the DUT attended, and how\n";
+      const Finding f = find_without_variant(minimal_, minimal_eval_, o_, &recovery_);
+      if (recovery_.wider)
+        r_ << "   (fitted at head size " << recovery_.wider->head_size << ": " << recovery_.wider->id() << ")\n";
+      r_ << "   " << f.name << " (" << finding_source_name(f.source) << ")\n";
+      for (const std::string& line : f.evidence) r_ << "   " << line << "\n";
+      r_ << "\n";
+      if (!diag_.explained) {
+        summary_.finding = f;
+      } else if (names_keys(f.name)) {
+        summary_.finding = f;
+        summary_.finding.evidence.push_back("the variant " + diag_.best +
+                                            " matched only loosely (within 1% of the DUT's error, "
+                                            "not to the baseline-level threshold); the recovered attention names the keys");
       }
     }
   }
-  if (summary.finding.name.empty())
-    summary.finding = {"not_told", FindingSource::none, {"nothing tells this failure"}, Confidence::abstained, "no method applies"};
+  if (summary_.finding.name.empty())
+    summary_.finding = {"not_told", FindingSource::none, {"nothing tells this failure"}, Confidence::abstained,
+                        "no method applies"};
   // The outputs fail and the cache differs too: the cache's own finding is evidence beside it.
-  if (!cache_only && !minimal_eval.cache_details.empty()) {
-    const Finding c = cache_finding(minimal_eval.cache_details, minimal_eval.reference->problem.params);
-    summary.finding.evidence.push_back("The KV cache differs from the golden's too: " + c.name + ": " +
-                                       (c.evidence.empty() ? "" : c.evidence.front()));
+  if (!cache_only_ && !minimal_eval_.cache_details.empty()) {
+    const Finding c = cache_finding(minimal_eval_.cache_details, minimal_eval_.reference->problem.params);
+    summary_.finding.evidence.push_back("The KV cache differs from the golden's too: " + c.name + ": " +
+                                        (c.evidence.empty() ? "" : c.evidence.front()));
   }
-  summary.finding = judge_finding(std::move(summary.finding), ablations);
+  summary_.finding = judge_finding(std::move(summary_.finding), ablations_);
+}
 
-  // 6. Emit.
-  fs::create_directories(o.out_dir);
+void Bisection::emit_files() {
+  fs::create_directories(o_.out_dir);
   {
     // The DUT's name goes in as a YAML double-quoted scalar (it may hold quotes, backslashes and
     // newlines: an exec: command line); the comment gets it on one line.
     YAML::Emitter quoted;
-    quoted << YAML::DoubleQuoted << o.dut;
-    std::string one_line = o.dut;
+    quoted << YAML::DoubleQuoted << o_.dut;
+    std::string one_line = o_.dut;
     std::replace_if(one_line.begin(), one_line.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
     std::ostringstream yaml;
-    yaml << "# swa-harness bisect: minimal reproduction of\n#   " << original.id() << "\n# on DUT " << one_line
-         << "; finding: " << summary.finding.name << "\nsweeps:\n  repro:\n"
-         << (needs_atb_api(minimal) ? "    api: atb\n" : "") << tolerance_yaml(minimal) << "    duts: [" << quoted.c_str()
-         << "]\n    include:\n      - "
-         << case_yaml(minimal) << "\n";
-    write_file_atomically(o.out_dir / "repro.yaml", yaml.str());
+    yaml << "# swa-harness bisect: minimal reproduction of\n#   " << original_.id() << "\n# on DUT " << one_line
+         << "; finding: " << summary_.finding.name << "\nsweeps:\n  repro:\n"
+         << (needs_atb_api(minimal_) ? "    api: atb\n" : "") << tolerance_yaml(minimal_) << "    duts: ["
+         << quoted.c_str() << "]\n    include:\n      - " << case_yaml(minimal_) << "\n";
+    write_file_atomically(o_.out_dir / "repro.yaml", yaml.str());
   }
-  write_repro(o.out_dir / "repro.h5", minimal, minimal_eval, o, summary.finding, &recovery, ablations);
-  summary.files = {{"repro_yaml", (o.out_dir / "repro.yaml").string()}, {"repro_h5", (o.out_dir / "repro.h5").string()},
-                   {"summary", (o.out_dir / "summary.json").string()}};
-  r << step << ". Files\n   " << (o.out_dir / "repro.yaml").string() << ": the minimal case; rerun it with\n     swa-harness run "
-    << (o.out_dir / "repro.yaml").string() << "\n   " << (o.out_dir / "repro.h5").string()
-    << ": its inputs, the reference, the DUT's output and the per-element error, and /diagnosis (the finding; the "
-       "recovered and golden weights when it was fitted)\n   "
-    << (o.out_dir / "report.txt").string() << ": this report\n   " << (o.out_dir / "summary.json").string()
-    << ": the finding for CI bots (also printed by --json)\n";
-  return finish(1);
+  write_repro(o_.out_dir / "repro.h5", minimal_, minimal_eval_, o_, summary_.finding, &recovery_, ablations_);
+  summary_.files = {{"repro_yaml", (o_.out_dir / "repro.yaml").string()},
+                    {"repro_h5", (o_.out_dir / "repro.h5").string()},
+                    {"summary", (o_.out_dir / "summary.json").string()}};
+  r_ << step_ << ". Files\n   " << (o_.out_dir / "repro.yaml").string()
+     << ": the minimal case; rerun it with\n     swa-harness run " << (o_.out_dir / "repro.yaml").string() << "\n   "
+     << (o_.out_dir / "repro.h5").string()
+     << ": its inputs, the reference, the DUT's output and the per-element error, and /diagnosis (the finding; the "
+        "recovered and golden weights when it was fitted)\n   "
+     << (o_.out_dir / "report.txt").string() << ": this report\n   " << (o_.out_dir / "summary.json").string()
+     << ": the finding for CI bots (also printed by --json)\n";
+}
+
+}  // namespace
+
+int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) {
+  Bisection b(original, o, log);
+  if (const std::optional<int> ended = b.reproduce()) return *ended;
+  b.localize_rows();
+  b.ablate();
+  b.diagnose_output();
+  b.measure_attended_band();
+  b.reduce();
+  b.conclude();
+  b.emit_files();
+  return b.finish(1);
 }
 
 }  // namespace swa::harness
