@@ -66,6 +66,17 @@ def combine(files):
     return scenarios, results, perf
 
 
+def plot_against_context(ax, series, ylabel):
+    """One line per label over a log2 context axis, from zero up."""
+    for label, pts in sorted(series.items()):
+        ax.plot(*zip(*pts), marker="o", label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("context (tokens)")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+
+
 def figure_tag(fig, alt):
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
@@ -254,22 +265,8 @@ def perf_figures(perf):
             ctx = p["tokens"] / max(p["batch"], 1)
             times[f"{p['dut']} {p['cache']} W={p['window']}"].append((ctx, p["time_ms"]))
             mem[p["cache"]].append((ctx, p["kv_bytes"] / 2**20))
-        for label, pts in sorted(times.items()):
-            pts.sort()
-            a1.plot(*zip(*pts), marker="o", label=label)
-        a1.set_xscale("log", base=2)
-        a1.set_ylim(bottom=0)
-        a1.set_xlabel("context (tokens)")
-        a1.set_ylabel("decode step time (ms, median)")
-        a1.legend(fontsize=7)
-        for label, pts in sorted(mem.items()):
-            pts = sorted(set(pts))
-            a2.plot(*zip(*pts), marker="o", label=label)
-        a2.set_xscale("log", base=2)
-        a2.set_ylim(bottom=0)
-        a2.set_xlabel("context (tokens)")
-        a2.set_ylabel("KV cache MiB")
-        a2.legend(fontsize=7)
+        plot_against_context(a1, {label: sorted(pts) for label, pts in times.items()}, "decode step time (ms, median)")
+        plot_against_context(a2, {label: sorted(set(pts)) for label, pts in mem.items()}, "KV cache MiB")
         tags.append(figure_tag(fig, "Decode step time and KV cache memory against context, per KV cache (ring, linear, paged)"))
     fig, ax = plt.subplots(figsize=(7, 3.4))
     by_dut = defaultdict(list)

@@ -72,16 +72,8 @@ BOOST_AUTO_TEST_CASE(a_fact_about_the_output_is_never_contradicted) {
 namespace {
 
 CacheMismatch slot(int seq, std::int64_t s, std::int64_t expected, CacheMismatch::Held kind, std::int64_t held = -1) {
-  CacheMismatch m;
-  m.kind = CacheMismatch::Kind::slot;
-  m.call = "chunk 1";
-  m.sequence = seq;
-  m.slot = s;
-  m.expected = expected;
-  m.held_kind = kind;
-  m.held_sequence = seq;
-  m.held = held;
-  return m;
+  return {.kind = CacheMismatch::Kind::slot, .call = "chunk 1", .sequence = seq, .slot = s, .held_kind = kind,
+          .held_sequence = seq, .held = held, .expected = expected};
 }
 
 swa::AttnParams ring(std::int64_t window) {

@@ -9,18 +9,7 @@
 namespace swa::harness {
 namespace {
 
-CacheMismatch mismatch(CacheMismatch::Kind kind, int sequence, std::int64_t slot, std::int64_t page, std::int64_t expected,
-                       std::int64_t got_value, std::int64_t expected_value) {
-  CacheMismatch m;
-  m.kind = kind;
-  m.sequence = sequence;
-  m.slot = slot;
-  m.page = page;
-  m.expected = expected;
-  m.got_value = got_value;
-  m.expected_value = expected_value;
-  return m;
-}
+using Kind = CacheMismatch::Kind;
 
 std::int64_t cache_slots(const AttnParams& p) {
   std::int64_t longest = 0;
@@ -217,13 +206,13 @@ void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
   const std::int64_t slots = cache_slots(p);
   if (cache.slots != slots || static_cast<int>(cache.tokens_written.size()) != p.batch ||
       cache.k.size() != static_cast<std::size_t>(p.batch) * slots * row_bytes || cache.v.size() != cache.k.size()) {
-    record(mismatch(CacheMismatch::Kind::geometry, 0, -1, -1, -1, 0, 0), nullptr, 0);
+    record(CacheMismatch{.kind = Kind::geometry}, nullptr, 0);
     note([&] { return "the cache has " + std::to_string(cache.slots) + " slots for " + std::to_string(cache.tokens_written.size()) +
          " sequences, expected " + std::to_string(slots) + " for " + std::to_string(p.batch); });
     return;
   }
   if (std::any_of(cache.tokens_written.begin(), cache.tokens_written.end(), [](std::int64_t t) { return t < 0; })) {
-    record(mismatch(CacheMismatch::Kind::geometry, 0, -1, -1, -1, 0, 0), nullptr, 0);
+    record(CacheMismatch{.kind = Kind::geometry}, nullptr, 0);
     note([] { return std::string("the DUT reported no KV cache (tokens_written -1)"); });
     return;
   }
@@ -231,14 +220,17 @@ void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
     const KvCacheModel& m = models_[b];
     const std::string seq = "sequence " + std::to_string(b);
     if (cache.tokens_written[b] != m.newest_position() + 1) {
-      record(mismatch(CacheMismatch::Kind::tokens_written, b, -1, -1, -1, cache.tokens_written[b], m.newest_position() + 1), nullptr, 0);
+      record(CacheMismatch{.kind = Kind::tokens_written, .sequence = b, .got_value = cache.tokens_written[b],
+                           .expected_value = m.newest_position() + 1},
+             nullptr, 0);
       note([&] {
         return seq + " has tokens_written " + std::to_string(cache.tokens_written[b]) + ", expected " +
                std::to_string(m.newest_position() + 1);
       });
     }
     if (p.cache == CachePolicy::ring_compact && cache.geometry[b].base != m.geometry().base) {
-      record(mismatch(CacheMismatch::Kind::base, b, -1, -1, -1, cache.geometry[b].base, m.geometry().base),
+      record(CacheMismatch{.kind = Kind::base, .sequence = b, .got_value = cache.geometry[b].base,
+                           .expected_value = m.geometry().base},
              nullptr, 0);
       note([&] {
         return seq + " has compact ring base " + std::to_string(cache.geometry[b].base) + ", expected " +
@@ -260,7 +252,7 @@ void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
       if (std::memcmp(&cache.k[off], want_k.data(), row_bytes) == 0 &&
           std::memcmp(&cache.v[off], want_v.data(), row_bytes) == 0)
         continue;
-      record(mismatch(CacheMismatch::Kind::slot, b, slot, -1, pos, 0, 0), &cache, off);
+      record(CacheMismatch{.kind = Kind::slot, .sequence = b, .slot = slot, .expected = pos}, &cache, off);
       note([&] {
         return seq + " slot " + std::to_string(slot) + " holds " + held_position(b, cache, off) + ", expected " +
                (pos >= 0 ? "position " + std::to_string(pos) : std::string("nothing (an unwritten slot stays zero)"));
@@ -282,7 +274,7 @@ void CacheChecker::compare_paged(const dut::KvCache& cache, const std::string& w
       cache.page_table.size() != static_cast<std::size_t>(p.batch) * width ||
       static_cast<int>(cache.tokens_written.size()) != p.batch ||
       cache.k.size() != static_cast<std::size_t>(m.pool_pages()) * P * row_bytes || cache.v.size() != cache.k.size()) {
-    record(mismatch(CacheMismatch::Kind::geometry, 0, -1, -1, -1, 0, 0), nullptr, 0);
+    record(CacheMismatch{.kind = Kind::geometry}, nullptr, 0);
     note([&] {
       return "the paged cache has " + std::to_string(cache.pages) + " pages of " + std::to_string(cache.page_size) +
              " positions and " + std::to_string(cache.table_width) + " page-table entries per sequence, expected " +
@@ -291,7 +283,7 @@ void CacheChecker::compare_paged(const dut::KvCache& cache, const std::string& w
     return;
   }
   if (std::any_of(cache.tokens_written.begin(), cache.tokens_written.end(), [](std::int64_t t) { return t < 0; })) {
-    record(mismatch(CacheMismatch::Kind::geometry, 0, -1, -1, -1, 0, 0), nullptr, 0);
+    record(CacheMismatch{.kind = Kind::geometry}, nullptr, 0);
     note([] { return std::string("the DUT reported no KV cache (tokens_written -1)"); });
     return;
   }
@@ -302,7 +294,9 @@ void CacheChecker::compare_paged(const dut::KvCache& cache, const std::string& w
   for (int b = 0; b < p.batch; ++b) {
     const std::string seq = "sequence " + std::to_string(b);
     if (cache.tokens_written[b] != m.tokens_written(b)) {
-      record(mismatch(CacheMismatch::Kind::tokens_written, b, -1, -1, -1, cache.tokens_written[b], m.tokens_written(b)), nullptr, 0);
+      record(CacheMismatch{.kind = Kind::tokens_written, .sequence = b, .got_value = cache.tokens_written[b],
+                           .expected_value = m.tokens_written(b)},
+             nullptr, 0);
       note([&] {
         return seq + " has tokens_written " + std::to_string(cache.tokens_written[b]) + ", expected " +
                std::to_string(m.tokens_written(b));
@@ -311,7 +305,8 @@ void CacheChecker::compare_paged(const dut::KvCache& cache, const std::string& w
     for (std::int64_t j = 0; j < width; ++j) {
       const std::int32_t got = cache.page_table[b * width + j], want = m.physical_page(b, j);
       if (got != want) {
-        record(mismatch(CacheMismatch::Kind::page_table, b, -1, j, -1, got, want), nullptr, 0);
+        record(CacheMismatch{.kind = Kind::page_table, .sequence = b, .page = j, .got_value = got, .expected_value = want},
+               nullptr, 0);
         note([&] {
           return seq + "'s page table maps logical page " + std::to_string(j) + " (positions " + std::to_string(j * P) +
                  ".." + std::to_string(j * P + P - 1) + ") to " + page_words(got) + ", expected " + page_words(want);
@@ -331,7 +326,7 @@ void CacheChecker::compare_paged(const dut::KvCache& cache, const std::string& w
       if (std::memcmp(&cache.k[off], want_k.data(), row_bytes) == 0 &&
           std::memcmp(&cache.v[off], want_v.data(), row_bytes) == 0)
         continue;
-      record(mismatch(CacheMismatch::Kind::slot, b, pos, page, pos, 0, 0), &cache, off);
+      record(CacheMismatch{.kind = Kind::slot, .sequence = b, .slot = pos, .page = page, .expected = pos}, &cache, off);
       note([&] {
         return seq + " position " + std::to_string(pos) + " (physical page " + std::to_string(page) + " slot " +
                std::to_string(pos % P) + ") holds " + held_position(b, cache, off) + ", expected position " +
