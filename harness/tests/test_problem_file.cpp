@@ -5,6 +5,7 @@
 #include "scratch_dir.hpp"
 #include "swa/harness/judge/evaluate.hpp"
 #include "swa/harness/case/problem_file.hpp"
+#include "swa/kernel_fields.hpp"
 
 namespace fs = std::filesystem;
 using namespace swa;
@@ -159,6 +160,65 @@ BOOST_AUTO_TEST_CASE(a_request_carries_each_versions_attributes_only_when_used) 
         BOOST_TEST(r.kernel.count(name) == 1u, name << " is missing");
     }
   }
+}
+
+// The attributes read back (kernel_params) give the kernel fields that were written, for every field
+// the request carries, in cases that use each minor version.
+BOOST_AUTO_TEST_CASE(a_requests_attributes_read_back_to_the_kernels_fields) {
+  const std::vector<void (*)(Scenario&)> cases = {
+      [](Scenario&) {},
+      [](Scenario& s) { s.mode = RunMode::prefill; s.window = 0; s.window_right = 4; },
+      [](Scenario& s) { s.softcap = 30.f; s.sinks = Sinks::learned; },
+      [](Scenario& s) { s.kv_dtype = KvFormat::fp8_e4m3; },
+      [](Scenario& s) { s.cache = CachePolicy::paged; s.kv_dtype = KvFormat::fp8_e5m2; },
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    BOOST_TEST_CONTEXT("case " << i) {
+      Scenario s = decode_case();
+      cases[i](s);
+      const Reference ref(s);
+      const AttnParams& p = ref.problem.params;
+      const fs::path path = scratch("round_trip.h5");
+      write_problem_file(path, problem_inputs(p));
+      const ProblemFile f = read_problem_file(path);
+      std::vector<std::int64_t> offsets;
+      const AttnParams got = kernel_params(f, path, offsets);
+#define SWA_SAME_FIELD(field, member, minor, exec) \
+  if constexpr (sizeof(exec) != 1) BOOST_TEST((got.member == p.member), exec << " differs");
+      SWA_KERNEL_FIELDS(SWA_SAME_FIELD)
+#undef SWA_SAME_FIELD
+      BOOST_TEST(got.batch == p.batch);
+      for (int b = 0; b <= p.batch; ++b) BOOST_TEST(got.seq_offsets[b] == p.seq_offsets[b]);
+      BOOST_TEST(got.q == nullptr);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(attributes_a_writer_could_not_have_written_are_refused_by_name) {
+  const Reference ref(decode_case());
+  const fs::path path = scratch("bad_attrs.h5");
+  auto refusal_of = [&](void (*spoil)(ProblemFile&)) {
+    ProblemFile f = problem_inputs(ref.problem.params);
+    spoil(f);
+    write_problem_file(path, f);
+    const ProblemFile back = read_problem_file(path);
+    std::vector<std::int64_t> offsets;
+    try {
+      kernel_params(back, path, offsets);
+    } catch (const h5::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  BOOST_TEST(refusal_of([](ProblemFile& f) { f.kernel["mode"] = std::string("sideways"); }) ==
+             path.string() + ": root attribute mode is 'sideways', not one of prefill|chunked_prefill|decode");
+  BOOST_TEST(refusal_of([](ProblemFile& f) { f.kernel.erase("scale"); }) ==
+             path.string() + ": root attribute scale is missing");
+  BOOST_TEST(refusal_of([](ProblemFile& f) { f.kernel["chunk"] = 2.5; }) ==
+             path.string() + ": root attribute chunk is not an integer");
+  BOOST_TEST(refusal_of([](ProblemFile& f) { f.kernel["decode_steps"] = std::int64_t{1} << 40; }) ==
+             path.string() + ": root attribute decode_steps is 1099511627776, out of range");
+  BOOST_TEST(refusal_of([](ProblemFile&) {}).empty());
 }
 
 BOOST_AUTO_TEST_CASE(files_that_are_not_this_format_are_refused_by_name) {

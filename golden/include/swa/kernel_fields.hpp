@@ -1,8 +1,9 @@
 #pragma once
 // The AttnParams fields that cross into a kernel, listed once. The C ABI's conversions (to_c, from_c
 // and v1's to_v1 in dut/external), the params_size skip for plugins built against an older header,
-// the exec protocol's request attributes and its version all walk this list; swa/dut_v2.h keeps its
-// hand-written struct, and dut/external/abi_convert.cpp checks each listed field's place in it.
+// the exec protocol's request attributes, their reader (kernel_params) and the protocol version all
+// walk this list; swa/dut_v2.h keeps its hand-written struct, and dut/external/abi_convert.cpp checks
+// each listed field's place in it.
 //
 // X(FIELD, MEMBER, MINOR, EXEC)
 //   FIELD   the field of swa_dut_v2_params (and of swa_dut_v1_params when MINOR is 0)

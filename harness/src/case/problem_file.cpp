@@ -1,6 +1,7 @@
 #include "swa/harness/case/problem_file.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "swa/dut/kv_cache.hpp"
@@ -78,6 +79,66 @@ h5::AttrValue request_value(int v) { return std::int64_t{v}; }
 template <bool Sent, class T>
 void put_attr(std::map<std::string, h5::AttrValue>& a, const char* name, const T& value) {
   if constexpr (Sent) a[name] = request_value(value);
+}
+
+// And back: request_value's inverse, refusing what it could not have written.
+[[noreturn]] void refuse_attr(const fs::path& path, const char* name, const std::string& what) {
+  refuse(path, "root attribute " + std::string(name) + " " + what);
+}
+template <class E, std::size_t N, class NameOf>
+E named(const h5::AttrValue& v, std::optional<E> (*parse)(std::string_view), const E (&all)[N], NameOf name_of,
+        const fs::path& path, const char* name) {
+  const std::string* text = std::get_if<std::string>(&v);
+  if (!text) refuse_attr(path, name, "is not a string");
+  if (const auto e = parse(*text)) return *e;
+  std::string allowed;
+  for (E e : all) allowed += (allowed.empty() ? "" : "|") + std::string(name_of(e));
+  refuse_attr(path, name, "is '" + *text + "', not one of " + allowed);
+}
+void value_from(const h5::AttrValue& v, DType& out, const fs::path& path, const char* name) {
+  out = named(v, parse_dtype, kAllDTypes, dtype_name, path, name);
+}
+void value_from(const h5::AttrValue& v, RunMode& out, const fs::path& path, const char* name) {
+  out = named(v, parse_mode, kAllRunModes, mode_name, path, name);
+}
+void value_from(const h5::AttrValue& v, CachePolicy& out, const fs::path& path, const char* name) {
+  out = named(v, parse_cache, kAllCachePolicies, cache_name, path, name);
+}
+void value_from(const h5::AttrValue& v, MaskFormat& out, const fs::path& path, const char* name) {
+  out = named(v, parse_mask_format, kAllMaskFormats, mask_format_name, path, name);
+}
+void value_from(const h5::AttrValue& v, KvFormat& out, const fs::path& path, const char* name) {
+  out = named(v, parse_kv_format, kAllKvFormats, kv_format_name, path, name);
+}
+void value_from(const h5::AttrValue& v, float& out, const fs::path& path, const char* name) {
+  const double* d = std::get_if<double>(&v);
+  if (!d) refuse_attr(path, name, "is not a floating-point number");
+  out = static_cast<float>(*d);
+}
+template <class Int>
+void int_from(const h5::AttrValue& v, Int& out, const fs::path& path, const char* name) {
+  const std::int64_t* i = std::get_if<std::int64_t>(&v);
+  if (!i) refuse_attr(path, name, "is not an integer");
+  if (*i < std::numeric_limits<Int>::min() || *i > std::numeric_limits<Int>::max())
+    refuse_attr(path, name, "is " + std::to_string(*i) + ", out of range");
+  out = static_cast<Int>(*i);
+}
+void value_from(const h5::AttrValue& v, int& out, const fs::path& path, const char* name) { int_from(v, out, path, name); }
+void value_from(const h5::AttrValue& v, std::int64_t& out, const fs::path& path, const char* name) {
+  int_from(v, out, path, name);
+}
+
+// A field the request carries as an attribute: read when present; 2.0's must be.
+template <bool Sent, class T>
+void get_attr(const std::map<std::string, h5::AttrValue>& a, const char* name, int minor, T& member,
+              const fs::path& path) {
+  if constexpr (Sent) {
+    const auto it = a.find(name);
+    if (it != a.end())
+      value_from(it->second, member, path, name);
+    else if (minor == 0)
+      refuse_attr(path, name, "is missing");
+  }
 }
 
 }  // namespace
@@ -227,6 +288,24 @@ void write_problem_file(const fs::path& path, const ProblemFile& f) {
     }
   }
   file.commit();
+}
+
+AttnParams kernel_params(const ProblemFile& f, const fs::path& path, std::vector<std::int64_t>& offsets) {
+  AttnParams p;
+#define SWA_READ_ATTR(field, member, minor, exec) get_attr<sizeof(exec) != 1>(f.kernel, exec, minor, p.member, path);
+  SWA_KERNEL_FIELDS(SWA_READ_ATTR)
+#undef SWA_READ_ATTR
+  p.batch = static_cast<int>(f.seq_lens.size());
+  p.seq_lens = f.seq_lens.data();
+  offsets.assign(1, 0);
+  for (std::int32_t len : f.seq_lens) offsets.push_back(offsets.back() + len);
+  p.seq_offsets = offsets.data();
+  // Contiguous [tokens, heads, head_size] rows, as the file's tensors are.
+  p.q_row_stride = p.out_row_stride = static_cast<std::int64_t>(p.heads_q) * p.head_size;
+  p.k_row_stride = p.v_row_stride = static_cast<std::int64_t>(p.heads_kv) * p.head_size;
+  p.q_head_stride = p.k_head_stride = p.v_head_stride = p.out_head_stride = p.head_size;
+  p.mask_rows = f.mask_rows;
+  return p;
 }
 
 ProblemFile read_problem_file(const fs::path& path) {

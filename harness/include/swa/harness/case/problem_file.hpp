@@ -110,4 +110,12 @@ void write_problem_file(const std::filesystem::path& path, const ProblemFile& f)
 // format, a newer format, a missing or misshapen tensor.
 ProblemFile read_problem_file(const std::filesystem::path& path);
 
+// The kernel's parameters back from a file's attributes (`f.kernel`, by the field list's exec names;
+// batch and sequence lengths from /seq_lens); its tensor pointers are null, its strides those of
+// contiguous [tokens, heads, head_size] rows. An appended field (2.x) left out keeps its default, as
+// a request for an older protocol leaves it out. Throws h5::Error naming `path` and the attribute
+// when one of 2.0's is missing, has the wrong type, or holds a name outside its allowed values.
+// The AttnParams points into `f.seq_lens` and a kept offsets vector: use it while `f` and `offsets` live.
+AttnParams kernel_params(const ProblemFile& f, const std::filesystem::path& path, std::vector<std::int64_t>& offsets);
+
 }  // namespace swa::harness
