@@ -137,7 +137,7 @@ def feature_html(counts, worst):
            + "<th>worst error / threshold</th></tr>"]
     for (dut, feature), c in sorted(counts.items()):
         cells = "".join(f'<td style="background:{COLORS[s] if c[s] else "white"}">{c[s]}</td>' for s in STATUSES)
-        out.append(f"<tr><td>{html.escape(dut)}</td><td>{feature}</td>{cells}<td>{worst.get((dut, feature), 0):.3g}</td></tr>")
+        out.append(f"<tr><td>{html.escape(dut)}</td><td>{html.escape(str(feature))}</td>{cells}<td>{worst.get((dut, feature), 0):.3g}</td></tr>")
     return "\n".join(out + ["</table>"])
 
 
@@ -146,6 +146,8 @@ def heatmaps(results, scenarios):
     tags = []
     duts = sorted({r["dut"] for r in results})
     dtypes = [d for d in ("fp32", "fp16", "bf16") if any(r["dtype"] == d for r in results)]
+    if not dtypes:  # none this report draws (a newer dtype, or a crafted file)
+        return tags
     for dut in duts:
         fig, axes = plt.subplots(1, len(dtypes), figsize=(4.8 * len(dtypes), 3.6), squeeze=False, layout="constrained")
         drawn = False
@@ -331,7 +333,7 @@ def verdict_html(counts):
     out = ["<table><tr><th>DUT</th><th>dtype</th><th>mode</th>" + "".join(f"<th>{s}</th>" for s in STATUSES) + "</tr>"]
     for (dut, dtype, mode), c in sorted(counts.items()):
         cells = "".join(f'<td style="background:{COLORS[s] if c[s] else "white"}">{c[s]}</td>' for s in STATUSES)
-        out.append(f"<tr><td>{html.escape(dut)}</td><td>{dtype}</td><td>{mode}</td>{cells}</tr>")
+        out.append(f"<tr><td>{html.escape(dut)}</td><td>{html.escape(str(dtype))}</td><td>{html.escape(str(mode))}</td>{cells}</tr>")
     return "\n".join(out + ["</table>"])
 
 
@@ -360,7 +362,7 @@ def write_report(paths, out_dir, bisects=()):
     fail_rows = ["<table><tr><th>status</th><th>DUT</th><th>scenario</th><th>why</th><th>bisect finding</th><th>rerun</th></tr>"]
     for r in failing:
         b = finding.get((r["scenario_id"], r["dut"]))
-        fail_rows.append(f"<tr><td>{r['status']}</td><td>{html.escape(r['dut'])}</td><td><code>{html.escape(r['scenario_id'])}</code></td>"
+        fail_rows.append(f"<tr><td>{html.escape(str(r['status']))}</td><td>{html.escape(r['dut'])}</td><td><code>{html.escape(r['scenario_id'])}</code></td>"
                          f"<td class='why'>{html.escape(r['reason'])}</td><td class='why'>{html.escape(finding_text(b)) if b else ''}</td>"
                          f"<td><code>{html.escape(rerun_command(sweep_of, r))}</code></td></tr>")
     fail_rows.append("</table>")
@@ -483,7 +485,7 @@ def compare(base_path, cand_path, out_dir, error_factor, time_pct):
         md += [f"| {k} | {r['dut']} | `{r['scenario_id']}` | {w} |" for r, k, w in worse]
     with open(os.path.join(out_dir, "compare.md"), "w") as f:
         f.write("\n".join(md) + "\n")
-    rows = "".join(f"<tr><td>{k}</td><td>{html.escape(r['dut'])}</td><td><code>{html.escape(r['scenario_id'])}</code></td>"
+    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(r['dut'])}</td><td><code>{html.escape(r['scenario_id'])}</code></td>"
                    f"<td>{html.escape(w)}</td></tr>" for r, k, w in worse)
     with open(os.path.join(out_dir, "compare.html"), "w") as f:
         f.write(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>SWA comparison</title></head><body>"
