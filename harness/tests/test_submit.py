@@ -9,6 +9,7 @@ SLURM_ARRAY_TASK_ID set, the way a Slurm node would run it; so every check here 
 """
 import json
 import os
+import shutil
 import re
 import stat
 import subprocess
@@ -26,13 +27,15 @@ def harness(*args, env=None, cwd=None):
     return subprocess.run([HARNESS, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
 
 
-def fake_sbatch(folder, exit_code=0, message=""):
-    """An sbatch that appends its arguments to folder/sbatch.calls and prints the next job id."""
+def fake_sbatch(folder, exit_code=0, message="", warning=""):
+    """An sbatch that appends its arguments to folder/sbatch.calls and prints the next job id
+    (after `warning` on stderr, as sbatch does for a deprecated option)."""
     path = os.path.join(folder, "sbatch")
     with open(path, "w") as f:
         f.write(f"""#!/bin/bash
 echo "$*" >> {folder}/sbatch.calls
 n=$(wc -l < {folder}/sbatch.calls)
+{"echo " + repr(warning) + " >&2" if warning else ""}
 {"echo " + repr(message) + " >&2; exit " + str(exit_code) if exit_code else 'echo "$((100 + n));cluster"'}
 """)
     os.chmod(path, os.stat(path).st_mode | stat.S_IEXEC)
@@ -87,6 +90,13 @@ class Scripts(unittest.TestCase):
                 (["--shards", "2", "--dut", "nonesuch"], "option --dut"),
                 (["--shards", "2", "--filter", "no-such-scenario"], "no scenario selected"),
                 (["--shards", "2", "--gpus-per-task", "-1"], "--gpus-per-task"),
+                # sbatch's abbreviations of the options submit sets are those options
+                (["--shards", "2", "--sbatch-arg", "--arr=0-3"], "--array is set by submit itself"),
+                (["--shards", "2", "--sbatch-arg", "--no-req"], "--no-requeue is set by submit itself"),
+                # values that overflowed std::regex's stack
+                (["--shards", "2", "--time", "1" * 40000], "--time: 40000 characters"),
+                (["--shards", "2", "--sbatch-arg", "--comment=" + "x" * 40000], "--sbatch-arg: a value of 40010"),
+                (["--shards", "2", "--partition", "p" * 40000], "--partition: 40000 characters"),
             ]
             for extra, message in cases:
                 r = harness("submit", CI, "--slurm", "--out", out, *extra, "--dry-run")
@@ -98,7 +108,17 @@ class Scripts(unittest.TestCase):
             r = harness("submit", CI, "--slurm", "--shards", "2", "--out", os.path.join(tmp, "a b"), "--dry-run")
             self.assertEqual(r.returncode, 2)
             self.assertIn("option --out", r.stderr)
+            r = harness("submit", CI, "--slurm", "--shards", "2", "--out", os.path.join(tmp, "run-%j"), "--dry-run")
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("holds '%', which Slurm expands", r.stderr)
             self.assertFalse(os.path.exists(out))
+            # A newline in the sweep file's name would be a line of its own in the scripts.
+            injected = os.path.join(tmp, "ci\necho INJECTED\n.yaml")
+            shutil.copy(CI, injected)
+            r = harness("submit", injected, "--slurm", "--shards", "2", "--out", out, "--dry-run")
+            self.assertEqual(r.returncode, 2, r.stdout)
+            self.assertIn("the sweep file's path holds a control character", r.stderr)
+            self.assertNotIn("INJECTED", r.stdout)
 
     def test_no_sbatch_and_a_used_folder_are_refused_before_anything_is_written(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -124,6 +144,16 @@ class Scripts(unittest.TestCase):
             self.assertEqual(r.returncode, 2)
             self.assertIn("invalid partition specified: nope", r.stderr)
             self.assertIn(f"sbatch --parsable {out}/array.sbatch", r.stderr)
+
+
+    def test_a_warning_on_sbatch_s_stderr_is_not_a_refusal(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "sub")
+            env = fake_sbatch(tmp, warning="sbatch: warning: --cpus-per-task is deprecated here")
+            r = harness("submit", CI, "--slurm", "--shards", "2", "--out", out, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("warning: --cpus-per-task is deprecated here", r.stderr)  # shown, not swallowed
+            self.assertEqual(len(read(os.path.join(tmp, "sbatch.calls")).splitlines()), 2)  # array and merge, once each
 
 
 class CiMatrixExamples(unittest.TestCase):

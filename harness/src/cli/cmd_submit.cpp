@@ -1,6 +1,7 @@
 // swa-harness submit: a sweep as a Slurm job array, one shard per task, and a merge job after it.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -19,10 +20,12 @@ namespace {
 namespace fs = std::filesystem;
 namespace slurm = harness::slurm;
 
-// Runs argv (no shell) and returns how it ended and its output (stdout and stderr together).
+// Runs argv (no shell) and returns how it ended and its stdout; its stderr (sbatch's warnings and
+// refusals) goes to ours as it comes, so a warning is never read as a job id or a refusal.
 platform::Finished run_captured(const std::vector<std::string>& argv) {
   platform::ChildSpec spec;
   spec.argv = argv;
+  spec.stderr_to = platform::Stream::inherit;
   spec.own_group = false;  // in the terminal's group, as a command typed there: Ctrl-C reaches it too
   try {
     return platform::run_to_end(std::move(spec));
@@ -41,6 +44,7 @@ bool on_path(const std::string& program) {
 
 // Slurm's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or UNLIMITED.
 void check_time_limit(const std::string& t) {
+  if (t.size() > 32) throw UsageError("option --time: " + std::to_string(t.size()) + " characters is no Slurm time limit");
   static const std::regex form(R"(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d{1,2}(:\d{1,2}){0,2}|UNLIMITED|INFINITE)");
   if (!std::regex_match(t, form))
     throw UsageError("option --time: '" + t +
@@ -50,6 +54,9 @@ void check_time_limit(const std::string& t) {
 
 // An extra sbatch option becomes an #SBATCH line: one word, not one of those the scripts depend on.
 void check_sbatch_arg(const std::string& a) {
+  // A bound before the regex: std::regex recurses per character (40 000 overflowed the stack).
+  if (a.size() > 1024)
+    throw UsageError("option --sbatch-arg: a value of " + std::to_string(a.size()) + " characters (at most 1024)");
   static const std::regex form(R"(--[a-z][a-z0-9-]*(=[^\s'"\\]+)?)");
   if (!std::regex_match(a, form))
     throw UsageError("option --sbatch-arg: '" + a +
@@ -58,7 +65,10 @@ void check_sbatch_arg(const std::string& a) {
                                               "--job-name", "--ntasks", "--cpus-per-task", "--partition",
                                               "--time", "--gpus-per-task", "--requeue", "--no-requeue",
                                               "--dependency", "--wrap"};
-  const std::string name = a.substr(0, a.find('='));
+  // sbatch takes any unambiguous prefix of a long option (--arr for --array): a prefix of one of ours is ours.
+  std::string name = a.substr(0, a.find('='));
+  for (const std::string& o : owned)
+    if (name.size() > 2 && o.rfind(name, 0) == 0) name = o;
   if (owned.count(name))
     throw UsageError("option --sbatch-arg: " + name + " is set by submit itself" +
                      (name == "--partition" || name == "--time" || name == "--gpus-per-task" || name == "--cpus-per-task"
@@ -118,6 +128,8 @@ int cmd_submit(const std::vector<std::string>& args) {
   require_range("--gpus-per-task", gpus_per_task, 0, 64);
   require_range("--max-parallel", max_parallel, 0, 10000);
   if (vm.count("time")) check_time_limit(time_limit);
+  if (vm.count("partition") && partition.size() > 1024)
+    throw UsageError("option --partition: " + std::to_string(partition.size()) + " characters (at most 1024)");
   if (vm.count("partition") && !std::regex_match(partition, std::regex(R"([A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*)")))
     throw UsageError("option --partition: '" + partition + "' is not a partition name (letters, digits, _ . -; "
                      "several separated by commas)");
@@ -153,6 +165,19 @@ int cmd_submit(const std::vector<std::string>& args) {
       throw UsageError(std::string(option == std::string("--out") ? "option --out: " : "the working folder ") +
                        folder.string() + " holds a space, a quote, a backslash, $ or `, which #SBATCH lines cannot carry; "
                        "use a plain path");
+  // Nor a control character (a newline would be a script line of its own), and no '%' in --out:
+  // Slurm expands %j, %a, ... in the #SBATCH --output paths under it.
+  auto control = [](const std::string& t) {
+    return std::any_of(t.begin(), t.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  };
+  if (control(s.sweep_source))
+    throw UsageError("the sweep file's path holds a control character (a newline, ...): it would be a line of its own "
+                     "in the scripts; rename it");
+  if (control(s.dir.string()) || control(s.workdir.string()))
+    throw UsageError("option --out or the working folder holds a control character; use a plain path");
+  if (s.dir.string().find('%') != std::string::npos)
+    throw UsageError("option --out: " + s.dir.string() + " holds '%', which Slurm expands in #SBATCH --output paths "
+                     "(%j, %a, ...); use a folder without it");
   std::error_code ec;
   s.harness = fs::canonical("/proc/self/exe", ec);
   if (ec) throw UsageError("cannot find this swa-harness binary's path (/proc/self/exe): " + ec.message());
