@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 import unittest
+import xml.etree.ElementTree as ET
 
 import h5py
 import numpy as np
@@ -298,6 +299,63 @@ class ProcessHygiene(unittest.TestCase):
             r, row = self.one_scenario(tmp, "exec:" + dut)
             self.assertEqual(row[0], "pass", row)
             self.assertNotIn("FLOODLINE", r.stdout)
+
+    def test_a_dut_s_text_is_cleaned_before_it_reaches_a_reason(self):
+        # Colour codes, bytes that are not UTF-8, a character cut by the tail, and far too much of it:
+        # the reason is valid UTF-8 with the controls shown as text and a cap, the JUnit XML parses,
+        # and report reads the file.
+        with tempfile.TemporaryDirectory() as tmp:
+            dut = self.script(tmp, "noisy.sh",
+                              "printf '\\033[31mred\\033[0m \\377\\376 caf\\303\\251\\n' >&2\n"
+                              "head -c 200000 /dev/zero | tr '\\0' 'x' >&2\n"
+                              "printf '\\342\\202\\254 \\033]0;title\\007 the end' >&2\nexit 1")
+            junit = os.path.join(tmp, "r.xml")
+            r, row = self.one_scenario(tmp, "exec:" + dut, "--junit", junit)
+            self.assertEqual(row[0], "error", row)
+            reason = row[2]
+            self.assertNotIn("\x1b", reason)
+            self.assertNotIn("\x07", reason)
+            self.assertIn("\\x1b]0;title\\x07 the end", reason)
+            self.assertLess(len(reason.encode()), 5000)
+            self.assertNotIn("\x1b", r.stdout + r.stderr)  # nor raw on the console
+            ET.parse(junit)  # well-formed XML 1.0
+            out = os.path.join(tmp, "report")
+            rep = subprocess.run([HARNESS, "report", os.path.join(tmp, "r.h5"), "-o", out],
+                                 capture_output=True, text=True, timeout=300)
+            self.assertEqual(rep.returncode, 0, rep.stderr)
+
+    def test_a_response_that_reaches_outside_itself_is_refused_unread(self):
+        # Its /out an external link, raw data in an external file, or a virtual dataset, each pointing
+        # at a FIFO nobody writes: reading it would block past --exec-timeout.
+        cases = {
+            "external_link": "/out is an external link",
+            "external_storage": "/out keeps its data in external files",
+            "virtual": "/out is a virtual dataset",
+        }
+        for mode, message in cases.items():
+            with self.subTest(mode), tempfile.TemporaryDirectory() as tmp:
+                dut = self.script(tmp, mode + ".sh", f"""exec /usr/bin/python3 - "$@" <<'PY'
+import os, sys, h5py
+request, response = sys.argv[1], sys.argv[2]
+fifo = os.path.join(os.path.dirname(response), "fifo")
+os.mkfifo(fifo)
+with h5py.File(request) as r:
+    shape = (int(sum(r["seq_lens"][:])), int(r.attrs["heads"]), int(r.attrs["head_size"]))
+with h5py.File(response, "w") as f:
+    if "{mode}" == "external_link":
+        f["out"] = h5py.ExternalLink(fifo, "/out")
+    elif "{mode}" == "external_storage":
+        f.create_dataset("out", shape=shape, dtype="f4", external=[(fifo, 0, h5py.h5f.UNLIMITED)])
+    else:
+        layout = h5py.VirtualLayout(shape=shape, dtype="f4")
+        layout[:] = h5py.VirtualSource(fifo, "out", shape=shape)
+        f.create_virtual_dataset("out", layout, fillvalue=0)
+PY""")
+                start = time.time()
+                r, row = self.one_scenario(tmp, "exec:" + dut, "--exec-timeout", "60")
+                self.assertEqual(row[0], "error", row)
+                self.assertIn("wrote a response that is refused unread: " + message, row[2])
+                self.assertLess(time.time() - start, 50)
 
     def test_responses_that_are_not_plain_files_or_too_big_are_refused_unread(self):
         cases = {

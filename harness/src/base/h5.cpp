@@ -280,4 +280,67 @@ void AtomicFile::commit() {
   committed_ = true;
 }
 
+
+namespace {
+
+struct IndirectionVisit {
+  std::string found;
+};
+
+herr_t visit_link(hid_t group, const char* name, const H5L_info_t* info, void* data) {
+  auto& visit = *static_cast<IndirectionVisit*>(data);
+  const std::string path = std::string("/") + name;
+  if (info->type != H5L_TYPE_HARD) {
+    visit.found = path + (info->type == H5L_TYPE_EXTERNAL ? " is an external link"
+                          : info->type == H5L_TYPE_SOFT   ? " is a soft link"
+                                                          : " is a user-defined link");
+    return 1;
+  }
+  H5O_info_t object;
+  if (H5Oget_info_by_name2(group, name, &object, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+    visit.found = path + " cannot be inspected";
+    return 1;
+  }
+  if (object.type != H5O_TYPE_DATASET) return 0;
+  const hid_t dataset = H5Dopen2(group, name, H5P_DEFAULT);
+  if (dataset < 0) {
+    visit.found = path + " cannot be opened";
+    return 1;
+  }
+  const hid_t plist = H5Dget_create_plist(dataset);
+  const H5D_layout_t layout = plist < 0 ? H5D_LAYOUT_ERROR : H5Pget_layout(plist);
+  if (layout == H5D_VIRTUAL) {
+    visit.found = path + " is a virtual dataset (its data is in other files)";
+  } else if (layout != H5D_COMPACT && layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED) {
+    visit.found = path + " has a storage layout this reader does not take";
+  } else if (H5Pget_external_count(plist) != 0) {
+    visit.found = path + " keeps its data in external files";
+  } else {
+    const int filters = H5Pget_nfilters(plist);
+    for (int i = 0; i < filters && visit.found.empty(); ++i) {
+      unsigned flags = 0;
+      size_t elements = 0;
+      char filter_name[64] = {};
+      unsigned config = 0;
+      const H5Z_filter_t id = H5Pget_filter2(plist, static_cast<unsigned>(i), &flags, &elements, nullptr,
+                                             sizeof filter_name, filter_name, &config);
+      if (id != H5Z_FILTER_DEFLATE && id != H5Z_FILTER_SHUFFLE && id != H5Z_FILTER_FLETCHER32 &&
+          id != H5Z_FILTER_NBIT && id != H5Z_FILTER_SCALEOFFSET)
+        visit.found = path + " uses HDF5 filter " + std::to_string(id) + ", not one built into HDF5";
+    }
+  }
+  if (plist >= 0) H5Pclose(plist);
+  H5Dclose(dataset);
+  return visit.found.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+std::string indirection(hid_t file) {
+  IndirectionVisit visit;
+  if (H5Lvisit(file, H5_INDEX_NAME, H5_ITER_NATIVE, visit_link, &visit) < 0 && visit.found.empty())
+    return "its links cannot be listed";
+  return visit.found;
+}
+
 }  // namespace swa::h5

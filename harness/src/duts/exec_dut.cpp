@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "swa/harness/base/h5.hpp"
+#include "swa/harness/base/h5_probe.hpp"
 #include "swa/harness/base/interrupt.hpp"
 #include "swa/harness/case/problem_file.hpp"
 #include "swa/platform/child_process.hpp"
@@ -80,6 +81,13 @@ class ExecDut final : public dut::Dut {
     if (size > most)
       return fail("wrote a response of " + std::to_string(size) + " bytes, over the " +
                       std::to_string(most) + " this problem's /out and /cache can take: refused unread",
+                  errors);
+    // Read whole in a process of its own first: a damaged response can crash libhdf5 or loop, and
+    // indirection (external links or storage, virtual datasets) can block on a FIFO.
+    const double probe_bound = 10.0 + 2.0 * static_cast<double>(size >> 20);
+    if (const std::string why = h5::probe_in_child(response, most, probe_bound); !why.empty())
+      return fail(why.rfind("is refused unread", 0) == 0 ? "wrote a response that " + why
+                                                          : "wrote an unreadable response (the response " + why + ")",
                   errors);
     return read_response(p, cache, response, errors);
   }

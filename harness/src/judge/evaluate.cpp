@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "swa/baseline.hpp"
+#include "swa/harness/base/text.hpp"
 #include "swa/harness/judge/cache_check.hpp"
 
 namespace swa::harness {
@@ -31,7 +32,7 @@ DutOutput run_dut(dut::Dut& dut, const Problem& pr, dut::ScheduleObserver* obser
   const dut::Support support = dut.supports(pr.params);
   if (!support.run) {
     r.outcome = Verdict::skip;
-    r.message = support.skip_reason;
+    r.message = clean_text(support.skip_reason);  // a DUT's words: untrusted text
     return r;
   }
   const DType dt = pr.params.dtype;
@@ -57,7 +58,7 @@ DutOutput run_dut(dut::Dut& dut, const Problem& pr, dut::ScheduleObserver* obser
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!status.ok) {
     r.outcome = Verdict::error;
-    r.message = status.message;
+    r.message = clean_text(status.message);
     return r;
   }
   r.out = load_all(dt, storage.get(), n);

@@ -1,6 +1,7 @@
 #include "swa/harness/store/junit.hpp"
 
 #include "swa/harness/base/durable_file.hpp"
+#include "swa/harness/base/text.hpp"
 
 #include <fstream>
 #include <sstream>
@@ -8,7 +9,9 @@
 namespace swa::harness {
 namespace {
 
-std::string xml_escape(const std::string& s) {
+// XML 1.0 whatever the text: clean_text leaves valid UTF-8 without the control characters XML forbids.
+std::string xml_escape(const std::string& raw) {
+  const std::string s = clean_text(raw, std::string::npos);
   std::string out;
   for (char c : s) {
     switch (c) {

@@ -62,6 +62,11 @@ std::vector<hsize_t> dataset_dims(hid_t loc, const std::string& name);  // a lin
 std::vector<std::string> member_names(hid_t group);  // in name order
 // Every scalar attribute of an object (string, integer or float); others are skipped.
 std::map<std::string, AttrValue> read_attrs(hid_t obj);
+// What in `file` reaches outside it or runs code when read, named ("/out is a virtual dataset"):
+// a link that is not a hard link (external, soft, user-defined), a virtual dataset, raw data in
+// external files, or a filter other than HDF5's built-in ones (an unknown one loads a plugin
+// library). Empty when every object is plain local data. Reads no dataset's data.
+std::string indirection(hid_t file);
 std::string read_string_attr(hid_t obj, const std::string& name);
 std::int64_t read_int_attr(hid_t obj, const std::string& name);
 
