@@ -105,6 +105,40 @@ class GoldenCacheTest(unittest.TestCase):
         _, r = self.run_sweep("third", "--golden-cache", self.cache)  # the recomputed entries are good
         self.assertEqual(counts(r.stderr), (6, 0))
 
+    def test_special_oversized_and_stale_files_in_the_folder_are_refused_unopened(self):
+        # A FIFO named like an entry (opening it would block), a symlink, a sparse file whose header
+        # declares sizes consistent with its 1 TiB (reading it would allocate them), and temporaries
+        # of stores that died: the run finishes, the three entries are recomputed, the stale
+        # temporary is removed and a fresh one (a store in flight elsewhere) is kept.
+        self.run_sweep("cold", "--golden-cache", self.cache)
+        fifo, link, sparse = self.entries()[:3]
+        os.remove(fifo)
+        os.mkfifo(fifo)
+        os.remove(link)
+        os.symlink("/dev/zero", link)
+        with open(sparse, "r+b") as f:
+            header = bytearray(f.read(8 + 64 + 7 * 8))
+            tib = 1 << 40
+            out = (tib - (8 + 64 + 7 * 8) - 2 * 16) // 8 - 4  # no lse, phases, inputs or baseline
+            header[72:128] = out.to_bytes(8, "little") + bytes(48)
+            f.seek(0)
+            f.write(header)
+            f.truncate(tib)
+        stale, fresh = (os.path.join(self.cache, f"{'0' * 64}.golden.tmp.{n}.1") for n in (999991, 999992))
+        for path in (stale, fresh):
+            with open(path, "wb") as f:
+                f.write(b"x" * 1000)
+        two_hours_ago = time.time() - 7200
+        os.utime(stale, (two_hours_ago, two_hours_ago))
+        again, r = self.run_sweep("again", "--golden-cache", self.cache)
+        self.assertEqual(counts(r.stderr), (3, 3))
+        self.assertIn("3 corrupt entries deleted and recomputed", r.stderr)
+        self.assertFalse(os.path.exists(stale))
+        self.assertTrue(os.path.exists(fresh))
+        for path in (fifo, link, sparse):
+            self.assertTrue(os.path.isfile(path) and not os.path.islink(path), path)  # recomputed in their place
+            self.assertLess(os.path.getsize(path), 1 << 30)
+
     def test_a_corrupt_baseline_is_read_only_for_a_dump_and_computed_again(self):
         # A hit reads the golden, its errors and the inputs; the baseline's output (the entry's last
         # part, a quarter of its bytes) only when a file holds it. A bit flipped there goes unseen by a

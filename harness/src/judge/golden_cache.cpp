@@ -1,6 +1,8 @@
 #include "swa/harness/judge/golden_cache.hpp"
 #include "swa/harness/base/host.hpp"
+#include "swa/harness/base/interrupt.hpp"
 
+#include <chrono>
 #include <openssl/evp.h>
 #include <gnu/libc-version.h>
 #include <unistd.h>
@@ -166,10 +168,45 @@ bool read_header(std::ifstream& in, const std::string& key, std::uint64_t file_b
   return entry_bytes(h) == file_bytes;
 }
 
+// Whether `path` can be an entry: a regular file (not a FIFO, a device or a symlink: opening a FIFO
+// blocks) no larger than the cap, which no entry this cache stored exceeds (a sparse file declaring
+// a TiB is refused before anything is allocated). Checked before the file is opened.
+enum class Candidate { missing, entry, refused };
+Candidate candidate(const fs::path& path, std::int64_t max_bytes, std::uint64_t& file_bytes) {
+  std::error_code ec;
+  const fs::file_status status = fs::symlink_status(path, ec);
+  if (ec || status.type() == fs::file_type::not_found) return Candidate::missing;
+  if (status.type() != fs::file_type::regular) return Candidate::refused;
+  file_bytes = fs::file_size(path, ec);
+  if (ec) return Candidate::missing;  // removed meanwhile
+  return file_bytes > static_cast<std::uint64_t>(max_bytes) ? Candidate::refused : Candidate::entry;
+}
+
+// A temporary of an interrupted store: KEY.golden.tmp.PID.TID.
+bool is_temporary(const fs::path& path) {
+  return path.filename().string().find(std::string(kExtension) + ".tmp.") != std::string::npos;
+}
+
 }  // namespace
+
+void GoldenCache::discard(const fs::path& path) {
+  ++corrupt_;
+  std::error_code ec;
+  fs::remove(path, ec);
+}
 
 std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
   const fs::path path = path_for(key);
+  std::uint64_t file_bytes = 0;
+  switch (candidate(path, max_bytes_, file_bytes)) {
+    case Candidate::missing:
+      return std::nullopt;
+    case Candidate::refused:
+      discard(path);
+      return std::nullopt;
+    case Candidate::entry:
+      break;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   GoldenCacheEntry e;
@@ -177,9 +214,8 @@ std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
   Xxh3 check;
   std::array<unsigned char, kChecksumBytes> stored{};
   std::error_code ec;
-  const auto file_bytes = fs::file_size(path, ec);
-  const bool ok = [&] {
-    if (ec || !read_header(in, key, file_bytes, h)) return false;
+  const auto read_entry = [&] {
+    if (!read_header(in, key, file_bytes, h)) return false;
     check.add(&h, sizeof h);
     std::vector<double> error_vals;
     if (!read_array(in, e.golden.out, h.out, check) || !read_array(in, e.golden.lse, h.lse, check) ||
@@ -191,10 +227,15 @@ std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
     e.baseline_errors = errors_of(error_vals);
     e.baseline_count = h.baseline;
     return check.digest() == stored;
-  }();
+  };
+  bool ok = false;
+  try {
+    ok = read_entry();
+  } catch (const std::bad_alloc&) {  // sizes the header declares, within the cap, that memory cannot hold
+    ok = false;
+  }
   if (!ok) {
-    ++corrupt_;
-    fs::remove(path, ec);
+    discard(path);
     return std::nullopt;
   }
   fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // the LRU clock
@@ -204,12 +245,12 @@ std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
 
 std::optional<std::vector<float>> GoldenCache::load_baseline(const std::string& key, std::uint64_t count) {
   const fs::path path = path_for(key);
+  std::uint64_t file_bytes = 0;
+  if (candidate(path, max_bytes_, file_bytes) != Candidate::entry) return std::nullopt;  // evicted or replaced meanwhile
   std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;  // evicted meanwhile
-  std::error_code ec;
-  const auto file_bytes = fs::file_size(path, ec);
+  if (!in) return std::nullopt;
   Header h{};
-  if (ec || !read_header(in, key, file_bytes, h) || h.baseline != count) return std::nullopt;  // replaced meanwhile
+  if (!read_header(in, key, file_bytes, h) || h.baseline != count) return std::nullopt;  // replaced meanwhile
   std::vector<float> baseline;
   std::array<unsigned char, kChecksumBytes> stored{};
   Xxh3 check;
@@ -218,8 +259,7 @@ std::optional<std::vector<float>> GoldenCache::load_baseline(const std::string& 
   if (in && read_array(in, baseline, count, check) && in.read(reinterpret_cast<char*>(stored.data()), kChecksumBytes) &&
       check.digest() == stored)
     return baseline;
-  ++corrupt_;
-  fs::remove(path, ec);
+  discard(path);
   return std::nullopt;
 }
 
@@ -241,6 +281,7 @@ void GoldenCache::store(const std::string& key, const golden::Output& golden, co
   const fs::path path = path_for(key);
   const std::string tid = std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "." + tid;
+  const TrackedPath tracked(tmp);  // an interrupt meanwhile removes it
   Xxh3 check;
   std::error_code ec;
   {
@@ -292,14 +333,23 @@ void GoldenCache::evict_locked() {
   std::vector<Item> items;
   std::int64_t total = 0;
   std::error_code ec;
+  // Temporaries count toward the cap; those of stores that ended long ago (a killed process, on
+  // this host or another sharing the folder) are removed: a store takes seconds.
+  const auto stale = fs::file_time_type::clock::now() - std::chrono::hours(1);
   for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().extension() != kExtension) continue;
+    const bool temporary = is_temporary(it->path());
+    std::error_code e0;
+    if ((!temporary && it->path().extension() != kExtension) || !it->is_regular_file(e0)) continue;
     std::error_code e1, e2;
     const auto bytes = it->file_size(e1);
     const auto used = it->last_write_time(e2);
     if (e1 || e2) continue;  // removed by another process meanwhile
-    items.push_back({it->path(), used, static_cast<std::int64_t>(bytes)});
+    if (temporary && used < stale) {
+      fs::remove(it->path(), e1);
+      continue;
+    }
     total += static_cast<std::int64_t>(bytes);
+    if (!temporary) items.push_back({it->path(), used, static_cast<std::int64_t>(bytes)});
   }
   stores_since_listing_ = 0;
   listed_bytes_ = total;

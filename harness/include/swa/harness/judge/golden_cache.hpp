@@ -72,7 +72,8 @@ class GoldenCache {
 
  private:
   std::filesystem::path path_for(const std::string& key) const;
-  void evict_locked();  // lists the folder and deletes the least recently used entries over the cap
+  void evict_locked();
+  void discard(const std::filesystem::path& path);  // a corrupt or refused entry: counted, deleted  // lists the folder and deletes the least recently used entries over the cap
 
   std::filesystem::path dir_;
   std::int64_t max_bytes_;
