@@ -238,6 +238,24 @@ class Collect(unittest.TestCase):
             self.assertRegex(r.stdout, r"(?m)^1\s+-/3\s+0\s+stopped: invalid input .* \[exit 2\]")
             self.assertIn("--array=1 ", r.stdout)
 
+    def test_collect_checks_which_scenarios_a_shard_holds_not_how_many(self):
+        # shard-1.h5 a link to shard-0.h5 (as many rows, the wrong scenarios): shard 1 is not
+        # finished, its file stays out of the merge, and the warning says why.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "sub")
+            r = harness("submit", CI, "--slurm", "--shards", "2", "--out", out, "--filter", FILTER, "--dut", "cpu",
+                        env=fake_sbatch(tmp))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(run_task(out, 0).returncode, 0)
+            os.symlink(os.path.join(out, "shard-0.h5"), os.path.join(out, "shard-1.h5"))
+            shutil.copy(os.path.join(out, "shard-0.end"), os.path.join(out, "shard-1.end"))
+            r = harness("collect", out)
+            self.assertEqual(r.returncode, 4, r.stdout + r.stderr)
+            self.assertIn("shard-1.h5 holds 3 scenario(s) that are not shard 1's", r.stdout + r.stderr)
+            self.assertIn("1 of 2 shards finished; 3 of 6 scenarios", r.stdout)
+            with h5py.File(os.path.join(out, "merged.h5")) as f:
+                self.assertEqual(len(f["scenarios"]), 3)
+
     def test_a_folder_submit_did_not_make_is_refused_by_name(self):
         with tempfile.TemporaryDirectory() as tmp:
             r = harness("collect", tmp)

@@ -1,4 +1,5 @@
 // Collecting a submission: how each shard's task ended, and one results file from what they stored.
+#include <set>
 #include <csignal>
 #include <fstream>
 #include <sstream>
@@ -71,23 +72,45 @@ void read_end_record(const fs::path& path, ShardState& state, std::vector<std::s
 
 Collection collect(const Submission& s) {
   SweepLoadOptions load;
-  load.memory_limit_bytes = std::int64_t{1} << 62;  // the tasks judged the sizes; here only IDs are counted
-  load.max_scenarios = std::int64_t{1} << 40;
+  load.memory_limit_bytes = std::int64_t{1} << 62;  // the tasks judged the sizes; here only IDs are kept
+  // The scenario cap stays the one submit expanded the snapshot under: a sweep.yaml replaced since
+  // cannot make collect expand 10^12 scenarios.
   const SweepFile sweep = load_sweep_file(sweep_snapshot(s).string(), load);
   // --shard K/N keeps the selected scenarios whose index i has i % N == K (select_scenarios).
-  const std::size_t selected = select_scenarios(sweep, s.sweep_name, s.filter, {0, 1}).size();
-  const auto shards = static_cast<std::size_t>(s.shards);
+  const std::vector<Scenario> selected = select_scenarios(sweep, s.sweep_name, s.filter, {0, 1});
+  std::vector<std::set<std::string>> shard_ids(static_cast<std::size_t>(s.shards));
+  for (std::size_t i = 0; i < selected.size(); ++i)
+    shard_ids[i % shard_ids.size()].insert(selected[i].id());
   Collection c;
   std::vector<fs::path> readable;
   for (int k = 0; k < s.shards; ++k) {
     ShardState state;
     state.shard = k;
-    state.expected = selected / shards + (static_cast<std::size_t>(k) < selected % shards ? 1 : 0);
+    const std::set<std::string>& expected = shard_ids[static_cast<std::size_t>(k)];
+    state.expected = expected.size();
     read_end_record(shard_end_record(s, k), state, c.warnings);
     const fs::path file = shard_results(s, k);
     if (fs::exists(file)) try {
-        state.stored = read_results(file).scenarios.size();
-        readable.push_back(file);
+        // Which scenarios, not how many: a shard file that is another's (a link), or a sweep.yaml
+        // edited since submission, holds IDs this shard does not have.
+        std::size_t stored = 0, foreign = 0;
+        std::string first_foreign;
+        for (const ScenarioRow& row : read_results(file).scenarios) {
+          if (expected.count(row.id)) {
+            ++stored;
+          } else if (foreign++ == 0) {
+            first_foreign = row.id;
+          }
+        }
+        state.stored = stored;
+        if (foreign > 0) {
+          c.warnings.push_back(file.string() + " holds " + std::to_string(foreign) + " scenario(s) that are not shard " +
+                               std::to_string(k) + "'s (first: " + first_foreign +
+                               "): another shard's file, or a sweep.yaml edited after submission; left out of the merge");
+          if (finished(state.outcome)) state.outcome = ShardOutcome::failed;
+        } else {
+          readable.push_back(file);
+        }
       } catch (const std::exception& e) {
         state.unreadable = e.what();
         if (finished(state.outcome)) state.outcome = ShardOutcome::failed;  // its rows are not in the merge
