@@ -13,6 +13,7 @@ import html
 import io
 import json
 import os
+import shlex
 import sys
 from collections import Counter, defaultdict
 
@@ -286,7 +287,8 @@ def perf_figures(perf):
 # ---- html and markdown -------------------------------------------------------------------------
 def rerun_command(meta_by_id, r):
     sweep = meta_by_id.get(r["scenario_id"], "SWEEP.yaml")
-    return f"swa-harness run {sweep} --filter '{r['scenario_id']}' --dut {r['dut']}"
+    scenario = "'" + r["scenario_id"].replace("'", "'\\''") + "'"  # always quoted, as the console's line
+    return f"swa-harness run {shlex.quote(sweep)} --filter {scenario} --dut {shlex.quote(r['dut'])}"
 
 
 BISECT_FIELDS = ("dut", "scenario", "reproduces", "class", "source", "evidence", "pattern")

@@ -8,6 +8,7 @@ Tried the way an outside team does: plugins by absolute path, exec: DUTs with sp
 their names, and a plain-C plugin written from swa/dut_v2.h alone (dut/external/examples/c_plugin.c).
 """
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -227,9 +228,14 @@ class ProcessProtocol(unittest.TestCase):
                 self.assertEqual(r.returncode, 1, r.stderr)
                 got = rows(out)
                 self.assertEqual(got[(scenario, "cpu")][0], "pass")  # kept
-                status, _, reason = got[(scenario, f"exec:/usr/bin/python3 {EXAMPLE} --fail {mode}")]
+                dut = f"exec:/usr/bin/python3 {EXAMPLE} --fail {mode}"
+                status, _, reason = got[(scenario, dut)]
                 self.assertEqual(status, "error")
                 self.assertIn(message, reason)
+                # The console's rerun line pastes into a shell as the same command (the DUT has spaces).
+                rerun = [line.strip() for line in r.stdout.splitlines() if line.strip().startswith("swa-harness run ")]
+                self.assertEqual([shlex.split(line) for line in rerun],
+                                 [["swa-harness", "run", CI, "--filter", scenario, "--dut", dut]], r.stdout)
 
 
 # Every process this test starts (and whatever they start) inherits this marker in its environment, so

@@ -41,3 +41,14 @@ BOOST_AUTO_TEST_CASE(cleaning_twice_changes_nothing) {
   const std::string once = clean_text("\x1b]0;title\x07\xFF\xC3\xA9");
   BOOST_TEST(clean_text(once) == once);
 }
+
+BOOST_AUTO_TEST_CASE(shell_quoting_keeps_plain_words_and_quotes_the_rest) {
+  using swa::harness::shell_quote;
+  using swa::harness::shell_quote_always;
+  BOOST_TEST(shell_quote("mode=prefill/seqs=4-2/w=8") == "mode=prefill/seqs=4-2/w=8");
+  BOOST_TEST(shell_quote("exec:python3 dut.py") == "'exec:python3 dut.py'");
+  BOOST_TEST(shell_quote("it's") == "'it'\\''s'");
+  BOOST_TEST(shell_quote("") == "''");
+  BOOST_TEST(shell_quote("a\nb;rm -rf x") == "'a\nb;rm -rf x'");
+  BOOST_TEST(shell_quote_always("plain") == "'plain'");
+}

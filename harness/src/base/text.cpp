@@ -65,4 +65,19 @@ std::string clean_text(std::string_view raw, std::size_t cap) {
   return out;
 }
 
+std::string shell_quote_always(std::string_view word) {
+  std::string out = "'";
+  for (char c : word) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+std::string shell_quote(std::string_view word) {
+  const bool plain = !word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                             "0123456789_./:=,+@%-") == std::string_view::npos;
+  return plain ? std::string(word) : shell_quote_always(word);
+}
+
 }  // namespace swa::harness

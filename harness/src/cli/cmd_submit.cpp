@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "options.hpp"
 #include "swa/harness/base/durable_file.hpp"
+#include "swa/harness/base/text.hpp"
 #include "swa/harness/submit/slurm.hpp"
 #include "swa/harness/case/tolerance.hpp"
 #include "swa/platform/child_process.hpp"
@@ -204,9 +205,9 @@ int cmd_submit(const std::vector<std::string>& args) {
     s.run_args.insert(s.run_args.end(), {"--golden-cache-max-mb", std::to_string(golden_cache_args.max_mb)});
 
   const std::string array_text = slurm::array_script(s), merge_text = slurm::merge_script(s);
-  const std::string array_submit = "sbatch --parsable " + slurm::shell_quote(slurm::array_script_path(s).string());
+  const std::string array_submit = "sbatch --parsable " + harness::shell_quote(slurm::array_script_path(s).string());
   const std::string merge_submit = "sbatch --parsable --dependency=afterany:ARRAY_JOB_ID " +
-                                   slurm::shell_quote(slurm::merge_script_path(s).string());
+                                   harness::shell_quote(slurm::merge_script_path(s).string());
   const std::size_t empty_shards = shards > static_cast<int>(scenarios.size()) ? shards - scenarios.size() : 0;
   const std::string plan = std::to_string(scenarios.size()) + " scenarios in " + std::to_string(shards) + " shards" +
                            (empty_shards ? " (" + std::to_string(empty_shards) + " of them empty: they succeed with 0 scenarios)" : "");
@@ -255,7 +256,7 @@ int cmd_submit(const std::vector<std::string>& args) {
   if (s.merge_job_id.empty()) {
     std::cerr << "swa-harness submit: the array job is submitted but sbatch refused the merge job (exit "
               << merge.ending.shell_status() << "):\n" << merge.output << "submit it once the cause is fixed: sbatch --dependency=afterany:"
-              << s.array_job_id << " " << slurm::shell_quote(slurm::merge_script_path(s).string()) << "\n";
+              << s.array_job_id << " " << harness::shell_quote(slurm::merge_script_path(s).string()) << "\n";
     return kBadInput;
   }
   std::cout << "  merge job " << s.merge_job_id << " (afterany:" << s.array_job_id

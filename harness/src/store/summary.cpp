@@ -5,6 +5,7 @@
 #include <ostream>
 #include <tuple>
 
+#include "swa/harness/base/text.hpp"
 #include "swa/harness/judge/verdict.hpp"
 
 namespace swa::harness {
@@ -30,8 +31,10 @@ void print_summary(std::ostream& out, const std::vector<ResultRow>& rows, const 
     for (const auto& r : rows) {
       if (!keep(r)) continue;
       if (n++ == 0) out << "\n" << title << " (each line reruns exactly that case):\n";
-      out << "  " << verdict_name(r.status) << " " << r.dut << " " << r.scenario_id << "\n    " << r.reason << "\n    swa-harness run "
-          << sweep_file << " --filter '" << r.scenario_id << "' --dut " << r.dut << "\n";
+      // The rerun line is pasted into a shell: every word quoted (an exec: DUT's command has spaces).
+      out << "  " << verdict_name(r.status) << " " << r.dut << " " << r.scenario_id << "\n    " << r.reason
+          << "\n    swa-harness run " << shell_quote(sweep_file) << " --filter " << shell_quote_always(r.scenario_id)
+          << " --dut " << shell_quote(r.dut) << "\n";
     }
     return n;
   };

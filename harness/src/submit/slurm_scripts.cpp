@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "swa/harness/base/durable_file.hpp"
+#include "swa/harness/base/text.hpp"
 #include "swa/harness/submit/slurm.hpp"
 
 namespace swa::harness::slurm {
@@ -25,17 +26,6 @@ fs::path merged_junit(const Submission& s) { return s.dir / "merged.xml"; }
 fs::path summary_path(const Submission& s) { return s.dir / "summary.txt"; }
 fs::path report_dir(const Submission& s) { return s.dir / "report"; }
 
-std::string shell_quote(const std::string& word) {
-  const bool plain = !word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                             "0123456789_./:=,+@%-") == std::string::npos;
-  if (plain) return word;
-  std::string out = "'";
-  for (char c : word) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
-  }
-  return out + "'";
-}
 
 namespace {
 

@@ -17,4 +17,9 @@ inline constexpr std::size_t kOutsideTextCap = 4096;
 // escaped, and prints as itself on a terminal.
 std::string clean_text(std::string_view raw, std::size_t cap = kOutsideTextCap);
 
+// POSIX shell single-quoting: the word reaches the command unchanged, whatever it holds. A word of
+// only letters, digits and _ . / : = , + @ % - is left as it is; shell_quote_always quotes it too.
+std::string shell_quote(std::string_view word);
+std::string shell_quote_always(std::string_view word);
+
 }  // namespace swa::harness

@@ -45,9 +45,6 @@ std::filesystem::path merged_junit(const Submission& s);
 std::filesystem::path summary_path(const Submission& s);
 std::filesystem::path report_dir(const Submission& s);
 
-// POSIX shell single-quoting: the word reaches the command unchanged, whatever it holds.
-std::string shell_quote(const std::string& word);
-
 std::string array_script(const Submission& s);
 std::string merge_script(const Submission& s);
 
