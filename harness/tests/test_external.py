@@ -253,8 +253,8 @@ def ours(pid):
         return False
 
 
-def command_lines():
-    """argv of every live process this test started, directly or not (zombies have none and are left out)."""
+def live_processes():
+    """(pid, argv) of every live process on the machine (zombies have no argv and are left out)."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -262,9 +262,19 @@ def command_lines():
                 argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
         except OSError:
             continue
-        if argv and ours(pid):
-            found.append(argv)
+        if argv:
+            found.append((pid, argv))
     return found
+
+
+def all_command_lines():
+    """argv of every live process (for processes known by a word no other process has)."""
+    return [argv for _, argv in live_processes()]
+
+
+def command_lines():
+    """argv of every live process this test started, directly or not."""
+    return [argv for pid, argv in live_processes() if ours(pid)]
 
 
 def processes_with(*words):
@@ -298,6 +308,42 @@ class ProcessHygiene(unittest.TestCase):
             r, row = self.one_scenario(tmp, "exec:" + dut)
             self.assertEqual(row[0], "pass", row)
             self.assertEqual(processes_with("sleep", "9871"), [])
+
+    def test_daemons_the_command_starts_are_killed_when_its_call_ends(self):
+        # setsid leaves the command's process group; env -i also drops every marker in the
+        # environment, and the double fork leaves it to the harness (a subreaper). Both are gone
+        # when the call ends, not only when the harness does.
+        unique = f"{9000 + os.getpid() % 900}.{time.time_ns() % 10**9}"
+        with tempfile.TemporaryDirectory() as tmp:
+            dut = self.script(tmp, "daemons.sh",
+                              "setsid sleep 9874 </dev/null >/dev/null 2>&1 &\n"
+                              f"(env -i setsid /bin/sleep {unique} </dev/null >/dev/null 2>&1 &)\n"
+                              f"sleep 0.2\nexec /usr/bin/python3 {EXAMPLE} \"$@\"")
+            log = open(os.path.join(tmp, "log"), "w+")
+            p = subprocess.Popen([HARNESS, "run", CI, "--sweep", "inputs", "--filter", "in=uniform",
+                                  "--out", os.path.join(tmp, "r.h5"), "--dut", "exec:" + dut],
+                                 stdout=log, stderr=log, env={**os.environ, "TMPDIR": tmp})
+            try:
+                # While the harness still runs, between calls, neither kind may pile up.
+                seen = []
+                while p.poll() is None:
+                    seen.append(len(processes_with("sleep", "9874")) +
+                                sum(argv[1:] == [unique] for argv in all_command_lines()))
+                    time.sleep(0.05)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+                log.seek(0)
+                said = log.read()
+                log.close()
+            left = [pid for pid, argv in live_processes()
+                    if argv[1:] == [unique] or (argv[1:] == ["9874"] and ours(pid))]
+            for pid in left:  # the test's own, on a failure
+                os.kill(int(pid), signal.SIGKILL)
+            self.assertEqual(p.returncode, 0, said[-2000:])
+            self.assertLessEqual(max(seen, default=0), 4, "daemons piled up across calls")
+            self.assertEqual(left, [], "daemons outlived the run")
 
     def test_stdout_does_not_flood_the_console(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -636,6 +682,24 @@ class Isolation(unittest.TestCase):
         for row in rows_of_plugin:
             self.assertEqual(row["status"], "fail", row["reason"])
             self.assertIn("NaN", row["reason"])
+
+    def test_a_daemon_a_plugin_starts_does_not_outlive_the_run(self):
+        # A double fork into a session of its own: out of the worker's process group, so only its
+        # scope token (which it keeps) finds it.
+        # Output to a file: a daemon left holding a pipe would hang the test instead of failing it.
+        with tempfile.TemporaryDirectory() as tmp, open(os.path.join(tmp, "log"), "w+") as log:
+            r = subprocess.run([HARNESS, "run", CI, "--sweep", "inputs", "--filter", "in=uniform",
+                                "--out", os.path.join(tmp, "r.h5"), "--dut", self.plugin("swa_bad_plugin_daemon")],
+                               stdout=log, stderr=log, timeout=300)
+            log.seek(0)
+            self.assertEqual(r.returncode, 1, log.read()[-2000:])  # it writes nothing: failures
+        deadline = time.time() + 5
+        while processes_with("sleep", "9873") and time.time() < deadline:
+            time.sleep(0.05)
+        left = [pid for pid, argv in live_processes() if argv[1:] == ["9873"] and ours(pid)]
+        for pid in left:  # the test's own, on a failure
+            os.kill(int(pid), signal.SIGKILL)
+        self.assertEqual(left, [], "a daemon outlived the run")
 
     def test_exit_inside_an_in_process_plugin_is_exit_2_naming_it(self):
         plugin = os.path.join(PLUGINS, "libswa_bad_plugin_exit.so")

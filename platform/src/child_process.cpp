@@ -1,5 +1,7 @@
 #include "swa/platform/child_process.hpp"
 
+#include "swa/platform/process_scope.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -16,6 +18,8 @@
 #include <system_error>
 #include <thread>
 #include <utility>
+
+extern char** environ;
 
 namespace swa::platform {
 namespace {
@@ -126,6 +130,29 @@ Child Child::start(ChildSpec spec) {
   std::vector<char*> argv;
   for (auto& a : spec.argv) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // A program's descendants carry its scope token, so that those leaving its group are found too.
+  std::string token;
+  if (!spec.body) {
+    std::vector<std::string> env;
+    if (spec.env) {
+      env = std::move(*spec.env);
+    } else {
+      for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+    }
+    const std::string name = std::string(kScopeVariable) + "=";
+    std::string inherited;
+    for (auto it = env.begin(); it != env.end();) {
+      if (it->compare(0, name.size(), name) == 0) {
+        inherited = it->substr(name.size());
+        it = env.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    token = new_scope_token();
+    env.push_back(scope_entry(inherited, token));
+    spec.env = std::move(env);
+  }
   std::vector<char*> envp;
   if (spec.env) {
     for (auto& e : *spec.env) envp.push_back(e.data());
@@ -145,17 +172,22 @@ Child Child::start(ChildSpec spec) {
     capture_write.fd = fds[1];
   }
 
+  // Held across the fork: a scan for orphans must not take this child, not yet recorded, for one.
+  StartedChildren::lock();
   const pid_t pid = ::fork();
-  if (pid < 0) throw std::system_error(errno, std::generic_category(), "cannot fork to start " + what);
   if (pid == 0)
     become_child(spec, argv.data(), spec.env ? envp.data() : nullptr, dev_null.fd, capture_write.fd,
                  moved_fds.data());
+  if (pid > 0) StartedChildren::add(pid);
+  StartedChildren::unlock();
+  if (pid < 0) throw std::system_error(errno, std::generic_category(), "cannot fork to start " + what);
 
   // As the child does: no window in which a kill of the group misses it.
   if (spec.own_group) ::setpgid(pid, pid);
   Child c;
   c.pid_ = pid;
   c.own_group_ = spec.own_group;
+  c.scope_ = std::move(token);
   c.capture_ = capture_read.release();
   c.capture_limit_ = spec.capture_limit;
   // Where the kernel has it (Linux 5.3), poll wakes at the child's end; elsewhere the wait polls.
@@ -171,6 +203,7 @@ Child& Child::operator=(Child&& other) noexcept {
     release();
     pid_ = std::exchange(other.pid_, -1);
     own_group_ = other.own_group_;
+    scope_ = std::move(other.scope_);
     pidfd_ = std::exchange(other.pidfd_, -1);
     capture_ = std::exchange(other.capture_, -1);
     capture_limit_ = other.capture_limit_;
@@ -250,11 +283,12 @@ Ending Child::wait(std::optional<double> seconds) {
       while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
       }
       finish(from_wait_status(status));
-      if (own_group_) end_process_group(pid_);
+      end_descendants();
       return *ended_;
     }
     if (seen < 0 && errno != EINTR) {  // ECHILD: reaped elsewhere, how it ended is unknown
       finish(Ending{Ending::Kind::exited, -1, 0.0});
+      end_descendants();
       return *ended_;
     }
     int timeout_ms = -1;
@@ -289,8 +323,16 @@ Ending Child::kill() {
   while ((got = ::waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
   }
   finish(got == pid_ ? from_wait_status(status) : Ending{Ending::Kind::exited, -1, 0.0});
-  if (own_group_) end_process_group(pid_);
+  end_descendants();
   return *ended_;
+}
+
+// After the leader is reaped: the rest of its group, then whatever carries its scope token or was
+// left to this process as a subreaper.
+void Child::end_descendants() {
+  if (own_group_) end_process_group(pid_);
+  StartedChildren::remove(pid_);
+  if (!scope_.empty()) end_scope(scope_);
 }
 
 std::string Child::output_tail(std::size_t chars) const {

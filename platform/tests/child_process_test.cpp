@@ -10,6 +10,7 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "swa/platform/child_process.hpp"
 
@@ -189,4 +190,50 @@ BOOST_AUTO_TEST_CASE(destroying_a_running_child_ends_it) {
     pid = c.pid();
   }
   BOOST_TEST(gone(pid));
+}
+
+namespace {
+
+// Starts `script` (which prints the pid of a process it leaves behind), waits for its end and
+// returns that pid.
+pid_t left_behind_by(const std::string& script) {
+  Child c = Child::start(shell(script));
+  const Ending e = c.wait(20.0);
+  BOOST_TEST(e.ok(), e.describe() + ": " + c.output());
+  return static_cast<pid_t>(std::stol("0" + c.output()));
+}
+
+bool gone_within(pid_t pid, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!gone(pid) && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return gone(pid);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_descendant_in_a_session_of_its_own_is_ended_with_the_child) {
+  // setsid leaves the group: only the scope token in its environment finds it.
+  const pid_t daemon = left_behind_by("setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!");
+  BOOST_TEST_REQUIRE(daemon > 0);
+  BOOST_TEST(gone_within(daemon, 5.0), "pid " << daemon << " outlived the child that started it");
+  if (!gone(daemon)) ::kill(daemon, SIGKILL);
+}
+
+BOOST_AUTO_TEST_CASE(a_double_forked_daemon_that_dropped_its_environment_is_ended_as_an_orphan) {
+  // env -i drops the token; the double fork re-parents the daemon to this process (a subreaper),
+  // which did not start it.
+  const pid_t daemon =
+      left_behind_by("(env -i setsid /bin/sleep 300 </dev/null >/dev/null 2>&1 & echo $!) ; sleep 0.2");
+  BOOST_TEST_REQUIRE(daemon > 0);
+  BOOST_TEST(gone_within(daemon, 5.0), "pid " << daemon << " outlived the child that started it");
+  if (!gone(daemon)) ::kill(daemon, SIGKILL);
+}
+
+BOOST_AUTO_TEST_CASE(a_childs_scope_does_not_reach_another_childs_processes) {
+  Child other = Child::start(shell("exec sleep 300"));
+  const pid_t daemon = left_behind_by("setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!");
+  BOOST_TEST(gone_within(daemon, 5.0));
+  BOOST_TEST(other.running(), "ending one child's scope ended another child");
+  other.kill();
 }

@@ -2,10 +2,12 @@
  * BAD_MISSING_SYMBOLS exports only the version; BAD_ABI_VERSION reports version 3;
  * BAD_CRASH segfaults in prefill (and chunked prefill); BAD_ABORT aborts in decode_step;
  * BAD_HANG never returns from prefill (and chunked prefill); BAD_FORK forks in prefill and both processes
- * return (as a careless helper-spawning kernel would); BAD_EXIT calls exit(0) in prefill.
+ * return (as a careless helper-spawning kernel would); BAD_EXIT calls exit(0) in prefill; BAD_DAEMON starts
+ * a daemon in prefill (a double fork, a session of its own: "sleep 9873") and returns.
  * Otherwise they write nothing. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "swa/dut_v1.h"
@@ -38,6 +40,20 @@ int swa_dut_v1_prefill(const swa_dut_v1_params* p, swa_dut_v1_error* error) {
 #endif
 #ifdef BAD_EXIT
   exit(0);
+#endif
+#ifdef BAD_DAEMON
+  {
+    pid_t middle = fork();
+    if (middle == 0) {
+      setsid();
+      if (fork() == 0) {
+        execl("/bin/sleep", "sleep", "9873", (char*)NULL);
+        _exit(127);
+      }
+      _exit(0);
+    }
+    if (middle > 0) waitpid(middle, NULL, 0);
+  }
 #endif
   (void)p;
   return 0;

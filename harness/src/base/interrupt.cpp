@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "swa/platform/child_process.hpp"
+#include "swa/platform/process_scope.hpp"
 
 namespace swa::harness {
 namespace {
@@ -40,6 +41,7 @@ Registry& registry() {
   }
   std::lock_guard lock(r.mutex);  // held to the end: nothing registers or unregisters meanwhile
   for (pid_t g : r.groups) platform::end_process_group(g);
+  platform::end_every_scope();  // what left those groups (setsid, a double fork)
   std::error_code ignored;
   for (const auto& p : r.paths) std::filesystem::remove_all(p, ignored);
   std::cerr << "\nswa-harness: interrupted by SIG" << sigabbrev_np(sig)

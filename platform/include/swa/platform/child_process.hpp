@@ -79,9 +79,11 @@ class Child {
   void read_available(int timeout_ms);
   void finish(Ending ending);
   void release();
+  void end_descendants();
 
   pid_t pid_ = -1;
   bool own_group_ = false;
+  std::string scope_;  // the SWA_PROCESS_SCOPE token its descendants carry (none for a body)
   int pidfd_ = -1;    // polled for the child's end where the kernel has pidfd_open
   int capture_ = -1;  // the read end of the captured output
   std::size_t capture_limit_ = 0, dropped_ = 0;
