@@ -23,8 +23,8 @@ HARNESS = CI = COMPARE = None
 FILTER = "^mode=decode/seqs=60/hq=4/"  # 6 scenarios
 
 
-def harness(*args, env=None, cwd=None):
-    return subprocess.run([HARNESS, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+def harness(*args, env=None, cwd=None, timeout=600):
+    return subprocess.run([HARNESS, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
 
 
 def fake_sbatch(folder, exit_code=0, message="", warning=""):
@@ -255,6 +255,32 @@ class Collect(unittest.TestCase):
             self.assertIn("1 of 2 shards finished; 3 of 6 scenarios", r.stdout)
             with h5py.File(os.path.join(out, "merged.h5")) as f:
                 self.assertEqual(len(f["scenarios"]), 3)
+
+    def test_collect_trusts_no_file_it_did_not_write(self):
+        # A FIFO as an end record is named and refused unread (it blocked collect before); a sweep.yaml
+        # edited after submission is refused by its digest, before any shard is judged by it.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "sub")
+            r = harness("submit", CI, "--slurm", "--shards", "2", "--out", out, "--filter", FILTER, "--dut", "cpu",
+                        env=fake_sbatch(tmp))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertRegex(json.loads(read(os.path.join(out, "submission.json")))["sweep_digest"], "^[0-9a-f]{64}$")
+            self.assertEqual(run_task(out, 0).returncode, 0)
+            os.mkfifo(os.path.join(out, "shard-1.end"))
+            r = harness("collect", out, timeout=60)
+            self.assertEqual(r.returncode, 4, r.stdout + r.stderr)
+            self.assertIn("shard-1.end: not a regular file (a FIFO, a device, a folder): refused unread", r.stdout)
+            self.assertIn("1 of 2 shards finished", r.stdout)
+            with open(os.path.join(out, "sweep.yaml"), "a") as f:
+                f.write("# edited after submission\n")
+            r = harness("collect", out)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn(os.path.join(out, "sweep.yaml") + " is not the sweep that was submitted", r.stderr)
+            os.remove(os.path.join(out, "submission.json"))
+            os.mkfifo(os.path.join(out, "submission.json"))
+            r = harness("collect", out, timeout=60)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("submission.json: not a regular file", r.stderr)
 
     def test_a_folder_submit_did_not_make_is_refused_by_name(self):
         with tempfile.TemporaryDirectory() as tmp:

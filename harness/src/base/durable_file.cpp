@@ -1,6 +1,7 @@
 #include "swa/harness/base/durable_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -96,6 +97,36 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view b
       ::fsync(dfd);
       ::close(dfd);
     }
+}
+
+std::string read_small_file(const std::filesystem::path& path, std::size_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO nobody writes returns at once, and the check below refuses it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(path.string() + ": cannot be read (" + std::strerror(errno) + ")");
+  struct stat st {};
+  std::string bytes;
+  const char* problem = nullptr;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    problem = "not a regular file (a FIFO, a device, a folder): refused unread";
+  } else if (static_cast<std::uintmax_t>(st.st_size) > max_bytes) {
+    problem = "larger than such a file can be: refused unread";
+  } else {
+    char buffer[4096];
+    for (;;) {
+      const ssize_t got = ::read(fd, buffer, sizeof buffer);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) problem = "cannot be read";
+      if (got <= 0) break;
+      bytes.append(buffer, static_cast<std::size_t>(got));
+      if (bytes.size() > max_bytes) {
+        problem = "larger than such a file can be: refused";
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  if (problem) throw std::runtime_error(path.string() + ": " + problem);
+  return bytes;
 }
 
 }  // namespace swa::harness

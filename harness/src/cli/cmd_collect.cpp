@@ -36,7 +36,7 @@ int cmd_collect(const std::vector<std::string>& args) {
   harness::slurm::Collection c;
   try {
     c = harness::slurm::collect(s);
-  } catch (const harness::SweepError& e) {
+  } catch (const std::runtime_error& e) {  // SweepError too: DIR/sweep.yaml unreadable, edited or replaced
     throw UsageError(e.what());
   }
   try {

@@ -229,6 +229,7 @@ int cmd_submit(const std::vector<std::string>& args) {
   try {
     fs::create_directories(s.dir / "logs");
     fs::copy_file(path, slurm::sweep_snapshot(s));
+    s.sweep_digest = slurm::snapshot_digest(s);
     harness::write_file_atomically(slurm::array_script_path(s), array_text);
     harness::write_file_atomically(slurm::merge_script_path(s), merge_text);
     slurm::write_record(s);

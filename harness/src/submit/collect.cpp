@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "swa/harness/submit/slurm.hpp"
+#include "swa/harness/base/durable_file.hpp"
 #include "swa/harness/case/sweep_file.hpp"
 #include "swa/harness/judge/verdict_enum.hpp"
 
@@ -56,8 +57,15 @@ ShardOutcome outcome_of(int exit_code) {
 
 // The task script writes "EXIT RESTARTS TIME" once its run has ended.
 void read_end_record(const fs::path& path, ShardState& state, std::vector<std::string>& warnings) {
-  std::ifstream in(path);
-  if (!in) return;
+  std::error_code absent;
+  if (!fs::exists(fs::symlink_status(path, absent))) return;
+  std::istringstream in;
+  try {
+    in.str(read_small_file(path, 4096));
+  } catch (const std::exception& e) {
+    warnings.push_back(std::string(e.what()) + "; the shard counts as unfinished");
+    return;
+  }
   int exit_code = -1, restarts = 0;
   if (!(in >> exit_code >> restarts) || exit_code < 0 || exit_code > 255) {
     warnings.push_back(path.string() + ": not an end record (\"EXIT RESTARTS TIME\"); the shard counts as unfinished");
@@ -71,6 +79,16 @@ void read_end_record(const fs::path& path, ShardState& state, std::vector<std::s
 }  // namespace
 
 Collection collect(const Submission& s) {
+  // The shards ran the sweep as submitted; judging them by an edited or replaced one would merge
+  // the wrong scenarios or call them unfinished.
+  if (!s.sweep_digest.empty()) {
+    const std::string now = snapshot_digest(s);
+    if (now != s.sweep_digest)
+      throw std::runtime_error(sweep_snapshot(s).string() + " is not the sweep that was submitted (SHA-256 " + now +
+                               ", " + record_path(s).string() + " recorded " + s.sweep_digest +
+                               "): it was edited or replaced after submission; put the submitted one back, "
+                               "or submit again into a new folder");
+  }
   SweepLoadOptions load;
   load.memory_limit_bytes = std::int64_t{1} << 62;  // the tasks judged the sizes; here only IDs are kept
   // The scenario cap stays the one submit expanded the snapshot under: a sweep.yaml replaced since

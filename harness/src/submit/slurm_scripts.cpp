@@ -1,5 +1,6 @@
 // The scripts and the record `swa-harness submit` writes into a submission's folder.
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
 
 #include <fstream>
 #include <sstream>
@@ -105,6 +106,18 @@ std::string merge_script(const Submission& s) {
   return o.str();
 }
 
+std::string snapshot_digest(const Submission& s) {
+  const std::string bytes = read_small_file(sweep_snapshot(s), std::size_t{1} << 30);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (EVP_Digest(bytes.data(), bytes.size(), digest, &size, EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error("OpenSSL cannot compute a SHA-256");
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string text;
+  for (unsigned int i = 0; i < size; ++i) text += {hex[digest[i] >> 4], hex[digest[i] & 15]};
+  return text;
+}
+
 void write_record(const Submission& s) {
   nlohmann::json j;
   j["format"] = "swa-harness submission 1";
@@ -125,6 +138,7 @@ void write_record(const Submission& s) {
   j["run_args"] = s.run_args;
   j["array_job_id"] = s.array_job_id;
   j["merge_job_id"] = s.merge_job_id;
+  j["sweep_digest"] = s.sweep_digest;
   write_file_atomically(record_path(s), j.dump(2) + "\n");
 }
 
@@ -132,12 +146,15 @@ Submission read_record(const fs::path& dir) {
   Submission s;
   s.dir = fs::absolute(dir);
   const fs::path path = record_path(s);
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path.string() + ": cannot be read (is " + dir.string() +
-                                    " a folder `swa-harness submit --out` made?)");
+  std::string text;
+  try {
+    text = read_small_file(path, std::size_t{16} << 20);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string(e.what()) + " (is " + dir.string() + " a folder `swa-harness submit --out` made?)");
+  }
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path.string() + ": not JSON (" + e.what() + ")");
   }
@@ -164,6 +181,7 @@ Submission read_record(const fs::path& dir) {
     s.run_args = field("run_args").get<std::vector<std::string>>();
     s.array_job_id = field("array_job_id").get<std::string>();
     s.merge_job_id = field("merge_job_id").get<std::string>();
+    if (j.contains("sweep_digest")) s.sweep_digest = j.at("sweep_digest").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path.string() + ": a field has the wrong type (" + e.what() + ")");
   }

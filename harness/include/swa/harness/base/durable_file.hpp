@@ -4,7 +4,9 @@
 // disk) throws std::runtime_error naming PATH and the cause, removes the temporary, and leaves an
 // existing PATH as it was. Results files, JUnit XML and the in-flight marker are written this way.
 // Durable writes of 16 MiB or more from page-aligned memory bypass the page cache (O_DIRECT).
+#include <cstddef>
 #include <filesystem>
+#include <string>
 #include <string_view>
 
 namespace swa::harness {
@@ -18,5 +20,10 @@ std::filesystem::path temporary_for(const std::filesystem::path& path);
 // Removes PATH.tmp.PID files left by processes that no longer run (killed while writing); returns
 // how many. Temporaries of live processes are left alone.
 int remove_orphaned_temporaries(const std::filesystem::path& path);
+
+// The whole of a small file written by someone else (a task's end record, a submission's record):
+// throws std::runtime_error naming PATH when it is not a regular file (a FIFO is refused unopened,
+// not read forever), cannot be read, or holds more than `max_bytes`.
+std::string read_small_file(const std::filesystem::path& path, std::size_t max_bytes);
 
 }  // namespace swa::harness

@@ -30,6 +30,7 @@ struct Submission {
   std::vector<std::string> sbatch_args;  // extra "--name[=value]" lines, validated by the caller
   std::vector<std::string> run_args;     // forwarded to every task's `swa-harness run` (--dut ...)
   std::string array_job_id, merge_job_id;  // filled once submitted
+  std::string sweep_digest;  // SHA-256 of DIR/sweep.yaml when submitted; empty in records older than it
 };
 
 // The files of a submission's folder.
@@ -47,6 +48,9 @@ std::filesystem::path report_dir(const Submission& s);
 
 std::string array_script(const Submission& s);
 std::string merge_script(const Submission& s);
+
+// SHA-256 (hex) of DIR/sweep.yaml as it is now; throws std::runtime_error naming it when unreadable.
+std::string snapshot_digest(const Submission& s);
 
 void write_record(const Submission& s);
 // Throws std::runtime_error naming the file and the field that is missing or wrong.
@@ -90,7 +94,8 @@ struct Collection {
   bool any_results() const;
 };
 
-// Reads every shard's end record and results file and merges what is readable.
+// Reads every shard's end record and results file and merges what is readable. Throws
+// std::runtime_error when DIR/sweep.yaml is not the sweep submitted (its digest differs).
 Collection collect(const Submission& s);
 std::string summary_text(const Submission& s, const Collection& c);
 
