@@ -5,6 +5,6 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
 cd "${SWA_BUILD_DIR:-$root/build}"
-# The tests' golden cache lives in the build tree, apart from the user's (harness/README.md, "Golden cache").
-export XDG_CACHE_HOME="$PWD/test-cache"
+# Each test's golden cache is the build tree's test-cache/, apart from the user's (CTest sets
+# XDG_CACHE_HOME per test: harness/testing.cmake), so a plain `ctest` runs the same.
 ctest --output-on-failure -j "$(nproc)" "$@"

@@ -12,7 +12,9 @@ no accounting) on free ports, so a machine's own Slurm is not touched. Checked:
   2. A task cancelled before it runs is listed by the merge job as unfinished; the command the
      summary gives reruns just it; shards beyond the scenarios succeed with 0 scenarios.
 Exit 77 (skipped, with the reason) when the daemons cannot start here; the daemons are stopped at
-the end whatever happened, and the test fails if one is left running.
+the end whatever happened, and the test fails if one is left running. SIGTERM, SIGHUP and SIGINT
+stop them too, and a guardian process (in a session of its own) stops them if the test is killed
+outright (SIGKILL from a CTest timeout).
 """
 import os
 import re
@@ -296,13 +298,14 @@ def requeued_shard_resumes_and_merge_equals_unsharded(cluster, work):
 
 
 def cancelled_shard_is_listed_and_its_rerun_finishes(cluster, work):
-    # 6 scenarios in 8 shards: shards 6 and 7 are empty. One task runs at a time, so shard 4 is still
-    # pending when it is cancelled.
+    # 6 scenarios in 8 shards: shards 6 and 7 are empty. Submitted held, so shard 4 is still pending
+    # when it is cancelled however fast the others would run (a warm golden cache), then released.
     pattern = "^mode=decode/seqs=60/hq=4/"
     out = os.path.join(work, "eight")
     array, merge = submit(cluster, out, "--shards", "8", "--max-parallel", "1", "--filter", pattern,
-                          "--dut", "baseline,cpu")
+                          "--dut", "baseline,cpu", "--sbatch-arg=--hold")
     cluster.cmd("scancel", f"{array}_4")
+    cluster.cmd("scontrol", "release", array, merge)
     wait_for_jobs(cluster, [array, merge], "eight shards, one cancelled")
     summary = read(os.path.join(out, "summary.txt"))
     log(summary)
@@ -317,6 +320,7 @@ def cancelled_shard_is_listed_and_its_rerun_finishes(cluster, work):
     log(f"$ {rerun}\n{r.stdout}{r.stderr}")
     assert r.returncode == 0 and "submitted" in r.stdout
     jobs = [line.split(";")[0] for line in r.stdout.split() if line.split(";")[0].isdigit()]
+    cluster.cmd("scontrol", "release", *jobs)  # the scripts say --hold
     wait_for_jobs(cluster, jobs, "the rerun")
     summary = read(os.path.join(out, "summary.txt"))
     log(summary)
@@ -325,6 +329,38 @@ def cancelled_shard_is_listed_and_its_rerun_finishes(cluster, work):
     unsharded_run(unsharded, "--dut", "baseline,cpu", "--filter", pattern)
     compare(unsharded, os.path.join(out, "merged.h5"))
     log("ok: the cancelled shard was listed with its rerun command; the rerun finished it; empty shards pass")
+
+
+GUARDIAN = r"""
+import os, signal, sys, time
+sys.stdin.buffer.read()  # until the test ends, however it ends
+root, conf = sys.argv[1], sys.argv[2]
+for name in ("slurmd", "slurmctld", "munged"):
+    try:
+        os.kill(int(open(os.path.join(root, name + ".pid")).read()), signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
+for proc in filter(str.isdigit, os.listdir("/proc")):  # job steps of this test's cluster
+    try:
+        if ("SLURM_CONF=" + conf).encode() in open(f"/proc/{proc}/environ", "rb").read():
+            os.kill(int(proc), signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+def start_guardian(cluster):
+    """A process that outlives a SIGKILLed test and then kills its daemons (nothing if it ended well)."""
+    return subprocess.Popen(["/usr/bin/python3", "-c", GUARDIAN, cluster.root, cluster.conf], stdin=subprocess.PIPE,
+                            start_new_session=True)
+
+
+def stop_on_signals():
+    """SIGTERM, SIGHUP and SIGINT unwind the test (its finally stops the daemons) instead of ending it."""
+    def unwind(sig, _frame):
+        raise SystemExit(128 + sig)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, unwind)
 
 
 def have_binaries():
@@ -345,6 +381,8 @@ def main():
     work = tempfile.mkdtemp(prefix="swa-slurm-")
     cluster = Cluster(work)
     failed = skipped = False
+    stop_on_signals()
+    guardian = start_guardian(cluster)
     try:
         try:
             cluster.start()
@@ -361,6 +399,8 @@ def main():
         raise
     finally:
         left = cluster.stop()
+        guardian.stdin.close()  # its work is done: it finds no daemon
+        guardian.wait()
         if left:
             print(f"FAIL: daemons still running after the test: {left}")
             failed = True
