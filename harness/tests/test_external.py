@@ -493,6 +493,17 @@ class Plugins(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("speaks ABI version 3; this harness speaks 1 (swa/dut_v1.h) and 2 (swa/dut_v2.h)", r.stderr)
 
+    def test_a_plugin_path_is_named_cleanly_or_asked_for(self):
+        # An escape code in the path reaches the message as text, not the terminal; an empty path is
+        # asked for (dlopen("") is the harness itself, which "does not export" the symbols).
+        r = run("run", CI, "--sweep", "inputs", "--dut", "plugin:/nonexistent/x\x1b[31m.so", "--out", "/tmp/never.h5")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("x\\x1b[31m.so cannot be loaded", r.stderr)
+        self.assertNotIn("\x1b", r.stderr)
+        r = run("run", CI, "--sweep", "inputs", "--dut", "plugin:", "--out", "/tmp/never.h5")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("'plugin:' needs the path of the plugin", r.stderr)
+
     def test_in_process_a_crash_ends_the_run_but_leaves_the_results_and_names_the_scenario(self):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "r.h5")

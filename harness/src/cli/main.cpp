@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "options.hpp"
+#include "swa/harness/base/text.hpp"
 #include "swa/harness/duts/dut_registry.hpp"
 
 namespace {
@@ -72,10 +73,13 @@ int main(int argc, char** argv) {
     try {
       return s.run(std::vector<std::string>(argv + 2, argv + argc));
     } catch (const swa::cli::UsageError& e) {
-      std::cerr << "swa-harness " << name << ": error: " << e.what() << "\n(see swa-harness " << name << " --help)\n";
+      // Cleaned: a message quotes what it refuses (a path, a plugin's or a file's text), which may hold
+      // escape codes or bytes that are not UTF-8.
+      std::cerr << "swa-harness " << name << ": error: " << swa::harness::clean_text(e.what(), 65536)
+                << "\n(see swa-harness " << name << " --help)\n";
       return swa::cli::kBadInput;
     } catch (const std::exception& e) {
-      std::cerr << "swa-harness " << name << ": error: " << e.what() << "\n";
+      std::cerr << "swa-harness " << name << ": error: " << swa::harness::clean_text(e.what(), 65536) << "\n";
       return swa::cli::kBadInput;
     }
   }

@@ -67,6 +67,8 @@ double cuda_copy_bandwidth_gbps() {
 namespace {
 
 std::unique_ptr<dut::Dut> make_plugin(std::string_view path, const DutOptions& o) {
+  // dlopen("") would be the harness itself, and its message about missing symbols a puzzle.
+  if (path.empty()) throw std::invalid_argument("'plugin:' needs the path of the plugin after the colon (plugin:PATH.so)");
   try {
     return o.plugins_in_process ? dut::load_plugin(std::string(path))
                                 : dut::load_isolated_plugin(std::string(path), o.plugin_call_timeout_seconds);
