@@ -54,7 +54,7 @@ __attribute__((target("avx2"))) void bf16_avx2(const std::uint16_t* src, float* 
 }
 
 bool has_avx2_f16c() {
-  static const bool yes = !forced_portable() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool yes = !forced_portable() && __builtin_cpu_supports("avx2") && cpu_has_f16c();
   return yes;
 }
 #else

@@ -14,7 +14,7 @@ Path chosen_path() {
 #if defined(__x86_64__)
   static const Path path = [] {
     if (isa_setting_is("portable")) return Path::none;
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("fma"))
+    if (!__builtin_cpu_supports("avx2") || !cpu_has_f16c() || !__builtin_cpu_supports("fma"))
       return Path::none;
     if (!isa_setting_is("avx2-decode") && !isa_setting_is("x86-64-v3") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))

@@ -36,8 +36,19 @@ bool cpu_runs(IsaLevel level) {
 #if defined(SWA_CPU_X86_64_LEVELS)
     // GCC's x86-64-vN checks include the OS's XSAVE support of the YMM / ZMM state.
     case IsaLevel::x86_64: return true;
+#if defined(__clang__) && __clang_major__ < 16
+    // Clang before 16 knows neither level name: their features one by one (each AVX one checked
+    // against the OS's XSAVE state by the runtime, as GCC's level checks are).
+    case IsaLevel::x86_64_v3:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+             __builtin_cpu_supports("fma") && cpu_has_f16c();
+    case IsaLevel::x86_64_v4:
+      return cpu_runs(IsaLevel::x86_64_v3) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+#else
     case IsaLevel::x86_64_v3: return __builtin_cpu_supports("x86-64-v3");
     case IsaLevel::x86_64_v4: return __builtin_cpu_supports("x86-64-v4");
+#endif
 #else
     case IsaLevel::native: return true;
 #endif

@@ -1,5 +1,9 @@
 #include "isa_setting.hpp"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <cstdlib>
 #include <iterator>
@@ -9,6 +13,15 @@ namespace swa::dut::cpu {
 bool isa_setting_is(std::string_view value) {
   const char* isa = std::getenv("SWA_CPU_ISA");
   return isa && std::string_view(isa) == value;
+}
+
+bool cpu_has_f16c() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+#else
+  return false;
+#endif
 }
 
 std::optional<std::string> isa_setting_error() {

@@ -21,6 +21,9 @@ inline constexpr std::string_view kIsaSettings[] = {
 // SWA_CPU_ISA == value.
 bool isa_setting_is(std::string_view value);
 
+// Whether the CPU has F16C (from CPUID: clang 14's __builtin_cpu_supports does not know "f16c").
+bool cpu_has_f16c();
+
 // Why SWA_CPU_ISA's value is refused (naming the variable and the allowed values), or nothing when it
 // is unset, empty or allowed.
 std::optional<std::string> isa_setting_error();

@@ -12,6 +12,7 @@
 #include "convert.hpp"
 #include "cpu_dut.hpp"
 #include "fused_kv.hpp"
+#include "isa_setting.hpp"
 #include "isa_levels.hpp"
 #include "dut_case.hpp"
 #include "swa/atb_masks.hpp"
@@ -477,7 +478,7 @@ std::string expected_level() {
                       __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vl");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("movbe");
+                    swa::dut::cpu::cpu_has_f16c() && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("movbe");
   if (avx512 && avx2 && setting != "x86-64-v3") return "x86-64-v4";
   return avx2 ? "x86-64-v3" : "x86-64";
 #else
