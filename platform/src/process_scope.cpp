@@ -68,21 +68,25 @@ bool environment_names(const std::string& environ, std::string_view token, bool 
   return false;
 }
 
-// The parent pid in /proc/PID/stat (the field after the state, after the command's closing paren).
-pid_t parent_of(const std::string& stat) {
+// The parent and the process group in /proc/PID/stat (the fields after the state, after the
+// command's closing paren).
+struct Lineage {
+  pid_t parent = -1, group = -1;
+};
+Lineage lineage_of(const std::string& stat) {
   const std::size_t paren = stat.rfind(')');
-  if (paren == std::string::npos) return -1;
-  int ppid = -1;
+  int ppid = -1, pgrp = -1;
   char state = 0;
-  if (std::sscanf(stat.c_str() + paren + 1, " %c %d", &state, &ppid) != 2) return -1;
-  return ppid;
+  if (paren == std::string::npos || std::sscanf(stat.c_str() + paren + 1, " %c %d %d", &state, &ppid, &pgrp) != 3)
+    return {};
+  return {ppid, pgrp};
 }
 
 // One pass over /proc: SIGKILL to each process in the scope (or adopted and not started here) that
 // `signalled` does not hold yet. Returns how many it signalled; `adopted` gets those that are this
 // process's children.
 int end_round(std::string_view token, bool prefix_only, std::set<pid_t>& signalled, std::vector<pid_t>& adopted) {
-  const pid_t self = ::getpid();
+  const pid_t self = ::getpid(), own_group = ::getpgrp();
   DIR* proc = ::opendir("/proc");
   if (!proc) return 0;
   int ended = 0;
@@ -96,9 +100,15 @@ int end_round(std::string_view token, bool prefix_only, std::set<pid_t>& signall
     const int dir_fd = ::openat(::dirfd(proc), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     bool end_it = false, child_of_self = false;
     if (dir_fd >= 0) {
-      child_of_self = parent_of(read_proc_file(dir_fd, "stat")) == self;
-      end_it = (child_of_self && !started().count(static_cast<pid_t>(pid))) ||
-               environment_names(read_proc_file(dir_fd, "environ"), token, prefix_only);
+      const Lineage lineage = lineage_of(read_proc_file(dir_fd, "stat"));
+      child_of_self = lineage.parent == self;
+      // Adopted: a child this process did not start through Child and that is not in its own process
+      // group. What it forks itself outside Child (a sanitizer's symbolizer, an in-process plugin's
+      // helper) stays in its group and is not touched; a Child's descendants are in the Child's group
+      // or a session of their own.
+      const bool orphan =
+          child_of_self && !started().count(static_cast<pid_t>(pid)) && lineage.group != own_group;
+      end_it = orphan || environment_names(read_proc_file(dir_fd, "environ"), token, prefix_only);
       ::close(dir_fd);
     }
     if (end_it) {

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -236,4 +237,20 @@ BOOST_AUTO_TEST_CASE(a_childs_scope_does_not_reach_another_childs_processes) {
   BOOST_TEST(gone_within(daemon, 5.0));
   BOOST_TEST(other.running(), "ending one child's scope ended another child");
   other.kill();
+}
+
+BOOST_AUTO_TEST_CASE(a_child_this_process_forked_itself_is_not_taken_for_an_orphan) {
+  // As a sanitizer's symbolizer or an in-process plugin's helper: forked outside Child, in this
+  // process's group. Ending a Child's scope leaves it alone.
+  const pid_t own = ::fork();
+  if (own == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  BOOST_TEST_REQUIRE(own > 0);
+  (void)left_behind_by("echo 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  BOOST_TEST(!gone(own), "a child forked outside Child was killed");
+  ::kill(own, SIGKILL);
+  ::waitpid(own, nullptr, 0);
 }
