@@ -5,9 +5,12 @@ bad options are refused with exit 2.
 
 usage: test_golden_cache.py PATH/TO/swa-harness CI_YAML COMPARE_RESULTS_SCRIPT
 """
+import ctypes
 import glob
 import os
 import re
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -34,6 +37,32 @@ def counts(stderr):
 def same_results(a, b):
     r = subprocess.run(["/usr/bin/python3", COMPARE, a, b], capture_output=True, text=True)
     return r.returncode == 0, r.stdout + r.stderr
+
+
+class _Xxh128(ctypes.Structure):
+    _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]
+
+
+def xxh3_128_canonical(data):
+    """XXH3-128 of `data` as an entry stores it (canonical: big-endian high, then low), from libxxhash."""
+    lib = ctypes.CDLL("libxxhash.so.0")
+    lib.XXH3_128bits.restype = _Xxh128
+    lib.XXH3_128bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    h = lib.XXH3_128bits(data, len(data))
+    return h.high64.to_bytes(8, "big") + h.low64.to_bytes(8, "big")
+
+
+def forge(path):
+    """What anyone who can write the folder can do without a key: move the golden's first value and
+    store a valid XXH3 checksum for the new bytes."""
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    out, lse, _, phases, q, k, v = struct.unpack_from("<7Q", data, 72)
+    first = 128 + (out + lse + 4 + 3 * phases) * 8 + q + k + v
+    struct.pack_into("<d", data, 128, struct.unpack_from("<d", data, 128)[0] + 1.0)
+    data[first:first + 16] = xxh3_128_canonical(bytes(data[:first]))
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 class GoldenCacheTest(unittest.TestCase):
@@ -166,6 +195,55 @@ class GoldenCacheTest(unittest.TestCase):
             with h5py.File(os.path.join(dumped + ".dumps", name)) as a, h5py.File(os.path.join(fresh + ".dumps", name)) as b:
                 for ds in ("reference/baseline", "reference/out"):
                     self.assertEqual(a[ds][()].tobytes(), b[ds][()].tobytes(), name + " " + ds)
+
+    def key_file(self, size=32, mode=0o600):
+        path = os.path.join(self.dir, f"key-{size}-{mode:o}")
+        with open(path, "wb") as f:
+            f.write(os.urandom(size))
+        os.chmod(path, mode)
+        return path
+
+    def test_a_forged_entry_passes_unkeyed_and_is_refused_under_a_key(self):
+        # Unkeyed, the checksum guards against corruption only: a forged entry is read as good (what
+        # README's trust statement says). Under --golden-cache-key its HMAC does not check: the entry
+        # is deleted and recomputed, and the results are those of a run without any cache.
+        cold, _ = self.run_sweep("cold", "--golden-cache", self.cache)
+        forge(self.entries()[0])
+        r = harness("run", CI, *SWEEP, "--out", os.path.join(self.dir, "forged.h5"), "--golden-cache", self.cache)
+        self.assertEqual(counts(r.stderr), (6, 0))
+        self.assertEqual(r.returncode, 1, "the forgery changed no verdict: the test proves nothing")
+
+        key = self.key_file()
+        keyed_cache = os.path.join(self.dir, "keyed")
+        self.cache = keyed_cache
+        cold, r = self.run_sweep("keyed-cold", "--golden-cache", keyed_cache, "--golden-cache-key", key)
+        self.assertIn("(keyed)", r.stderr)
+        self.assertEqual(counts(r.stderr), (0, 6))
+        forge(self.entries()[0])
+        again, r = self.run_sweep("keyed-forged", "--golden-cache", keyed_cache, "--golden-cache-key", key)
+        self.assertEqual(counts(r.stderr), (5, 1))
+        self.assertIn("1 corrupt entries deleted and recomputed", r.stderr)
+        ok, why = same_results(cold, again)
+        self.assertTrue(ok, why)
+        # Another key (or none) names other files: nothing of this key's is read.
+        _, r = self.run_sweep("other-key", "--golden-cache", keyed_cache, "--golden-cache-key", self.key_file(size=33))
+        self.assertEqual(counts(r.stderr), (0, 6))
+        _, r = self.run_sweep("no-key", "--golden-cache", keyed_cache)
+        self.assertEqual(counts(r.stderr), (0, 6))
+
+    def test_a_key_file_others_can_read_or_of_the_wrong_size_is_refused(self):
+        cases = [(("--golden-cache-key", self.key_file(mode=0o644)), "can be read or written by others (mode 644)"),
+                 (("--golden-cache-key", self.key_file(size=8)), "holds 8 bytes; a key is 16..4096 bytes"),
+                 (("--golden-cache-key", self.dir), "is not a regular file"),
+                 (("--golden-cache-key", os.path.join(self.dir, "absent")), "No such file"),
+                 (("--golden-cache-key", self.key_file(), "--no-golden-cache"), "a key is for a cache")]
+        for args, message in cases:
+            with self.subTest(message):
+                r = harness("run", CI, *SWEEP, "--out", os.path.join(self.dir, "never.h5"), *args)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("option", r.stderr)
+                self.assertIn(message, r.stderr)
+                self.assertFalse(os.path.exists(os.path.join(self.dir, "never.h5")))
 
     def test_size_cap_evicts_least_recently_used_first(self):
         self.run_sweep("measure", "--golden-cache", self.cache)

@@ -203,6 +203,9 @@ int cmd_submit(const std::vector<std::string>& args) {
     s.run_args.insert(s.run_args.end(), {"--golden-cache", fs::absolute(golden_cache_args.dir).lexically_normal().string()});
   if (!vm["golden-cache-max-mb"].defaulted())
     s.run_args.insert(s.run_args.end(), {"--golden-cache-max-mb", std::to_string(golden_cache_args.max_mb)});
+  if (vm.count("golden-cache-key"))  // the path, never the key: each task reads it on its node
+    s.run_args.insert(s.run_args.end(),
+                      {"--golden-cache-key", fs::absolute(golden_cache_args.key_file).lexically_normal().string()});
 
   const std::string array_text = slurm::array_script(s), merge_text = slurm::merge_script(s);
   const std::string array_submit = "sbatch --parsable " + harness::shell_quote(slurm::array_script_path(s).string());

@@ -1,14 +1,19 @@
 #include "options.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "swa/harness/base/durable_file.hpp"
 #include "swa/harness/duts/dut_registry.hpp"
 #include "swa/harness/store/results_file.hpp"
 
@@ -156,11 +161,47 @@ void add_golden_cache_options(po::options_description& desc, GoldenCacheArgs& ar
         (where ? where->string() : std::string("none: neither XDG_CACHE_HOME nor HOME is set")) + ")").c_str())
       ("no-golden-cache", "compute every golden and baseline; read and write no golden cache")
       ("golden-cache-max-mb", po::value(&args.max_mb)->default_value(args.max_mb),
-       "size cap of the golden cache folder; the least recently used entries go first");
+       "size cap of the golden cache folder; the least recently used entries go first")
+      ("golden-cache-key", po::value(&args.key_file),
+       "secret key file (16..4096 bytes, readable by its owner alone): entries are named and checked with "
+       "HMAC-SHA256 under it, so others who can write a shared cache folder cannot forge one");
 }
+
+namespace {
+
+// The key's bytes, after the checks check_golden_cache_options names.
+std::string read_key_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw UsageError("option --golden-cache-key: " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw UsageError("option --golden-cache-key: " + path + " is not a regular file");
+  if ((st.st_mode & 077) != 0)
+    throw UsageError("option --golden-cache-key: " + path + " can be read or written by others (mode " +
+                     [&] {
+                       char mode[8];
+                       std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(st.st_mode & 0777));
+                       return std::string(mode);
+                     }() +
+                     "); a key others can read protects nothing: chmod 600 it");
+  if (st.st_size < 16 || st.st_size > 4096)
+    throw UsageError("option --golden-cache-key: " + path + " holds " + std::to_string(st.st_size) +
+                     " bytes; a key is 16..4096 bytes (e.g. head -c 32 /dev/urandom > FILE; chmod 600 FILE)");
+  try {
+    return harness::read_small_file(path, 4096);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(std::string("option --golden-cache-key: ") + e.what());
+  }
+}
+
+}  // namespace
 
 void check_golden_cache_options(const po::variables_map& vm, const GoldenCacheArgs& args) {
   require_range("--golden-cache-max-mb", args.max_mb, 1, std::int64_t{1} << 30);
+  if (vm.count("golden-cache-key")) {
+    if (vm.count("no-golden-cache"))
+      throw UsageError("options --golden-cache-key and --no-golden-cache: a key is for a cache; give one of them");
+    (void)read_key_file(args.key_file);
+  }
   if (!vm.count("golden-cache")) return;
   if (vm.count("no-golden-cache")) throw UsageError("options --golden-cache and --no-golden-cache: give one of them");
   if (args.dir.empty()) throw UsageError("option --golden-cache: empty folder name");
@@ -173,9 +214,10 @@ std::unique_ptr<harness::GoldenCache> open_golden_cache(const po::variables_map&
   check_golden_cache_options(vm, args);
   if (vm.count("no-golden-cache")) return nullptr;
   const std::int64_t cap = args.max_mb << 20;
+  const std::string key = vm.count("golden-cache-key") ? read_key_file(args.key_file) : std::string();
   if (vm.count("golden-cache")) {
     try {
-      return std::make_unique<harness::GoldenCache>(args.dir, cap);
+      return std::make_unique<harness::GoldenCache>(args.dir, cap, key);
     } catch (const std::runtime_error& e) {
       throw UsageError("option --golden-cache: " + std::string(e.what()));
     }
@@ -183,7 +225,7 @@ std::unique_ptr<harness::GoldenCache> open_golden_cache(const po::variables_map&
   const auto where = harness::GoldenCache::default_dir();
   if (!where) return nullptr;
   try {
-    return std::make_unique<harness::GoldenCache>(*where, cap);
+    return std::make_unique<harness::GoldenCache>(*where, cap, key);
   } catch (const std::runtime_error& e) {
     std::cerr << "swa-harness: warning: running without a golden cache: " << e.what() << "\n";
     return nullptr;
@@ -192,7 +234,8 @@ std::unique_ptr<harness::GoldenCache> open_golden_cache(const po::variables_map&
 
 std::string golden_cache_summary(const harness::GoldenCache& cache) {
   const harness::GoldenCacheCounts c = cache.counts();
-  std::string s = "golden cache " + cache.dir().string() + ": " + std::to_string(c.hits) + " read, " +
+  std::string s = "golden cache " + cache.dir().string() + (cache.keyed() ? " (keyed)" : "") + ": " +
+                  std::to_string(c.hits) + " read, " +
                   std::to_string(c.stored) + " computed and stored";
   if (c.corrupt) s += ", " + std::to_string(c.corrupt) + " corrupt entries deleted and recomputed";
   if (c.evicted) s += ", " + std::to_string(c.evicted) + " evicted (cap " + human_bytes(cache.max_bytes()) + ")";

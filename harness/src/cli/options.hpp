@@ -58,14 +58,17 @@ std::vector<std::string> parse_dut_option(const std::string& text);
 // Throws UsageError, prefixed by `named_by` ("option --dut: "), when no DUT of that name can be made.
 void require_dut_exists(const std::string& dut, const std::string& named_by);
 
-// --golden-cache DIR, --no-golden-cache, --golden-cache-max-mb N: harness/README.md, "Golden cache".
+// --golden-cache DIR, --no-golden-cache, --golden-cache-max-mb N, --golden-cache-key FILE:
+// harness/README.md, "Golden cache".
 struct GoldenCacheArgs {
   std::string dir;
+  std::string key_file;
   std::int64_t max_mb = harness::GoldenCache::kDefaultMaxBytes >> 20;
 };
 void add_golden_cache_options(po::options_description& desc, GoldenCacheArgs& args);
 // The checks every command makes of those options before using them, writing nothing: the cap's
-// range, --golden-cache with --no-golden-cache, an empty folder name, a path that is not a folder.
+// range, --golden-cache with --no-golden-cache, an empty folder name, a path that is not a folder,
+// a key file that is not a regular file of 16..4096 bytes readable by its owner alone.
 // Throws UsageError naming the option.
 void check_golden_cache_options(const po::variables_map& vm, const GoldenCacheArgs& args);
 // The cache the options ask for: none with --no-golden-cache; the default folder when it can be made

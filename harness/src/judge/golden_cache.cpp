@@ -3,7 +3,9 @@
 #include "swa/harness/base/interrupt.hpp"
 
 #include <chrono>
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
+#include <openssl/params.h>
 #include <gnu/libc-version.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -26,6 +28,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'S', 'W', 'A', 'G', 'O', 'L', 'D', '5'};
+constexpr char kKeyedMagic[8] = {'S', 'W', 'A', 'G', 'O', 'L', 'K', '5'};  // checked with HMAC-SHA256 under a key
 constexpr std::size_t kKeyChars = 64;
 constexpr std::size_t kDigestBytes = 32;  // SHA-256: the key
 constexpr std::size_t kChecksumBytes = 16;  // XXH3-128: an entry's checksum
@@ -90,6 +93,65 @@ class Xxh3 {
   std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state_;
 };
 
+// HMAC-SHA256 under the cache's secret key (--golden-cache-key), cut to the checksum's 16 bytes: a
+// writer of a shared folder who does not hold the key cannot make an entry that passes.
+class HmacSha256 {
+ public:
+  explicit HmacSha256(const std::string& key) {
+    EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    ctx_.reset(mac ? EVP_MAC_CTX_new(mac) : nullptr);
+    EVP_MAC_free(mac);
+    char digest_name[] = "SHA256";
+    const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
+                                 OSSL_PARAM_construct_end()};
+    if (!ctx_ || EVP_MAC_init(ctx_.get(), reinterpret_cast<const unsigned char*>(key.data()), key.size(), params) != 1)
+      throw std::runtime_error("golden cache: OpenSSL cannot start an HMAC-SHA256");
+  }
+  HmacSha256& add(const void* data, std::size_t bytes) {
+    EVP_MAC_update(ctx_.get(), static_cast<const unsigned char*>(data), bytes);
+    return *this;
+  }
+  std::array<unsigned char, 32> full() {
+    std::array<unsigned char, 32> d{};
+    std::size_t len = 0;
+    EVP_MAC_final(ctx_.get(), d.data(), &len, d.size());
+    return d;
+  }
+
+ private:
+  struct Free {
+    void operator()(EVP_MAC_CTX* c) const { EVP_MAC_CTX_free(c); }
+  };
+  std::unique_ptr<EVP_MAC_CTX, Free> ctx_;
+};
+
+// An entry's checksum: XXH3-128, or with a key the HMAC cut to the same 16 bytes.
+class Checksum {
+ public:
+  explicit Checksum(const std::string& mac_key) {
+    if (mac_key.empty())
+      xxh3_.emplace();
+    else
+      hmac_.emplace(mac_key);
+  }
+  Checksum& add(const void* data, std::size_t bytes) {
+    if (xxh3_) xxh3_->add(data, bytes);
+    else hmac_->add(data, bytes);
+    return *this;
+  }
+  std::array<unsigned char, kChecksumBytes> digest() {
+    if (xxh3_) return xxh3_->digest();
+    std::array<unsigned char, kChecksumBytes> d{};
+    const auto full = hmac_->full();
+    std::memcpy(d.data(), full.data(), kChecksumBytes);
+    return d;
+  }
+
+ private:
+  std::optional<Xxh3> xxh3_;
+  std::optional<HmacSha256> hmac_;
+};
+
 struct Header {
   char magic[8];
   char key[kKeyChars];
@@ -113,7 +175,7 @@ BaselineErrors errors_of(const std::vector<double>& v) {
 }
 
 template <class T>
-bool read_array(std::ifstream& in, std::vector<T>& v, std::uint64_t n, Xxh3& check) {
+bool read_array(std::ifstream& in, std::vector<T>& v, std::uint64_t n, Checksum& check) {
   v.resize(n);
   in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(T)));
   if (!in) return false;
@@ -123,7 +185,8 @@ bool read_array(std::ifstream& in, std::vector<T>& v, std::uint64_t n, Xxh3& che
 
 }  // namespace
 
-GoldenCache::GoldenCache(fs::path dir, std::int64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
+GoldenCache::GoldenCache(fs::path dir, std::int64_t max_bytes, std::string mac_key)
+    : dir_(std::move(dir)), max_bytes_(max_bytes), mac_key_(std::move(mac_key)) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_))
@@ -145,7 +208,18 @@ std::string GoldenCache::key(const std::string& scenario_id) {
   return k.hex();
 }
 
-fs::path GoldenCache::path_for(const std::string& key) const { return dir_ / (key + std::string(kExtension)); }
+// With a key, the file's name is the HMAC of the content key: entries of other keys (and unkeyed
+// ones) are other files, never read as this cache's.
+fs::path GoldenCache::path_for(const std::string& key) const {
+  if (mac_key_.empty()) return dir_ / (key + std::string(kExtension));
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string name;
+  for (unsigned char c : HmacSha256(mac_key_).add(key.data(), key.size()).full()) {
+    name += digits[c >> 4];
+    name += digits[c & 15];
+  }
+  return dir_ / (name + std::string(kExtension));
+}
 
 namespace {
 
@@ -160,9 +234,10 @@ std::uint64_t entry_bytes(const Header& h) {
 
 // The header of the entry for `key` when it describes a file of `file_bytes`: sizes are bounded by
 // the file's own size before anything is allocated.
-bool read_header(std::ifstream& in, const std::string& key, std::uint64_t file_bytes, Header& h) {
+bool read_header(std::ifstream& in, const std::string& key, bool keyed, std::uint64_t file_bytes, Header& h) {
   if (!in.read(reinterpret_cast<char*>(&h), sizeof h)) return false;
-  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || std::string_view(h.key, kKeyChars) != key) return false;
+  if (std::memcmp(h.magic, keyed ? kKeyedMagic : kMagic, sizeof kMagic) != 0 || std::string_view(h.key, kKeyChars) != key)
+    return false;
   for (const std::uint64_t n : {h.out, h.lse, h.baseline, h.phases, h.q, h.k, h.v})
     if (n > file_bytes) return false;
   return entry_bytes(h) == file_bytes;
@@ -211,11 +286,11 @@ std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
   if (!in) return std::nullopt;
   GoldenCacheEntry e;
   Header h{};
-  Xxh3 check;
+  Checksum check(mac_key_);
   std::array<unsigned char, kChecksumBytes> stored{};
   std::error_code ec;
   const auto read_entry = [&] {
-    if (!read_header(in, key, file_bytes, h)) return false;
+    if (!read_header(in, key, !mac_key_.empty(), file_bytes, h)) return false;
     check.add(&h, sizeof h);
     std::vector<double> error_vals;
     if (!read_array(in, e.golden.out, h.out, check) || !read_array(in, e.golden.lse, h.lse, check) ||
@@ -250,10 +325,10 @@ std::optional<std::vector<float>> GoldenCache::load_baseline(const std::string& 
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   Header h{};
-  if (!read_header(in, key, file_bytes, h) || h.baseline != count) return std::nullopt;  // replaced meanwhile
+  if (!read_header(in, key, !mac_key_.empty(), file_bytes, h) || h.baseline != count) return std::nullopt;  // replaced meanwhile
   std::vector<float> baseline;
   std::array<unsigned char, kChecksumBytes> stored{};
-  Xxh3 check;
+  Checksum check(mac_key_);
   check.add(&h, sizeof h);
   in.seekg(static_cast<std::streamoff>(first_part_bytes(h) + kChecksumBytes));
   if (in && read_array(in, baseline, count, check) && in.read(reinterpret_cast<char*>(stored.data()), kChecksumBytes) &&
@@ -267,7 +342,7 @@ void GoldenCache::store(const std::string& key, const golden::Output& golden, co
                         const BaselineErrors& baseline_errors, const Problem& problem) {
   const std::vector<double> error_vals = error_values(baseline_errors);
   Header h{};
-  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  std::memcpy(h.magic, mac_key_.empty() ? kMagic : kKeyedMagic, sizeof kMagic);
   std::memcpy(h.key, key.data(), std::min(key.size(), kKeyChars));
   h.out = golden.out.size();
   h.lse = golden.lse.size();
@@ -282,7 +357,7 @@ void GoldenCache::store(const std::string& key, const golden::Output& golden, co
   const std::string tid = std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "." + tid;
   const TrackedPath tracked(tmp);  // an interrupt meanwhile removes it
-  Xxh3 check;
+  Checksum check(mac_key_);
   std::error_code ec;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -299,7 +374,7 @@ void GoldenCache::store(const std::string& key, const golden::Output& golden, co
     put(problem.v_storage.data(), problem.v_storage.size());
     const auto first_digest = check.digest();
     out.write(reinterpret_cast<const char*>(first_digest.data()), kChecksumBytes);
-    Xxh3 baseline_check;
+    Checksum baseline_check(mac_key_);
     baseline_check.add(&h, sizeof h);
     out.write(reinterpret_cast<const char*>(baseline.data()), static_cast<std::streamsize>(baseline.size() * sizeof(float)));
     baseline_check.add(baseline.data(), baseline.size() * sizeof(float));

@@ -47,8 +47,10 @@ class GoldenCache {
  public:
   static constexpr std::int64_t kDefaultMaxBytes = std::int64_t{4} << 30;
 
-  // Creates `dir` when missing; throws std::runtime_error naming it when it cannot.
-  GoldenCache(std::filesystem::path dir, std::int64_t max_bytes);
+  // Creates `dir` when missing; throws std::runtime_error naming it when it cannot. With a `mac_key`
+  // (a secret's bytes), entries are named and checked with HMAC-SHA256 under it instead of XXH3:
+  // for a folder others can write (README, "Golden cache").
+  GoldenCache(std::filesystem::path dir, std::int64_t max_bytes, std::string mac_key = {});
 
   // $XDG_CACHE_HOME/swa-harness/golden, else $HOME/.cache/swa-harness/golden; nullopt without either.
   static std::optional<std::filesystem::path> default_dir();
@@ -68,6 +70,7 @@ class GoldenCache {
 
   const std::filesystem::path& dir() const { return dir_; }
   std::int64_t max_bytes() const { return max_bytes_; }
+  bool keyed() const { return !mac_key_.empty(); }
   GoldenCacheCounts counts() const;
 
  private:
@@ -77,6 +80,7 @@ class GoldenCache {
 
   std::filesystem::path dir_;
   std::int64_t max_bytes_;
+  std::string mac_key_;  // empty: unkeyed
   std::atomic<std::int64_t> hits_{0}, stored_{0}, corrupt_{0}, evicted_{0};
   std::mutex listing_mutex_;
   std::int64_t listed_bytes_ = -1;   // the folder's bytes at the last listing plus this process's stores since (-1: not listed)
