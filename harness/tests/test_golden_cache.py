@@ -304,6 +304,14 @@ class GoldenCacheTest(unittest.TestCase):
                     "--golden-cache", "rel/cache", "--golden-cache-max-mb", "64")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("--golden-cache " + os.path.join(os.getcwd(), "rel/cache") + " --golden-cache-max-mb 64", r.stdout)
+        key = self.key_file()
+        with open(key, "rb") as f:
+            secret = f.read()
+        r = harness("submit", CI, "--slurm", "--shards", "2", "--out", os.path.join(self.dir, "sub"), "--dry-run",
+                    "--golden-cache", "rel/cache", "--golden-cache-key", key)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("--golden-cache-key " + key, r.stdout)  # the path; each task reads the key itself
+        self.assertNotIn(secret.hex(), r.stdout)
         r = harness("submit", CI, "--slurm", "--shards", "2", "--out", os.path.join(self.dir, "sub"), "--dry-run",
                     "--golden-cache", "x", "--no-golden-cache")
         self.assertEqual(r.returncode, 2)

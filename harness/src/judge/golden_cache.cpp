@@ -423,6 +423,12 @@ void GoldenCache::evict_locked() {
       fs::remove(it->path(), e1);
       continue;
     }
+    // Larger than the cap: no store made it (store refuses such entries), and counting it would
+    // evict every good entry first (a sparse file declaring a TiB). Deleted as corrupt, as load does.
+    if (!temporary && bytes > static_cast<std::uintmax_t>(max_bytes_)) {
+      if (fs::remove(it->path(), e1)) ++corrupt_;
+      continue;
+    }
     total += static_cast<std::int64_t>(bytes);
     if (!temporary) items.push_back({it->path(), used, static_cast<std::int64_t>(bytes)});
   }
