@@ -409,6 +409,17 @@ PY""")
                 self.assertIn("wrote a response that is refused unread: " + message, row[2])
                 self.assertLess(time.time() - start, 50)
 
+    def test_a_response_that_crashes_libhdf5_is_an_error_row(self):
+        # A response with an `error` attribute whose header has two bytes changed (found by mutating a
+        # valid one): reading the attribute segfaults libhdf5 1.10. The probe's process takes the crash.
+        crashing = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "response_crashing_libhdf5.h5")
+        with tempfile.TemporaryDirectory() as tmp:
+            dut = self.script(tmp, "crashing.sh", f'cp {crashing} "$2"')
+            r, row = self.one_scenario(tmp, "exec:" + dut)
+            self.assertEqual(r.returncode, 1, r.stderr[-2000:])  # the run ends as a failing run, not a crash
+            self.assertEqual(row[0], "error", row)
+            self.assertIn("the response crashed the HDF5 library (was killed by signal 11", row[2])
+
     def test_responses_that_are_not_plain_files_or_too_big_are_refused_unread(self):
         cases = {
             "symlink.sh": ('ln -s /dev/zero "$2"', "not a regular file"),
