@@ -443,7 +443,9 @@ PY""")
     def check_interrupt(self, sig):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "r.h5")
-            dut = f"exec:/usr/bin/python3 {EXAMPLE} --fail hang"
+            # With a daemon of its own session beside it: the interrupt ends that too.
+            dut = "exec:" + self.script(tmp, "hang.sh", "setsid sleep 9875 </dev/null >/dev/null 2>&1 &\n"
+                                                         f"exec /usr/bin/python3 {EXAMPLE} --fail hang \"$@\"")
             p = subprocess.Popen([HARNESS, "run", CI, "--sweep", "inputs", "--out", out, "--dut", dut],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": tmp})
             deadline = time.time() + 60
@@ -456,6 +458,7 @@ PY""")
             self.assertIn(f"interrupted by {sig.name}", err)
             self.assertIn("--resume", err)
             self.assertEqual(processes_with("--fail", "hang"), [])
+            self.assertEqual(processes_with("sleep", "9875"), [])
             self.assertEqual([d for d in os.listdir(tmp) if d.startswith("swa-exec-") or ".tmp." in d], [])
             with h5py.File(out) as f:  # the results file is whole
                 self.assertIn("results", f)
