@@ -7,6 +7,8 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 #include <gnu/libc-version.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 #if defined(__x86_64__)
@@ -257,6 +259,30 @@ Candidate candidate(const fs::path& path, std::int64_t max_bytes, std::uint64_t&
   return file_bytes > static_cast<std::uint64_t>(max_bytes) ? Candidate::refused : Candidate::entry;
 }
 
+// The entry `candidate` approved, opened so that what is read is that file: the descriptor is
+// opened without following a symlink or blocking on a FIFO and must still be a regular file of the
+// size seen, and the stream reads it through /proc/self/fd (not the name, which another writer of
+// the folder may have pointed elsewhere meanwhile). `in` stays closed when any of that fails.
+class OpenedEntry {
+ public:
+  OpenedEntry(const fs::path& path, std::uint64_t file_bytes) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st {};
+    if (fd_ < 0 || ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != file_bytes)
+      return;
+    in.open("/proc/self/fd/" + std::to_string(fd_), std::ios::binary);
+  }
+  OpenedEntry(const OpenedEntry&) = delete;
+  OpenedEntry& operator=(const OpenedEntry&) = delete;
+  ~OpenedEntry() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  std::ifstream in;
+
+ private:
+  int fd_ = -1;
+};
+
 // A temporary of an interrupted store: KEY.golden.tmp.PID.TID.
 bool is_temporary(const fs::path& path) {
   return path.filename().string().find(std::string(kExtension) + ".tmp.") != std::string::npos;
@@ -282,8 +308,9 @@ std::optional<GoldenCacheEntry> GoldenCache::load(const std::string& key) {
     case Candidate::entry:
       break;
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
+  OpenedEntry opened(path, file_bytes);
+  std::ifstream& in = opened.in;
+  if (!in.is_open() || !in) return std::nullopt;  // replaced meanwhile
   GoldenCacheEntry e;
   Header h{};
   Checksum check(mac_key_);
@@ -322,8 +349,9 @@ std::optional<std::vector<float>> GoldenCache::load_baseline(const std::string& 
   const fs::path path = path_for(key);
   std::uint64_t file_bytes = 0;
   if (candidate(path, max_bytes_, file_bytes) != Candidate::entry) return std::nullopt;  // evicted or replaced meanwhile
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
+  OpenedEntry opened(path, file_bytes);
+  std::ifstream& in = opened.in;
+  if (!in.is_open() || !in) return std::nullopt;  // replaced meanwhile
   Header h{};
   if (!read_header(in, key, !mac_key_.empty(), file_bytes, h) || h.baseline != count) return std::nullopt;  // replaced meanwhile
   std::vector<float> baseline;
