@@ -38,7 +38,9 @@
  * A window of W keys including the query is (W - 1, 0); plain causal attention is (-1, 0).
  * A two-sided window (window_right > 0, keys after the query: encoder-style local attention,
  * FlashAttention's window_size = (left, right)) comes in PREFILL only: in CHUNKED_PREFILL and
- * DECODE those keys are not written yet, and the harness never sends it there.
+ * DECODE those keys are not written yet, and the harness never sends it there. The same holds for an
+ * unbounded right side (window_right < 0): in CHUNKED_PREFILL and DECODE window_right is always
+ * exactly 0 (the harness refuses any other case before a DUT sees it).
  *
  * ---- Outputs --------------------------------------------------------------------------------
  * out[i] = sum_j softmax_j(scale * q_i . k_j) v_j over the visible j. Every element of the rows a
@@ -46,10 +48,12 @@
  * no key outputs 0 (as FlashAttention). The harness fills out with NaN before the schedule: a row
  * never written fails. Accumulate in at least fp32.
  *
- * ---- Score semantics (2.1: read them only if SWA_DUT_V2_HAS(p, swa_dut_v2_params, sinks)) ------
+ * ---- Score semantics (2.1: read them only if SWA_DUT_V2_HAS(p, swa_dut_v2_params, softcap), the
+ * ---- later of 2.1's two fields; a 2.1 struct has both) ---------------------------------------
  * With s_j = scale * q_i . k_j (the scale first, as FlashAttention's softcap does):
- *   softcap > 0:  s_j = softcap * tanh(s_j / softcap)  for every key, before the window hides any
- *                 (Gemma 2: 50). 0 = off.
+ *   softcap > 0:  s_j = softcap * tanh(s_j / softcap)  for each visible key j (Gemma 2: 50). 0 = off.
+ *                 The cap is per score, so capping before or after masking gives the same result:
+ *                 a hidden key contributes nothing either way.
  *   sinks != NULL: sinks[h] (h = the query head; [heads_q] floats holding values of the storage
  *                 dtype) is one more logit in row i's softmax, with no value row (gpt-oss):
  *                   m = max(max_j s_j, sinks[h]),
@@ -65,9 +69,13 @@
  *     fp8(k / k_descale) * k_descale      (v with v_descale)
  * where fp8() rounds to nearest, ties to even, and SATURATES: a value beyond the largest finite one
  * (and +-inf) becomes +-largest (the OCP spec's saturating conversion; without it e4m3 gives NaN).
- * The descales are powers of two, so k / k_descale is exact in fp32. In PREFILL that is a kernel
- * that quantises K/V on load; in the other modes the cache holds the one-byte FP8 codes
- * ([batch, slots, heads_kv, head_size] uint8, cache->kv_format says so) and the chunk's own keys
+ * The descales are powers of two, so k / k_descale is exact in fp32. The product is NOT rounded
+ * back to the storage dtype: it is exact in fp32 (an FP8 value times a power of two) and attention
+ * uses it at fp32 or better, even where the storage dtype could not hold it (fp16 with e4m3 and
+ * descale 256: 448 * 256 = 114688, beyond fp16's 65504, is that key's value, not inf). In PREFILL
+ * that is a kernel that quantises K/V on load; in the other modes the cache holds the one-byte FP8
+ * codes (uint8, cache->kv_format says so: [batch, slots, heads_kv, head_size] for LINEAR and the
+ * rings, the page pool [pages, page_size, heads_kv, head_size] for PAGED) and the chunk's own keys
  * are read as the cache would give them back. kv_format SWA_DUT_KV_DTYPE (0): no FP8.
  *
  * ---- Paged KV cache (2.3: read it only if SWA_DUT_V2_HAS(p, swa_dut_v2_params, pool_pages)) -----
@@ -85,12 +93,15 @@
  *
  * ---- Schedule -------------------------------------------------------------------------------
  * mode PREFILL: one call of swa_dut_v2_prefill computes every row of every sequence from Q/K/V.
- * mode CHUNKED_PREFILL: swa_dut_v2_chunked_prefill for chunk_index 0, 1, ...: rows
+ * mode CHUNKED_PREFILL: chunk >= 1 (chunk 0 is refused by the harness in this mode), and
+ *   swa_dut_v2_chunked_prefill for chunk_index 0, 1, ..., N - 1 with N = ceil(max_b seq_lens[b] /
+ *   chunk) (the last index is the longest prompt's last chunk; no call is made past it): rows
  *   [c*chunk, min((c+1)*chunk, seq_lens[b])) of each sequence attend to the cache plus the chunk
  *   itself, then the chunk's K/V are written into the cache. A sequence whose prompt ends before
  *   chunk_index * chunk has nothing to do at that index (skip it; do not touch its cache).
- * mode DECODE: the prompt (seq_lens[b] - decode_steps tokens) goes through chunked_prefill in
- *   chunks of `chunk` tokens, where only chunk == 0 means "the whole prompt as one chunk"; then
+ * mode DECODE: every prompt (seq_lens[b] - decode_steps tokens) has at least 1 token (the harness
+ *   refuses a case with an empty prompt). The prompts go through chunked_prefill in chunks of
+ *   `chunk` tokens, where only chunk == 0 means "the whole prompt as one chunk" (then N = 1); then
  *   swa_dut_v2_decode_step for step 0 .. decode_steps-1: row prompt + step of each sequence writes
  *   its K/V into the cache first, then attends to the cache.
  *
@@ -103,7 +114,9 @@
  *                 sequence's first write, of k tokens: max(0, k - W); positions below base are
  *                 never stored (the ring-cache patent's layout).
  *   PAGED (2.3):  see "Paged KV cache"; k and v are the shared pool, not [batch, slots, ...].
- * tokens_written[b] counts positions [0, tokens_written[b]) written; the DUT updates it.
+ * tokens_written[b] counts positions [0, tokens_written[b]) written; the DUT updates it. With a
+ * PAGED cache a position whose row was skipped (its page -1) counts as written too: tokens_written
+ * is the end of what the sequence has been through, not the number of rows stored.
  * The cache is part of the contract, as in ATB and serving stacks where other kernels read it:
  * after every chunk and decode step the harness compares it with its golden cache model (slot by
  * slot, bit for bit, plus base and tokens_written). A slot holding the wrong position fails the
