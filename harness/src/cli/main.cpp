@@ -73,13 +73,13 @@ int main(int argc, char** argv) {
     try {
       return s.run(std::vector<std::string>(argv + 2, argv + argc));
     } catch (const swa::cli::UsageError& e) {
-      // Cleaned: a message quotes what it refuses (a path, a plugin's or a file's text), which may hold
-      // escape codes or bytes that are not UTF-8.
-      std::cerr << "swa-harness " << name << ": error: " << swa::harness::clean_text(e.what(), 65536)
+      // Cleaned, not cut: a message quotes what it refuses (a path, a plugin's or a file's text), which
+      // may hold escape codes or bytes that are not UTF-8; a DUT's own text was capped where it entered.
+      std::cerr << "swa-harness " << name << ": error: " << swa::harness::clean_text(e.what(), std::string::npos)
                 << "\n(see swa-harness " << name << " --help)\n";
       return swa::cli::kBadInput;
     } catch (const std::exception& e) {
-      std::cerr << "swa-harness " << name << ": error: " << swa::harness::clean_text(e.what(), 65536) << "\n";
+      std::cerr << "swa-harness " << name << ": error: " << swa::harness::clean_text(e.what(), std::string::npos) << "\n";
       return swa::cli::kBadInput;
     }
   }
