@@ -237,6 +237,24 @@ class ProcessProtocol(unittest.TestCase):
                 self.assertEqual([shlex.split(line) for line in rerun],
                                  [["swa-harness", "run", CI, "--filter", scenario, "--dut", dut]], r.stdout)
 
+    def test_a_dut_that_declines_a_case_gets_a_skip_not_an_error(self):
+        # "not supported: REASON" in the response's error attribute: a skip row with the reason, and
+        # the run passes when everything it ran passes (a kernel without decode is not a failing one).
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            dut = f"exec:/usr/bin/python3 {EXAMPLE} --not-supported decode"
+            r = run("run", CI, "--sweep", "caches", "--filter", "fp32", "--dut", dut, "--out", out)
+            self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
+            got = rows(out)
+            decode = [row for (scenario, _), row in got.items() if scenario.startswith("mode=decode/")]
+            others = [row for (scenario, _), row in got.items() if not scenario.startswith("mode=decode/")]
+            self.assertGreater(len(decode), 0)
+            self.assertGreater(len(others), 0)
+            for status, _, reason in decode:
+                self.assertEqual(status, "skip", reason)
+                self.assertIn("the DUT does not support this case: numpy_dut was told to decline decode", reason)
+            for status, _, reason in others:
+                self.assertEqual(status, "pass", reason)
 
 # Every process this test starts (and whatever they start) inherits this marker in its environment, so
 # the process checks see only this test's processes: another harness run on the machine, with its own

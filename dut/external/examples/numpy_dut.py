@@ -213,6 +213,8 @@ def final_cache(f, k, v, fault):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fail", choices=["exit", "garbled", "wrong-shape", "hang", "report-error", "no-response"])
+    ap.add_argument("--not-supported", metavar="MODE", choices=["prefill", "chunked_prefill", "decode"],
+                    help="decline every case of this mode (a skip, as a kernel without it would answer)")
     ap.add_argument("--fault", choices=FAULTS)
     ap.add_argument("request")
     ap.add_argument("response")
@@ -229,6 +231,11 @@ def main():
             f.write(b"this is not an HDF5 file")
         return 0
     with h5py.File(args.request, "r") as f:
+        mode = f.attrs["mode"].decode() if isinstance(f.attrs["mode"], bytes) else str(f.attrs["mode"])
+        if args.not_supported == mode:  # how a kernel declines a case: a skip row, not an error
+            with h5py.File(args.response, "w") as r:
+                r.attrs["error"] = f"not supported: numpy_dut was told to decline {mode}"
+            return 0
         if f.attrs["protocol_version"] not in (2, 3, 4, 5):
             print("numpy_dut: unsupported protocol version", file=sys.stderr)
             return 2

@@ -21,6 +21,9 @@ namespace {
 
 std::atomic<int> request_counter{0};
 
+// An `error` attribute that starts so declines the case (EXEC_PROTOCOL.md): a skip row, not an error.
+constexpr std::string_view kDeclined = "not supported:";
+
 // The most bytes a response can need: /out and /cache as float32, plus room for HDF5's own structure.
 std::uintmax_t response_size_limit(const AttnParams& p) {
   const std::uintmax_t out = static_cast<std::uintmax_t>(total_tokens(p)) * p.heads_q * p.head_size * 4;
@@ -119,8 +122,12 @@ class ExecDut final : public dut::Dut {
                             const std::string& errors) const {
     try {
       h5::Handle f = h5::open_file_readonly(response);
-      if (H5Aexists(f.id(), "error") > 0)
-        return dut::Status::failure("exec: the DUT reported: " + h5::read_string_attr(f.id(), "error"));
+      if (H5Aexists(f.id(), "error") > 0) {
+        const std::string said = h5::read_string_attr(f.id(), "error");
+        if (said.rfind(kDeclined, 0) == 0)
+          return dut::Status::decline("exec: the DUT does not support this case:" + said.substr(kDeclined.size()));
+        return dut::Status::failure("exec: the DUT reported: " + said);
+      }
       const std::vector<hsize_t> dims = h5::dataset_dims(f.id(), "out");  // the shape first, then the data
       const std::vector<hsize_t> want = {static_cast<hsize_t>(total_tokens(p)), static_cast<hsize_t>(p.heads_q),
                                          static_cast<hsize_t>(p.head_size)};

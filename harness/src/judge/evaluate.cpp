@@ -57,7 +57,7 @@ DutOutput run_dut(dut::Dut& dut, const Problem& pr, dut::ScheduleObserver* obser
   }
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!status.ok) {
-    r.outcome = Verdict::error;
+    r.outcome = status.declined ? Verdict::skip : Verdict::error;
     r.message = clean_text(status.message);
     return r;
   }

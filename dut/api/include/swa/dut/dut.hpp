@@ -15,9 +15,13 @@ namespace swa::dut {
 struct Status {
   bool ok = true;
   std::string message;
+  bool declined = false;  // not ok because the DUT does not support the case (a skip, not an error)
 
   static Status success() { return {}; }
   static Status failure(std::string why) { return {false, std::move(why)}; }
+  // What a DUT that can only tell by running says of a case it does not support (a process DUT's
+  // "not supported: REASON"); the row is a skip with the reason.
+  static Status decline(std::string why) { return {false, std::move(why), true}; }
 };
 
 struct Support {
