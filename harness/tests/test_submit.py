@@ -238,15 +238,20 @@ class Collect(unittest.TestCase):
             self.assertRegex(r.stdout, r"(?m)^1\s+-/3\s+0\s+stopped: invalid input .* \[exit 2\]")
             self.assertIn("--array=1 ", r.stdout)
 
+    def two_shards_with_shard_0_run(self, tmp):
+        """A submission of FILTER's 6 scenarios in 2 shards (sbatch faked) whose shard 0 has run; its folder."""
+        out = os.path.join(tmp, "sub")
+        r = harness("submit", CI, "--slurm", "--shards", "2", "--out", out, "--filter", FILTER, "--dut", "cpu",
+                    env=fake_sbatch(tmp))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(run_task(out, 0).returncode, 0)
+        return out
+
     def test_collect_checks_which_scenarios_a_shard_holds_not_how_many(self):
         # shard-1.h5 a link to shard-0.h5 (as many rows, the wrong scenarios): shard 1 is not
         # finished, its file stays out of the merge, and the warning says why.
         with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "sub")
-            r = harness("submit", CI, "--slurm", "--shards", "2", "--out", out, "--filter", FILTER, "--dut", "cpu",
-                        env=fake_sbatch(tmp))
-            self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertEqual(run_task(out, 0).returncode, 0)
+            out = self.two_shards_with_shard_0_run(tmp)
             os.symlink(os.path.join(out, "shard-0.h5"), os.path.join(out, "shard-1.h5"))
             shutil.copy(os.path.join(out, "shard-0.end"), os.path.join(out, "shard-1.end"))
             r = harness("collect", out)
@@ -260,12 +265,8 @@ class Collect(unittest.TestCase):
         # A FIFO as an end record is named and refused unread (it blocked collect before); a sweep.yaml
         # edited after submission is refused by its digest, before any shard is judged by it.
         with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "sub")
-            r = harness("submit", CI, "--slurm", "--shards", "2", "--out", out, "--filter", FILTER, "--dut", "cpu",
-                        env=fake_sbatch(tmp))
-            self.assertEqual(r.returncode, 0, r.stderr)
+            out = self.two_shards_with_shard_0_run(tmp)
             self.assertRegex(json.loads(read(os.path.join(out, "submission.json")))["sweep_digest"], "^[0-9a-f]{64}$")
-            self.assertEqual(run_task(out, 0).returncode, 0)
             os.mkfifo(os.path.join(out, "shard-1.end"))
             r = harness("collect", out, timeout=60)
             self.assertEqual(r.returncode, 4, r.stdout + r.stderr)
