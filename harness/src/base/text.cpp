@@ -65,6 +65,17 @@ std::string clean_text(std::string_view raw, std::size_t cap) {
   return out;
 }
 
+std::string hex_of(const unsigned char* bytes, std::size_t count) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * count);
+  for (std::size_t i = 0; i < count; ++i) {
+    out += digits[bytes[i] >> 4];
+    out += digits[bytes[i] & 15];
+  }
+  return out;
+}
+
 std::string shell_quote_always(std::string_view word) {
   std::string out = "'";
   for (char c : word) {

@@ -211,7 +211,7 @@ void check_golden_cache_options(const po::variables_map& vm, const GoldenCacheAr
 }
 
 std::unique_ptr<harness::GoldenCache> open_golden_cache(const po::variables_map& vm, const GoldenCacheArgs& args) {
-  check_golden_cache_options(vm, args);
+  check_golden_cache_options(vm, args);  // the key file's checks included
   if (vm.count("no-golden-cache")) return nullptr;
   const std::int64_t cap = args.max_mb << 20;
   const std::string key = vm.count("golden-cache-key") ? read_key_file(args.key_file) : std::string();

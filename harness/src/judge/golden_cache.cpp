@@ -1,6 +1,7 @@
 #include "swa/harness/judge/golden_cache.hpp"
 #include "swa/harness/base/host.hpp"
 #include "swa/harness/base/interrupt.hpp"
+#include "swa/harness/base/text.hpp"
 
 #include <chrono>
 #include <openssl/core_names.h>
@@ -57,13 +58,8 @@ class Sha256 {
     return d;
   }
   std::string hex() {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string s;
-    for (unsigned char c : digest()) {
-      s += digits[c >> 4];
-      s += digits[c & 15];
-    }
-    return s;
+    const auto d = digest();
+    return hex_of(d.data(), d.size());
   }
 
  private:
@@ -214,13 +210,8 @@ std::string GoldenCache::key(const std::string& scenario_id) {
 // ones) are other files, never read as this cache's.
 fs::path GoldenCache::path_for(const std::string& key) const {
   if (mac_key_.empty()) return dir_ / (key + std::string(kExtension));
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string name;
-  for (unsigned char c : HmacSha256(mac_key_).add(key.data(), key.size()).full()) {
-    name += digits[c >> 4];
-    name += digits[c & 15];
-  }
-  return dir_ / (name + std::string(kExtension));
+  const auto mac = HmacSha256(mac_key_).add(key.data(), key.size()).full();
+  return dir_ / (hex_of(mac.data(), mac.size()) + std::string(kExtension));
 }
 
 namespace {

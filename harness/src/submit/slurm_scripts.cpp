@@ -112,10 +112,7 @@ std::string snapshot_digest(const Submission& s) {
   unsigned int size = 0;
   if (EVP_Digest(bytes.data(), bytes.size(), digest, &size, EVP_sha256(), nullptr) != 1)
     throw std::runtime_error("OpenSSL cannot compute a SHA-256");
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string text;
-  for (unsigned int i = 0; i < size; ++i) text += {hex[digest[i] >> 4], hex[digest[i] & 15]};
-  return text;
+  return hex_of(digest, size);
 }
 
 void write_record(const Submission& s) {

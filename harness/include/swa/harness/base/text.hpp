@@ -17,6 +17,9 @@ inline constexpr std::size_t kOutsideTextCap = 4096;
 // escaped, and prints as itself on a terminal.
 std::string clean_text(std::string_view raw, std::size_t cap = kOutsideTextCap);
 
+// Lower-case hexadecimal of `bytes` (digests, keys): two characters a byte.
+std::string hex_of(const unsigned char* bytes, std::size_t count);
+
 // POSIX shell single-quoting: the word reaches the command unchanged, whatever it holds. A word of
 // only letters, digits and _ . / : = , + @ % - is left as it is; shell_quote_always quotes it too.
 std::string shell_quote(std::string_view word);
