@@ -481,6 +481,28 @@ PY""")
             with h5py.File(out) as f:  # the results file is whole
                 self.assertIn("results", f)
 
+    def test_a_dut_killed_by_the_signal_that_interrupts_the_run_is_not_stored_as_a_failure(self):
+        # Slurm's requeue and scancel signal every process of the job: the DUT may die of the SIGTERM
+        # a moment before the harness handles its own. That death is the interrupt, not the DUT's
+        # failure: no row of it is stored, and --resume runs the scenario again.
+        with tempfile.TemporaryDirectory() as tmp:
+            out, died = os.path.join(tmp, "r.h5"), os.path.join(tmp, "died")
+            dut = "exec:" + self.script(tmp, "dies_once.sh", f"if [ ! -e {died} ]; then : > {died}; kill -TERM $$; fi\n"
+                                                              f"exec /usr/bin/python3 {EXAMPLE} \"$@\"")
+            args = ["run", CI, "--sweep", "inputs", "--jobs", "1", "--out", out, "--dut", dut]
+            p = subprocess.Popen([HARNESS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            deadline = time.time() + 60
+            while not os.path.exists(died) and time.time() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.2)  # the harness has seen the death by now
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+            self.assertNotIn("error", {v[0] for v in rows(out).values()}, rows(out))
+            r = run(*args, "--resume")
+            self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
+            self.assertEqual({v[0] for v in rows(out).values()}, {"pass"})
+
     def test_perf_refuses_to_time_an_exec_dut_decode_step_by_step(self):
         with tempfile.TemporaryDirectory() as tmp:
             scenario = run("list", CI, "--sweep", "caches", "--filter", "mode=decode").stdout.split()[0]

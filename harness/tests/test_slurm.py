@@ -228,6 +228,16 @@ def stored_scenarios(path):
         return 0
 
 
+def rows_failed(path):
+    """The rows that fail a run (verdict fail = 2 or error = 4, judge/verdict_enum.hpp)."""
+    try:
+        with h5py.File(path, "r") as f:
+            return [(r["scenario_id"].decode(), int(r["status"]), r["reason"].decode()[:300])
+                    for r in f["results"][:] if r["status"] in (2, 4)]
+    except (OSError, KeyError) as e:
+        return f"unreadable: {e}"
+
+
 def compare(a, b):
     r = subprocess.run(["/usr/bin/python3", COMPARE, a, b], capture_output=True, text=True)
     log(r.stdout + r.stderr)
@@ -282,7 +292,9 @@ def requeued_shard_resumes_and_merge_equals_unsharded(cluster, work):
     resumed = re.search(r"resuming \S+: (\d+) scenarios already stored", shard_log)
     assert resumed and int(resumed.group(1)) >= before, f"the requeued task did not resume:\n{shard_log[-3000:]}"
     end_record = read(os.path.join(out, f"shard-{k}.end")).split()
-    assert end_record[:2] == ["0", "1"], f"shard {k} end record {end_record}: want exit 0 after 1 restart"
+    assert end_record[:2] == ["0", "1"], (f"shard {k} end record {end_record}: want exit 0 after 1 restart; "
+                                          f"rows failed: {rows_failed(os.path.join(out, f'shard-{k}.h5'))}\n"
+                                          f"{shard_log[-3000:]}")
     summary = read(os.path.join(out, "summary.txt"))
     log(summary)
     assert "4 of 4 shards finished; 662 of 662 scenarios" in summary, summary

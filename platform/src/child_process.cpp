@@ -55,6 +55,11 @@ Ending from_wait_status(int status) {
   return e;
 }
 
+// See Child::wait: a child's death by an interrupt signal is reported a second late.
+void let_an_interrupt_of_this_process_land(const Ending& ending) {
+  if (ending.by_interrupt_signal()) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
 // In the child, between fork and exec: async-signal-safe calls only.
 [[noreturn]] void become_child(const ChildSpec& spec, char* const* argv, char* const* envp, int dev_null,
                                int capture_write, int* moved_fds) {
@@ -121,6 +126,11 @@ int Ending::shell_status() const {
       break;
   }
   return -1;
+}
+
+bool Ending::by_interrupt_signal() const {
+  const int status = shell_status();
+  return status == 128 + SIGINT || status == 128 + SIGTERM || status == 128 + SIGHUP || status == 128 + SIGQUIT;
 }
 
 Child Child::start(ChildSpec spec) {
@@ -284,6 +294,7 @@ Ending Child::wait(std::optional<double> seconds) {
       }
       finish(from_wait_status(status));
       end_descendants();
+      let_an_interrupt_of_this_process_land(*ended_);
       return *ended_;
     }
     if (seen < 0 && errno != EINTR) {  // ECHILD: reaped elsewhere, how it ended is unknown
@@ -324,6 +335,7 @@ Ending Child::kill() {
   }
   finish(got == pid_ ? from_wait_status(status) : Ending{Ending::Kind::exited, -1, 0.0});
   end_descendants();
+  let_an_interrupt_of_this_process_land(*ended_);  // it may have died on its own before the SIGKILL
   return *ended_;
 }
 

@@ -132,7 +132,7 @@ int cmd_run(const std::vector<std::string>& args) {
   if (vm.count("in-process")) store.commit_every_scenario();
   harness::set_interrupt_flush([&store]() -> std::string {
     try {
-      store.flush();
+      store.flush_and_close();
       return {};
     } catch (const harness::ResultsNotWritten& e) {
       return e.what();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <limits>
 
 #include "swa/harness/base/durable_file.hpp"
 #include "swa/harness/base/h5.hpp"
@@ -59,6 +60,7 @@ bool ResultsStore::done(const std::string& scenario_id, const std::string& dut) 
 ResultsStore::Added ResultsStore::add(const ScenarioRow& scenario, std::vector<ResultRow> rows,
                                       const std::vector<PerfRow>& perf, const std::optional<ProblemFile>& dump) {
   std::unique_lock lock(mutex_);
+  if (closed_) return {std::move(rows), std::numeric_limits<std::uint64_t>::max()};  // never committed
   if (dump) try {
       const fs::path dir = dumps_dir(path_);
       fs::create_directories(dir);
@@ -146,6 +148,13 @@ void ResultsStore::commit(std::unique_lock<std::mutex>& lock, Wait wait) {
 // names those the process then leaves behind).
 void ResultsStore::flush() {
   std::unique_lock lock(mutex_);
+  if (!closed_) commit(lock, Wait::for_running_commit);
+}
+
+void ResultsStore::flush_and_close() {
+  std::unique_lock lock(mutex_);
+  if (closed_) return;
+  closed_ = true;  // before the commit, which releases the lock while it writes
   commit(lock, Wait::for_running_commit);
 }
 
@@ -172,6 +181,7 @@ void ResultsStore::begin(const std::string& scenario_id) {
 
 void ResultsStore::end(const std::string& scenario_id) {
   std::lock_guard lock(mutex_);
+  if (closed_) return;  // its rows stay out of the file: the in-flight list keeps naming it
   std::erase(in_flight_, scenario_id);
   write_in_flight();
 }

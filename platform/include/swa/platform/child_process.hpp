@@ -26,6 +26,8 @@ struct Ending {
   std::string describe() const;
   // A shell's way of saying it in one number: the status, 128 + the signal, or -1 for a time-out.
   int shell_status() const;
+  // Killed by SIGINT, SIGTERM, SIGHUP or SIGQUIT, or exited with 128 + one of them.
+  bool by_interrupt_signal() const;
 };
 
 // Where a child's stdout or stderr goes. Both captured streams share one pipe and one buffer.
@@ -62,11 +64,17 @@ class Child {
   // Waits for the end, reading captured output meanwhile. With a bound, a child still running after
   // `seconds` is killed (with its group) and the ending says timed_out. After the leader ends, what
   // is left of its group is killed too.
+  //
+  // A child that died of SIGINT, SIGTERM, SIGHUP or SIGQUIT (or a shell's 128 + one of them) is
+  // reported a second late. Such a signal usually went to the whole job, this process too (Slurm's
+  // requeue and scancel signal every process of a job; a terminal's Ctrl-C its foreground group);
+  // the second lets this process's own interrupt handler end the run first, instead of the child's
+  // death being recorded as a failure of the child.
   Ending wait(std::optional<double> seconds = std::nullopt);
   // Without waiting: whether the child still runs (an ended child is reaped, its ending kept).
   bool running();
   // SIGKILL to the group and the child, then reaps it. A child that had ended on its own keeps its
-  // own ending (a crash stays a crash).
+  // own ending (a crash stays a crash; one by an interrupt signal comes a second late, as in wait).
   Ending kill();
 
   const std::string& output() const { return output_; }       // the captured bytes (the last capture_limit)

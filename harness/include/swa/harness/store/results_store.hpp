@@ -66,6 +66,10 @@ class ResultsStore {
   Added add(const ScenarioRow& scenario, std::vector<ResultRow> rows, const std::vector<PerfRow>& perf,
             const std::optional<ProblemFile>& dump);
   void flush();  // commits what is pending now (after a running commit ends); throws ResultsNotWritten
+  // An interrupt's last commit: flush(), and nothing after it. Rows added later come from scenarios
+  // the interrupt cut short (their DUT may have died of the same signal) and never reach the file;
+  // --resume runs them again.
+  void flush_and_close();
   std::uint64_t committed_ticket() const;
 
   std::vector<ResultRow> results() const;  // committed or not
@@ -87,6 +91,7 @@ class ResultsStore {
   std::chrono::steady_clock::time_point last_commit_end_{};
   std::chrono::duration<double> last_commit_cost_{0};
   bool every_scenario_ = false;
+  bool closed_ = false;  // flush_and_close() ran
 
   std::condition_variable commit_done_;
   bool committing_ = false;  // a commit is writing the file, the lock released
