@@ -35,7 +35,15 @@ SWA_ENUM_NAMES(Fault, fault_name, parse_fault, kAllFaults,
                {Fault::fp8_descale_twice, "fp8_descale_twice"},
                {Fault::page_table_off_by_one, "page_table_off_by_one"},
                {Fault::page_freed_early, "page_freed_early"},
-               {Fault::recycled_page_read, "recycled_page_read"})
+               {Fault::recycled_page_read, "recycled_page_read"},
+               {Fault::sink_through_softcap, "sink_through_softcap"},
+               {Fault::softcap_right_after_mask, "softcap_right_after_mask"},
+               {Fault::sink_ignored_two_sided, "sink_ignored_two_sided"},
+               {Fault::sink_scaled_by_k_descale, "sink_scaled_by_k_descale"},
+               {Fault::softcap_before_k_descale, "softcap_before_k_descale"},
+               {Fault::v_read_with_k_descale, "v_read_with_k_descale"},
+               {Fault::gqa_group_from_kv_heads, "gqa_group_from_kv_heads"},
+               {Fault::length_table_of_4, "length_table_of_4"})
 std::string fault_choices() { return enum_choices(kAllFaults, fault_name); }
 
 namespace {
@@ -50,8 +58,9 @@ class MutantDut final : public Dut {
 
   Status prefill(const AttnParams& p) override {
     forget_rows();
+    reading_paged_ = false;
     for (int b = 0; b < p.batch; ++b)
-      for (std::int64_t i = (sequence_length_ = p.seq_lens[b], 0); i < p.seq_lens[b]; ++i)
+      for (std::int64_t i = (sequence_length_ = p.seq_lens[b], 0); i < rows_of(p, b); ++i)
         for (int h = 0; h < p.heads_q; ++h) {
           keys_.clear();
           bias_.clear();
@@ -59,12 +68,18 @@ class MutantDut final : public Dut {
             if (visible(p, i, j)) {
               keys_.push_back({input_k(p, b, j, h), input_v(p, b, j, h)});
               if (adds_mask(p)) bias_.push_back(mask_value(p, i, j));
-            } else if (caps_hidden_keys(p)) {
+            } else if (caps_hidden_keys(p) || (caps_hidden_right_keys(p) && j > i)) {
               keys_.push_back({input_k(p, b, j, h), input_v(p, b, j, h), true});
             }
           attend(p, b, i, h);
         }
     return Status::success();
+  }
+
+  // The rows prefill computes of sequence b (the rest stay as the harness poisoned them).
+  std::int64_t rows_of(const AttnParams& p, int b) const {
+    if (fault_ != Fault::length_table_of_4 || b < 4) return p.seq_lens[b];
+    return std::min(p.seq_lens[b % 4], p.seq_lens[b]);
   }
 
   Status chunked_prefill(const AttnParams& p, KvCache& cache, int chunk_index) override {
@@ -130,12 +145,18 @@ class MutantDut final : public Dut {
   float kv_element(const AttnParams& p, const Key& key, bool value, int d) const {
     const unsigned char* row = value ? key.v : key.k;
     const float descale = value ? p.v_descale : p.k_descale;
-    if (key.cached && fp8(p)) return decode(p, row[d], descale);
+    const float read_descale = value && fault_ == Fault::v_read_with_k_descale ? p.k_descale : descale;
+    if (key.cached && fp8(p)) return decode(p, row[d], read_descale);
     const float x = load_from(p.dtype, row + d * dtype_bytes(p.dtype));
-    return fp8(p) ? decode(p, encode(p, x, descale), descale) : x;
+    return fp8(p) ? decode(p, encode(p, x, descale), read_descale) : x;
   }
 
   bool caps_hidden_keys(const AttnParams& p) const { return fault_ == Fault::softcap_after_mask && p.softcap > 0.f; }
+  bool caps_hidden_right_keys(const AttnParams& p) const {
+    return fault_ == Fault::softcap_right_after_mask && p.softcap > 0.f && p.band.right != 0;
+  }
+  // The paged-FP8 faults: in a kernel's path that reads FP8 codes from a page pool.
+  bool paged_fp8_fault(const AttnParams& p, Fault f) const { return fault_ == f && reading_paged_ && fp8(p); }
 
   bool adds_mask(const AttnParams& p) const {
     return fault_ == Fault::additive_mask && p.mask && p.mode == RunMode::prefill;
@@ -172,7 +193,9 @@ class MutantDut final : public Dut {
   }
 
   int kv_head(const AttnParams& p, int h) const {
-    return fault_ == Fault::gqa_modulo_mapping ? h % p.heads_kv : kv_head_for(h, p.heads_q, p.heads_kv);
+    if (fault_ == Fault::gqa_modulo_mapping) return h % p.heads_kv;
+    if (fault_ == Fault::gqa_group_from_kv_heads) return std::min(h / p.heads_kv, p.heads_kv - 1);
+    return kv_head_for(h, p.heads_q, p.heads_kv);
   }
 
   const unsigned char* at(const AttnParams& p, const void* base, std::int64_t row_stride, std::int64_t head_stride,
@@ -188,6 +211,7 @@ class MutantDut final : public Dut {
 
   void gather_cache(const AttnParams& p, const KvCache& cache, int b, std::int64_t i, int h) {
     keys_.clear();
+    reading_paged_ = cache.paged();
     for (std::int64_t slot = 0; slot < cache.slots; ++slot) {
       const std::int64_t pos = cache.position_in(b, shifted_back(cache, slot));
       if (pos < 0 || (!visible(p, i, pos) && !caps_hidden_keys(p))) continue;
@@ -297,15 +321,22 @@ class MutantDut final : public Dut {
       float s = 0.f;
       for (int d = 0; d < D; ++d) s += q_row_[d] * row_memo_[rows_[n] + d];
       scores_[n] = s * p.scale + (adds_mask(p) ? bias_[n] : 0.f);
+      if (p.softcap > 0.f && paged_fp8_fault(p, Fault::softcap_before_k_descale)) {
+        scores_[n] = p.softcap * std::tanh(scores_[n] / p.k_descale / p.softcap) * p.k_descale;
+        continue;
+      }
       if (p.softcap > 0.f) scores_[n] = keys_[n].hidden ? -p.softcap : p.softcap * std::tanh(scores_[n] / p.softcap);
       if (fault_ == Fault::scores_low_precision) scores_[n] = round_mantissa(scores_[n], mantissa_bits(dt) - 3);
     }
     const bool sees_key = std::any_of(keys_.begin(), keys_.end(), [](const Key& k) { return !k.hidden; });
-    const float sink = p.sinks ? p.sinks[h] : -INFINITY;
+    const bool has_sink = p.sinks && !(fault_ == Fault::sink_ignored_two_sided && p.band.right != 0);
+    float sink = has_sink ? p.sinks[h] : -INFINITY;
+    if (has_sink && fault_ == Fault::sink_through_softcap && p.softcap > 0.f) sink = p.softcap * std::tanh(sink / p.softcap);
+    if (has_sink && paged_fp8_fault(p, Fault::sink_scaled_by_k_descale)) sink *= p.k_descale;
     const float m = fault_ == Fault::no_max_subtraction || scores_.empty()
                         ? 0.f
                         : std::max(*std::max_element(scores_.begin(), scores_.end()), sink);
-    const float sink_weight = p.sinks ? std::exp(sink - m) : 0.f;
+    const float sink_weight = has_sink ? std::exp(sink - m) : 0.f;
     float sum = sink_weight;
     for (float& s : scores_) sum += (s = std::exp(s - m));
     if (fault_ == Fault::p_low_precision) {
@@ -332,6 +363,7 @@ class MutantDut final : public Dut {
   Fault fault_;
   std::int64_t sequence_length_ = 0;  // of the sequence prefill is on
   bool decoding_ = false;
+  bool reading_paged_ = false;  // the keys of this call come from a paged cache
   std::vector<Key> keys_;
   std::vector<unsigned char> unwritten_k_, unwritten_v_;  // recycled_page_read: the new slot's K/V before the write
   std::vector<float> scores_, acc_, bias_, q_row_;

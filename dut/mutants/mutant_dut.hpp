@@ -35,6 +35,16 @@ enum class Fault {
   page_table_off_by_one,   // paged: reads position p through logical page (p + 1) / page_size
   page_freed_early,        // paged: frees a page one query early (the window's oldest key's page, in decode)
   recycled_page_read,      // paged decode: reads the new position's slot before writing it (a recycled page's old K/V)
+  // Feature pairs (scenarios/ci.yaml's feature_pairs sweep names the values that make each visible):
+  sink_through_softcap,     // sinks x cap: the sink logit is soft-capped too
+  softcap_right_after_mask, // cap x two-sided: keys hidden right of the query are capped to -cap, not -inf
+  sink_ignored_two_sided,   // sinks x two-sided: a two-sided window's path forgets the sink
+  sink_scaled_by_k_descale, // sinks x paged FP8: the sink is scaled with the scores by k_descale
+  softcap_before_k_descale, // cap x paged FP8: the cap bends scores of the FP8 codes, k_descale applied after
+  // Parameters a kernel could confuse (ci.yaml draws them apart):
+  v_read_with_k_descale,    // FP8 V decoded with k_descale
+  gqa_group_from_kv_heads,  // kv head = h / Hkv (clamped) instead of h / (Hq / Hkv)
+  length_table_of_4,        // prefill keeps 4 sequence lengths: sequence b >= 4 gets min(len[b % 4], len[b]) rows
 };
 
 inline constexpr Fault kAllFaults[] = {Fault::none,
@@ -59,7 +69,15 @@ inline constexpr Fault kAllFaults[] = {Fault::none,
                                        Fault::fp8_descale_twice,
                                        Fault::page_table_off_by_one,
                                        Fault::page_freed_early,
-                                       Fault::recycled_page_read};
+                                       Fault::recycled_page_read,
+                                       Fault::sink_through_softcap,
+                                       Fault::softcap_right_after_mask,
+                                       Fault::sink_ignored_two_sided,
+                                       Fault::sink_scaled_by_k_descale,
+                                       Fault::softcap_before_k_descale,
+                                       Fault::v_read_with_k_descale,
+                                       Fault::gqa_group_from_kv_heads,
+                                       Fault::length_table_of_4};
 
 // The controls: correct kernels that must pass everything.
 inline bool is_control(Fault f) { return f == Fault::none || f == Fault::none_reversed; }

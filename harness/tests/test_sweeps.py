@@ -217,6 +217,58 @@ class Mutants(unittest.TestCase):
             r = run("run", CI_YAML, "--sweep", "sinks", "--out", out, "--dut", f"exec:/usr/bin/python3 {numpy_dut} --fault no-sinks")
             self.assertEqual({v[0] for v in rows(out).values()}, {"fail"}, r.stdout[-1500:])
 
+    # Where each feature-pair and confusable-parameter mutant differs from a correct kernel, from a
+    # /scenarios row; the sweep of ci.yaml that was written to catch it.
+    @staticmethod
+    def _on(s, what):
+        text = lambda x: x.decode() if isinstance(x, bytes) else x
+        sinks, cap, two_sided = text(s["sinks"]) != "none", float(text(s["softcap"])) > 0, int(s["window_right"]) != 0
+        paged_fp8 = text(s["cache"]) == "paged" and text(s["kv_dtype"]).startswith("fp8")
+        hq, hkv = int(s["heads"]), int(s["kv_heads"])
+        lens = [int(x) for x in text(s["seq_lens"]).split(",")]
+        return {
+            "sink_through_softcap": sinks and cap,
+            "softcap_right_after_mask": cap and two_sided,
+            "sink_ignored_two_sided": sinks and two_sided,
+            "sink_scaled_by_k_descale": sinks and paged_fp8,
+            "softcap_before_k_descale": cap and paged_fp8,
+            "v_read_with_k_descale": text(s["kv_dtype"]).startswith("fp8"),
+            "gqa_group_from_kv_heads": any(min(h // hkv, hkv - 1) != h // (hq // hkv) for h in range(hq)),
+            "length_table_of_4": text(s["mode"]) == "prefill" and any(min(lens[b % 4], lens[b]) < lens[b]
+                                                                      for b in range(4, len(lens))),
+        }[what]
+
+    PAIRS_AND_CONFUSABLES = {"sink_through_softcap": "feature_pairs", "softcap_right_after_mask": "feature_pairs",
+                             "sink_ignored_two_sided": "feature_pairs", "sink_scaled_by_k_descale": "feature_pairs",
+                             "softcap_before_k_descale": "feature_pairs", "v_read_with_k_descale": "fp8_kv",
+                             "gqa_group_from_kv_heads": "batch_sizes", "length_table_of_4": "batch_sizes"}
+
+    def test_feature_pair_and_confusable_mutants_fail_where_their_feature_is_on_and_only_there(self):
+        """Each fails every scenario of its own ci.yaml sweep where its features meet (the values that
+        make it visible are in ci.yaml's comments), and no scenario where they do not: there it is a
+        correct kernel. FP8 K and V descales differ in every FP8 scenario."""
+        text = lambda x: x.decode() if isinstance(x, bytes) else x
+        with tempfile.TemporaryDirectory() as tmp:
+            for m, sweep in self.PAIRS_AND_CONFUSABLES.items():
+                with self.subTest(m):
+                    out = os.path.join(tmp, m + ".h5")
+                    r = run("run", CI_YAML, "--dut", "mutant:" + m, "--jobs", "2", "--out", out)
+                    self.assertEqual(r.returncode, 1, r.stdout[-1500:])
+                    status = {k[0]: v[0] for k, v in rows(out).items()}
+                    with h5py.File(out) as f:
+                        scenarios = f["scenarios"][:]
+                    on = [text(s["id"]) for s in scenarios if self._on(s, m)]
+                    off = [text(s["id"]) for s in scenarios if not self._on(s, m)]
+                    own = [text(s["id"]) for s in scenarios if text(s["sweep"]) == sweep and self._on(s, m)]
+                    self.assertGreater(len(own), 0)
+                    self.assertEqual([i for i in own if status[i] != "fail"], [], "passed in its own sweep")
+                    self.assertEqual([i for i in off if status[i] != "pass"], [], "failed with its feature off")
+                    self.assertGreater(len(on), 0)
+            with h5py.File(os.path.join(tmp, "v_read_with_k_descale.h5")) as f:
+                s = f["scenarios"][:]
+            fp8 = np.array([text(k).startswith("fp8") for k in s["kv_dtype"]])
+            self.assertTrue(np.all(s["k_descale"][fp8] != s["v_descale"][fp8]))
+
     def controls_pass(self, tmp, sweep, numpy_dut):
         """The controls and the numpy exec DUT pass every scenario of a ci.yaml sweep; its /scenarios."""
         out = os.path.join(tmp, sweep + "-controls.h5")

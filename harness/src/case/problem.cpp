@@ -126,6 +126,9 @@ void finish_problem(const ProblemSpec& spec, Problem& pr) {
   if (is_fp8(spec.kv_format)) {
     p.k_descale = draw_kv_descale(spec.seed, spec.kv_format, 0, amax_of_storage(pr.k_storage, spec.dtype));
     p.v_descale = draw_kv_descale(spec.seed, spec.kv_format, 1, amax_of_storage(pr.v_storage, spec.dtype));
+    // K and V are drawn alike, so their descales often tie; then a kernel that reads V with
+    // k_descale passes. Twice the descale leaves V unsaturated (K keeps its drawn headroom).
+    if (p.v_descale == p.k_descale) p.v_descale *= 2.f;
   }
   pr.sinks = spec.sinks ? generate_sinks(spec.seed, spec.heads_q, spec.dtype) : std::vector<float>{};
   p.sinks = spec.sinks ? pr.sinks.data() : nullptr;
