@@ -8,6 +8,7 @@ Tried the way an outside team does: plugins by absolute path, exec: DUTs with sp
 their names, and a plain-C plugin written from swa/dut_v2.h alone (dut/external/examples/c_plugin.c).
 """
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -520,6 +521,25 @@ PY""")
 class Plugins(unittest.TestCase):
     def plugin(self, name):
         return os.path.join(PLUGINS, f"lib{name}.so")
+
+    def test_the_console_table_names_a_dut_as_it_names_itself_or_as_labelled(self):
+        # A plugin's traits.name, or LABEL= given with --dut, in the table; the --dut names in the file
+        # and in the rerun commands. A label that two DUTs would share names neither.
+        c, cpu = self.plugin("swa_c_plugin"), self.plugin("swa_cpu_plugin")
+        exec_dut = f"np=exec:/usr/bin/python3 {EXAMPLE} --fail exit"
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            r = run("run", CI, "--sweep", "inputs", "--filter", "fp32", "--out", out,
+                    "--dut", f"plugin:{c},mine=plugin:{cpu},cpu,cpu=mutant:none")
+            self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
+            table = re.findall(r"^(\S+) +fp32 +prefill +\d", r.stdout, re.M)
+            self.assertEqual(sorted(table), sorted(["c_plugin", "mine", "cpu", "cpu=mutant:none"]), r.stdout)
+            self.assertEqual({d for _, d in rows(out)}, {f"plugin:{c}", f"mine=plugin:{cpu}", "cpu", "cpu=mutant:none"})
+            r = run("run", CI, "--sweep", "inputs", "--filter", "fp32", "--out", out, "--force", "--dut", exec_dut)
+            self.assertEqual(r.returncode, 1)
+            self.assertRegex(r.stdout, r"\nnp +fp32 +prefill +0 +0 +0 +4 +0\n")
+            self.assertIn(f"--dut '{exec_dut}'", r.stdout)  # the rerun command: the whole --dut name
+            self.assertEqual({d for _, d in rows(out)}, {exec_dut})
 
     def test_the_c_example_plugin_passes_ci_yaml(self):
         with tempfile.TemporaryDirectory() as tmp:

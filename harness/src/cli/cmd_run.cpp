@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -154,7 +155,13 @@ int cmd_run(const std::vector<std::string>& args) {
     } catch (const std::runtime_error& e) {
       junit_error = e.what();
     }
-  harness::print_summary(std::cout, rows, path);
+  std::vector<std::string> names;
+  for (const auto& r : rows)
+    if (std::find(names.begin(), names.end(), r.dut) == names.end()) names.push_back(r.dut);
+  const std::vector<std::string> labels = harness::console_labels(names);
+  std::map<std::string, std::string> label_of;
+  for (std::size_t i = 0; i < names.size(); ++i) label_of[names[i]] = labels[i];
+  harness::print_summary(std::cout, rows, path, label_of);
   std::cout << "results: " << out << (vm.count("junit") && junit_error.empty() ? ", junit: " + junit : std::string()) << "\n";
   if (!junit_error.empty()) std::cerr << "swa-harness: JUnit not written: " << junit_error << "\n";
   if (!outcome.storage_error.empty()) {

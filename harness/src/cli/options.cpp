@@ -75,7 +75,8 @@ std::vector<std::string> parse_dut_option(const std::string& text) {
   if (text.find_first_not_of(" ,") == std::string::npos)
     throw UsageError("option --dut: empty; name at least one DUT (baseline, cpu, cuda, mutant:<fault>, plugin:PATH.so, "
                      "exec:'COMMAND'), or leave --dut out to use the sweeps' duts:");
-  if (text.rfind("exec:", 0) == 0) return {text};  // the command is the rest of the value, commas included
+  // The command is the rest of the value, commas included.
+  if (harness::split_dut_label(text).name.rfind("exec:", 0) == 0) return {text};
   std::vector<std::string> duts;
   std::stringstream list(text);
   for (std::string d; std::getline(list, d, ',');) {

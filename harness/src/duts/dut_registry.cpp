@@ -1,5 +1,7 @@
 #include "swa/harness/duts/dut_registry.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <stdexcept>
 
 #include "baseline_dut.hpp"
@@ -113,7 +115,33 @@ std::string dut_choices() {
   return out;
 }
 
-std::unique_ptr<dut::Dut> make_dut(const std::string& name, const DutOptions& options) {
+LabeledDut split_dut_label(const std::string& name) {
+  const auto eq = name.find('=');
+  if (eq == std::string::npos || eq == 0 || eq > 32) return {{}, name};
+  const bool plain = std::all_of(name.begin(), name.begin() + static_cast<std::ptrdiff_t>(eq), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '+';
+  });
+  return plain ? LabeledDut{name.substr(0, eq), name.substr(eq + 1)} : LabeledDut{{}, name};
+}
+
+std::vector<std::string> console_labels(const std::vector<std::string>& names) {
+  std::vector<std::string> labels;
+  for (const auto& full : names) {
+    LabeledDut d = split_dut_label(full);
+    if (d.label.empty()) try {
+        d.label = make_dut(full)->traits().name;
+      } catch (const std::exception&) {
+      }
+    labels.push_back(d.label.empty() ? full : d.label);
+  }
+  std::vector<std::string> unique = labels;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (std::count(labels.begin(), labels.end(), labels[i]) > 1) unique[i] = names[i];
+  return unique;
+}
+
+std::unique_ptr<dut::Dut> make_dut(const std::string& labeled, const DutOptions& options) {
+  const std::string name = split_dut_label(labeled).name;
   for (const DutKind& k : dut_kinds()) {
     const bool prefix = k.name.back() == ':';
     if (!prefix && name == k.name) return k.make({}, options);

@@ -10,16 +10,21 @@
 
 namespace swa::harness {
 
-void print_summary(std::ostream& out, const std::vector<ResultRow>& rows, const std::string& sweep_file) {
+void print_summary(std::ostream& out, const std::vector<ResultRow>& rows, const std::string& sweep_file,
+                   const std::map<std::string, std::string>& labels) {
+  auto label = [&](const std::string& dut) {
+    const auto it = labels.find(dut);
+    return it == labels.end() ? dut : it->second;
+  };
   std::map<std::tuple<std::string, std::string, std::string>, std::map<Verdict, int>> table;
-  for (const auto& r : rows) ++table[{r.dut, r.dtype, r.mode}][r.status];
+  for (const auto& r : rows) ++table[{label(r.dut), r.dtype, r.mode}][r.status];
   constexpr Verdict kColumns[] = {Verdict::pass, Verdict::warn, Verdict::fail, Verdict::error, Verdict::skip};
   out << std::left << std::setw(30) << "dut" << std::setw(7) << "dtype" << std::setw(17) << "mode" << std::right;
   for (Verdict v : kColumns) out << std::setw(7) << verdict_name(v);
   out << "\n";
   for (const auto& [key, counts] : table) {
     const auto& [dut, dtype, mode] = key;
-    out << std::left << std::setw(30) << dut << std::setw(7) << dtype << std::setw(17) << mode << std::right;
+    out << std::left << std::setw(29) << dut << " " << std::setw(7) << dtype << std::setw(17) << mode << std::right;
     for (Verdict v : kColumns) {
       const auto it = counts.find(v);
       out << std::setw(7) << (it == counts.end() ? 0 : it->second);

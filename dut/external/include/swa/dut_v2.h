@@ -267,7 +267,7 @@ typedef struct swa_dut_v2_status {
 typedef struct swa_dut_v2_traits {
   uint32_t struct_size;
   uint32_t params_size;     /* sizeof(swa_dut_v2_params) as the plugin was compiled: required */
-  char name[64];            /* a short name for reports */
+  char name[64];            /* a short name for the console's tables: 1-32 of A-Z a-z 0-9 _ . + - (else unused) */
   uint32_t dtypes;          /* bit (1u << SWA_DUT_FP16) etc.; 0 = all */
   uint32_t modes;           /* bit (1u << SWA_DUT_DECODE) etc.; 0 = all */
   uint32_t cache_policies;  /* bit (1u << SWA_DUT_LINEAR) etc.; 0 = all */

@@ -51,6 +51,9 @@ struct Traits {
   // The first call of a schedule does the whole schedule (a process DUT); its later calls are
   // no-ops, so its decode steps cannot be timed one by one.
   bool whole_schedule_per_call = false;
+  // What the DUT calls itself in the console's tables (a plugin's traits.name): short, without
+  // spaces; empty: its --dut name. Files keep the --dut name.
+  std::string name;
 };
 
 class Dut {

@@ -31,8 +31,20 @@ struct DutKind {
 const std::vector<DutKind>& dut_kinds();
 
 // The DUT a name names. Throws std::invalid_argument naming the problem (an unknown name lists the
-// names it knows; a bad plugin says what is wrong with it).
+// names it knows; a bad plugin says what is wrong with it). A name may carry the label the console
+// shows: LABEL=NAME, LABEL 1 to 32 of A-Z a-z 0-9 _ . + - ("ggml=plugin:/opt/libggml_dut_v2.so").
 std::unique_ptr<dut::Dut> make_dut(const std::string& name, const DutOptions& options = {});
+
+struct LabeledDut {
+  std::string label;  // empty: none given
+  std::string name;   // what make_dut makes
+};
+LabeledDut split_dut_label(const std::string& name);
+
+// What the console's tables call each DUT: the label given (LABEL=...), else the name the DUT gives
+// itself (a plugin's traits.name), else its --dut name. Where two would share one, both keep their
+// --dut names. Files and rerun commands always use the --dut names.
+std::vector<std::string> console_labels(const std::vector<std::string>& names);
 std::string dut_choices();
 // Whether this build has the CUDA DUT, and its device ("NVIDIA H100 ... (sm_90, 132 SMs)") or why none.
 bool cuda_dut_built();
