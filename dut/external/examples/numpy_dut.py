@@ -9,13 +9,16 @@ dense result), writes /out and, in chunked_prefill and decode, the KV cache the 
 (/cache, protocol 2), with soft-capping and attention sinks (protocol 3), and the FP8 KV cache
 (protocol 4: K/V read as fp8(x / descale) * descale, /cache holding the FP8 codes), and the paged KV
 cache (protocol 5: /cache is the page pool, filled call by call through the page tables the request
-gives in /page_tables).
+gives in /page_tables). It answers the describe request (its name, cache_per_call = 1) and then
+returns the cache after every call too (/caches/C), which the harness checks call by call.
 
 --fail MODE misbehaves on purpose, for the harness's tests. --fault FAULT is a wrong kernel that
 still runs, one of the bugs real SWA kernels have had (the comment where `attention` applies it says
 which): bisect's tests plant each one and check the class it names (harness/tests/test_bisect.py).
 window-plus-one and cache-slot-shift are the built-in classes; cache-slot-shift writes every ring slot
-one late, which only the KV cache check sees; nan-last-row leaves head 0 of the last token NaN.
+one late, which only the KV cache check sees; nan-last-row leaves head 0 of the last token NaN;
+cache-slip-repaired leaves a wrong slot in the cache after every call but the last, which only a
+cache checked call by call sees (--no-cache-per-call hides it: the end-of-schedule limit).
 """
 import argparse
 import sys
@@ -27,7 +30,7 @@ import numpy as np
 FAULTS = ["window-plus-one", "cache-slot-shift", "no-sinks", "nan-last-row", "scale-one-over-d", "packed-rows",
           "drop-own-key", "one-future-key", "kv-fp16", "v-from-k", "p-bf16", "last-key-tile", "chunk-forgets-cache",
           "decode-window-plus-one", "read-before-write", "clamp-window-start", "stale-max", "fp8-no-saturation",
-          "fp8-descale-twice", "page-table-ignored"]
+          "fp8-descale-twice", "page-table-ignored", "cache-slip-repaired"]
 
 
 def round_bf16(x):
@@ -168,14 +171,23 @@ def call_rows(f):
     return rows
 
 
-def final_paged_cache(f, k, v, fault):
-    """The page pool after the whole schedule: each call writes its rows through the page table it sees
-    (a row whose page is -1 is not stored); pages freed and taken again are overwritten in call order."""
+def written_after(f, calls):
+    """Per sequence, the end of what the first `calls` calls of the schedule wrote."""
+    ends = np.zeros(len(f["seq_lens"][:]), dtype=np.int64)
+    for rows in call_rows(f)[:calls]:
+        for b, (s, e) in enumerate(rows):
+            ends[b] = max(ends[b], e)
+    return ends
+
+
+def paged_cache_after(f, k, v, fault, calls):
+    """The page pool after the first `calls` calls: each call writes its rows through the page table it
+    sees (a row whose page is -1 is not stored); pages freed and taken again are overwritten in call order."""
     seq_lens, tables, page = f["seq_lens"][:], f["page_tables"][:], int(f.attrs["page_size"])
     starts = np.concatenate([[0], np.cumsum(seq_lens)[:-1]])
     ck = np.zeros((int(f.attrs["pool_pages"]), page, k.shape[1], k.shape[2]), dtype=k.dtype)
     cv = np.zeros_like(ck)
-    for table, rows in zip(tables, call_rows(f)):
+    for table, rows in list(zip(tables, call_rows(f)))[:calls]:
         for b, (s, e) in enumerate(rows):
             for pos in range(s, e):
                 physical = table[b, pos // page]
@@ -183,13 +195,14 @@ def final_paged_cache(f, k, v, fault):
                     physical = pos // page if b == 0 else physical
                 if physical >= 0:
                     ck[physical, pos % page], cv[physical, pos % page] = k[starts[b] + pos], v[starts[b] + pos]
-    return ck, cv, np.zeros(len(seq_lens), dtype=np.int64), seq_lens.astype(np.int64)
+    return ck, cv, np.zeros(len(seq_lens), dtype=np.int64), written_after(f, calls)
 
 
-def final_cache(f, k, v, fault):
-    """The cache after the whole schedule: every position from the sequence's base up, written in order."""
+def cache_after(f, k, v, fault, calls):
+    """The cache after the first `calls` calls of the schedule: every position from the sequence's base
+    up to what those calls wrote, in order."""
     if f.attrs["cache"] == "paged":
-        return final_paged_cache(f, k, v, fault)
+        return paged_cache_after(f, k, v, fault, calls)
     seq_lens, prompt_lens = f["seq_lens"][:], f["prompt_lens"][:]
     slots, policy, chunk = int(f.attrs["cache_slots"]), f.attrs["cache"], int(f.attrs["chunk"])
     batch, hkv, d = len(seq_lens), k.shape[1], k.shape[2]
@@ -197,17 +210,20 @@ def final_cache(f, k, v, fault):
     cv = np.zeros_like(ck)
     base = np.zeros(batch, dtype=np.int64)
     start = 0
+    ends = written_after(f, calls)
     for b, (length, prompt) in enumerate(zip(seq_lens, prompt_lens)):
         if policy == "ring-compact":  # fixed by the first write: the first chunk (or the whole prompt)
             first = min(chunk, prompt) if chunk > 0 else prompt
             base[b] = max(0, first - slots)
-        for pos in range(base[b], length):
+        for pos in range(base[b], ends[b]):
             slot = pos if policy == "linear" else (pos - base[b]) % slots
             if fault == "cache-slot-shift" and policy != "linear":
                 slot = (slot + 1) % slots
             ck[b, slot], cv[b, slot] = k[start + pos], v[start + pos]
         start += length
-    return ck, cv, base, seq_lens.astype(np.int64)
+    if fault == "cache-slip-repaired" and 0 < calls < len(call_rows(f)):
+        ck[0, 0], cv[0, 0] = ck[0, 0] + 1, cv[0, 0] + 1  # wrong mid-schedule; the next call rewrites it
+    return ck, cv, base, ends
 
 
 def main():
@@ -216,6 +232,9 @@ def main():
     ap.add_argument("--not-supported", metavar="MODE", choices=["prefill", "chunked_prefill", "decode"],
                     help="decline every case of this mode (a skip, as a kernel without it would answer)")
     ap.add_argument("--fault", choices=FAULTS)
+    ap.add_argument("--describe-modes", metavar="LIST", help="the modes the describe answer names (default: all)")
+    ap.add_argument("--no-describe", action="store_true", help="answer the describe request as a DUT without it would")
+    ap.add_argument("--no-cache-per-call", action="store_true", help="describe cache_per_call = 0: one cache at the end")
     ap.add_argument("request")
     ap.add_argument("response")
     args = ap.parse_args()
@@ -231,6 +250,8 @@ def main():
             f.write(b"this is not an HDF5 file")
         return 0
     with h5py.File(args.request, "r") as f:
+        if f.attrs.get("request") in ("describe", b"describe"):
+            return describe(args)
         mode = f.attrs["mode"].decode() if isinstance(f.attrs["mode"], bytes) else str(f.attrs["mode"])
         if args.not_supported == mode:  # how a kernel declines a case: a skip row, not an error
             with h5py.File(args.response, "w") as r:
@@ -260,7 +281,11 @@ def main():
         out = attention(q, k, v, f["seq_lens"][:], left, int(f.attrs["window_right"]), np.float32(f.attrs["scale"]),
                         softcap, sinks, args.fault, f["prompt_lens"][:], f.attrs["mode"], int(f.attrs["chunk"]))
         cache_k, cache_v = (k, v) if codes is None else codes
-        cache = final_cache(f, cache_k, cache_v, args.fault) if f.attrs["mode"] != "prefill" else None
+        calls = len(call_rows(f)) if f.attrs["mode"] != "prefill" else 0
+        cache = cache_after(f, cache_k, cache_v, args.fault, calls) if calls else None
+        # cache_per_call (the describe answer asked for it): the cache after each call, /caches/C
+        per_call = [cache_after(f, cache_k, cache_v, args.fault, c + 1) for c in range(calls)] \
+            if f.attrs.get("cache_per_call", 0) == 1 else []
         if args.fault == "nan-last-row":  # a kernel that leaves its last row unnormalised: 0/0
             out[-1, 0, :] = np.nan
     with h5py.File(args.response, "w") as f:
@@ -271,6 +296,22 @@ def main():
         if cache is not None:
             for name, value in zip(("k", "v", "base", "tokens_written"), cache):
                 f["cache/" + name] = value
+        for c, snapshot in enumerate(per_call):
+            for name, value in zip(("k", "v", "base", "tokens_written"), snapshot):
+                f[f"caches/{c}/{name}"] = value
+    return 0
+
+
+def describe(args):
+    """The answer to the describe request (EXEC_PROTOCOL.md): what this DUT runs, asked once per run."""
+    with h5py.File(args.response, "w") as r:
+        if args.no_describe:
+            r.attrs["error"] = "numpy_dut: no describe here"
+            return 0
+        r.attrs["name"] = "numpy_dut"
+        if args.describe_modes:
+            r.attrs["modes"] = args.describe_modes
+        r.attrs["cache_per_call"] = 0 if args.no_cache_per_call else 1
     return 0
 
 

@@ -82,6 +82,9 @@ Handle create_file(const std::filesystem::path& path) {
 Handle open_file_readonly(const std::filesystem::path& path) {
   return Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "open file " + path.string());
 }
+Handle open_file_readwrite(const std::filesystem::path& path) {
+  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose, "open file " + path.string());
+}
 Handle create_group(hid_t loc, const std::string& name) {
   return Handle(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
                 "create group " + name);

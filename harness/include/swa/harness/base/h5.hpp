@@ -39,6 +39,7 @@ class Handle {
 
 Handle create_file(const std::filesystem::path& path);  // truncates
 Handle open_file_readonly(const std::filesystem::path& path);
+Handle open_file_readwrite(const std::filesystem::path& path);  // a file this process wrote
 Handle create_group(hid_t loc, const std::string& name);
 
 void write_dataset(hid_t loc, const std::string& name, std::span<const float> data, const std::vector<hsize_t>& dims);
