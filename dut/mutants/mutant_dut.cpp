@@ -43,7 +43,10 @@ SWA_ENUM_NAMES(Fault, fault_name, parse_fault, kAllFaults,
                {Fault::softcap_before_k_descale, "softcap_before_k_descale"},
                {Fault::v_read_with_k_descale, "v_read_with_k_descale"},
                {Fault::gqa_group_from_kv_heads, "gqa_group_from_kv_heads"},
-               {Fault::length_table_of_4, "length_table_of_4"})
+               {Fault::length_table_of_4, "length_table_of_4"},
+               {Fault::first_length_for_all, "first_length_for_all"},
+               {Fault::window_from_chunk, "window_from_chunk"},
+               {Fault::window_from_page_size, "window_from_page_size"})
 std::string fault_choices() { return enum_choices(kAllFaults, fault_name); }
 
 namespace {
@@ -59,6 +62,7 @@ class MutantDut final : public Dut {
   Status prefill(const AttnParams& p) override {
     forget_rows();
     reading_paged_ = false;
+    in_chunk_call_ = false;
     for (int b = 0; b < p.batch; ++b)
       for (std::int64_t i = (sequence_length_ = p.seq_lens[b], 0); i < rows_of(p, b); ++i)
         for (int h = 0; h < p.heads_q; ++h) {
@@ -78,12 +82,14 @@ class MutantDut final : public Dut {
 
   // The rows prefill computes of sequence b (the rest stay as the harness poisoned them).
   std::int64_t rows_of(const AttnParams& p, int b) const {
-    if (fault_ != Fault::length_table_of_4 || b < 4) return p.seq_lens[b];
-    return std::min(p.seq_lens[b % 4], p.seq_lens[b]);
+    if (fault_ == Fault::length_table_of_4 && b >= 4) return std::min(p.seq_lens[b % 4], p.seq_lens[b]);
+    if (fault_ == Fault::first_length_for_all) return std::min(p.seq_lens[0], p.seq_lens[b]);
+    return p.seq_lens[b];
   }
 
   Status chunked_prefill(const AttnParams& p, KvCache& cache, int chunk_index) override {
     forget_rows();
+    in_chunk_call_ = true;
     for (int b = 0; b < p.batch; ++b) {
       const std::int64_t s = chunk_begin(p, b, chunk_index), e = chunk_end(p, b, chunk_index);
       for (std::int64_t i = s; i < e; ++i)
@@ -104,6 +110,7 @@ class MutantDut final : public Dut {
   Status decode_step(const AttnParams& p, KvCache& cache, int step) override {
     forget_rows();
     decoding_ = true;
+    in_chunk_call_ = false;
     for (int b = 0; b < p.batch; ++b) {
       const std::int64_t i = prompt_len(p, b) + step;
       write_cache(p, cache, b, i, i + 1);
@@ -183,6 +190,8 @@ class MutantDut final : public Dut {
       return Visibility(other).visible_in_sequence(i, j, sequence_length_);
     }
     WindowBand band = p.band;
+    if (band.left >= 0 && fault_ == Fault::window_from_chunk && in_chunk_call_ && p.chunk > 0) band.left = p.chunk - 1;
+    if (band.left >= 0 && fault_ == Fault::window_from_page_size && reading_paged_) band.left = p.page_size - 1;
     if (band.left >= 0 && fault_ == Fault::window_plus_one) band.left += 1;
     if (band.right > 0 && fault_ == Fault::window_right_off_by_one) band.right += 1;
     if (band.left >= 0 && fault_ == Fault::window_minus_one) {
@@ -364,6 +373,7 @@ class MutantDut final : public Dut {
   std::int64_t sequence_length_ = 0;  // of the sequence prefill is on
   bool decoding_ = false;
   bool reading_paged_ = false;  // the keys of this call come from a paged cache
+  bool in_chunk_call_ = false;  // a chunked_prefill call (the prompt's, in decode too)
   std::vector<Key> keys_;
   std::vector<unsigned char> unwritten_k_, unwritten_v_;  // recycled_page_read: the new slot's K/V before the write
   std::vector<float> scores_, acc_, bias_, q_row_;

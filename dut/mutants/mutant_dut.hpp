@@ -45,6 +45,9 @@ enum class Fault {
   v_read_with_k_descale,    // FP8 V decoded with k_descale
   gqa_group_from_kv_heads,  // kv head = h / Hkv (clamped) instead of h / (Hq / Hkv)
   length_table_of_4,        // prefill keeps 4 sequence lengths: sequence b >= 4 gets min(len[b % 4], len[b]) rows
+  first_length_for_all,     // prefill reads sequence 0's length for every sequence: min(len[0], len[b]) rows
+  window_from_chunk,        // chunk calls take the window from the chunk size: W = chunk
+  window_from_page_size,    // paged calls take the window from the page size: W = page_size
 };
 
 inline constexpr Fault kAllFaults[] = {Fault::none,
@@ -77,7 +80,10 @@ inline constexpr Fault kAllFaults[] = {Fault::none,
                                        Fault::softcap_before_k_descale,
                                        Fault::v_read_with_k_descale,
                                        Fault::gqa_group_from_kv_heads,
-                                       Fault::length_table_of_4};
+                                       Fault::length_table_of_4,
+                                       Fault::first_length_for_all,
+                                       Fault::window_from_chunk,
+                                       Fault::window_from_page_size};
 
 // The controls: correct kernels that must pass everything.
 inline bool is_control(Fault f) { return f == Fault::none || f == Fault::none_reversed; }

@@ -269,12 +269,19 @@ class Mutants(unittest.TestCase):
             "gqa_group_from_kv_heads": any(min(h // hkv, hkv - 1) != h // (hq // hkv) for h in range(hq)),
             "length_table_of_4": text(s["mode"]) == "prefill" and any(min(lens[b % 4], lens[b]) < lens[b]
                                                                       for b in range(4, len(lens))),
+            "first_length_for_all": text(s["mode"]) == "prefill" and any(n > lens[0] for n in lens),
+            "window_from_chunk": text(s["mode"]) != "prefill" and int(s["chunk"]) > 0 and int(s["window"]) > 0
+                                 and int(s["chunk"]) != int(s["window"]),
+            "window_from_page_size": text(s["mode"]) != "prefill" and text(s["cache"]) == "paged"
+                                     and int(s["window"]) > 0 and int(s["page_size"]) != int(s["window"]),
         }[what]
 
     PAIRS_AND_CONFUSABLES = {"sink_through_softcap": "feature_pairs", "softcap_right_after_mask": "feature_pairs",
                              "sink_ignored_two_sided": "feature_pairs", "sink_scaled_by_k_descale": "feature_pairs",
                              "softcap_before_k_descale": "feature_pairs", "v_read_with_k_descale": "fp8_kv",
-                             "gqa_group_from_kv_heads": "batch_sizes", "length_table_of_4": "batch_sizes"}
+                             "gqa_group_from_kv_heads": "batch_sizes", "length_table_of_4": "batch_sizes",
+                             "first_length_for_all": "batch_sizes", "window_from_chunk": "caches",
+                             "window_from_page_size": "paged"}
 
     def test_feature_pair_and_confusable_mutants_fail_where_their_feature_is_on_and_only_there(self):
         """Each fails every scenario of its own ci.yaml sweep where its features meet (the values that

@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <iostream>
 #include <mutex>
@@ -84,6 +85,18 @@ TrackedPath::TrackedPath(std::filesystem::path p) : path_(std::move(p)) {
 TrackedPath::~TrackedPath() {
   std::lock_guard lock(registry().mutex);
   registry().paths.erase(path_);
+}
+
+ScratchFolder::ScratchFolder(const std::string& name) {
+  static std::atomic<int> counter{0};
+  path_ = std::filesystem::temp_directory_path() /
+          (name + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::create_directories(path_);
+  tracked_.emplace(path_);  // an interrupt removes it too
+}
+ScratchFolder::~ScratchFolder() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
 }
 
 TrackedProcessGroup::TrackedProcessGroup(pid_t pgid) : pgid_(pgid) {

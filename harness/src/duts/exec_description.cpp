@@ -1,9 +1,7 @@
 #include "swa/harness/duts/exec_description.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
+#include <cctype>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -29,8 +27,6 @@ platform::Ending run_exec_command(const std::string& command, const fs::path& re
 }
 
 namespace {
-
-std::atomic<int> describe_counter{0};
 
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
@@ -115,17 +111,8 @@ ExecDescription parse_description(const fs::path& response) {
 
 // The describe request: a file with attribute request = "describe", named describe.h5.
 ExecDescription describe(const std::string& command, double timeout_seconds) {
-  const fs::path dir = fs::temp_directory_path() / ("swa-exec-" + std::to_string(::getpid()) + "-describe-" +
-                                                    std::to_string(describe_counter++));
-  fs::create_directories(dir);
-  const TrackedPath tracked(dir);
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
-  } cleanup{dir};
+  const ScratchFolder scratch("swa-exec-describe");
+  const fs::path& dir = scratch.path();
   const fs::path request = dir / "describe.h5", response = dir / "response.h5";
   {
     const h5::Handle f = h5::create_file(request);
@@ -133,7 +120,8 @@ ExecDescription describe(const std::string& command, double timeout_seconds) {
   }
   std::string output;
   try {
-    if (!run_exec_command(command, request, response, timeout_seconds, output).ok()) return {};
+    // Bounded apart from the cases: a DUT that does not know the request must not stall the run long.
+    if (!run_exec_command(command, request, response, std::min(timeout_seconds, 30.0), output).ok()) return {};
   } catch (const std::exception&) {
     return {};
   }

@@ -1,9 +1,6 @@
 #include "swa/harness/duts/exec_dut.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -19,8 +16,6 @@ namespace fs = std::filesystem;
 
 namespace swa::harness {
 namespace {
-
-std::atomic<int> request_counter{0};
 
 // An `error` attribute that starts so declines the case (EXEC_PROTOCOL.md): a skip row, not an error.
 constexpr std::string_view kDeclined = "not supported:";
@@ -99,17 +94,8 @@ class ExecDut final : public dut::Dut {
   dut::Status run(const AttnParams& p, dut::KvCache* cache) {
     if (!description().problem.empty()) return dut::Status::failure("exec: " + description().problem);
     const bool per_call = cache && description().cache_per_call;
-    const fs::path dir = fs::temp_directory_path() /
-                         ("swa-exec-" + std::to_string(::getpid()) + "-" + std::to_string(request_counter++));
-    fs::create_directories(dir);
-    const TrackedPath tracked(dir);  // an interrupt removes it too
-    struct Cleanup {
-      fs::path dir;
-      ~Cleanup() {
-        std::error_code ignored;
-        fs::remove_all(dir, ignored);
-      }
-    } cleanup{dir};
+    const ScratchFolder scratch("swa-exec");
+    const fs::path& dir = scratch.path();
     const fs::path request = dir / "request.h5", response = dir / "response.h5";
     write_problem_file(request, problem_inputs(p));
     if (per_call) {

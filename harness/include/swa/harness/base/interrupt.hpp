@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace swa::harness {
@@ -31,6 +32,21 @@ class TrackedPath {
  private:
   std::filesystem::path path_;
 };
+// A folder of its own under the temporary directory (TMPDIR/NAME-PID-N), created at once and removed
+// with everything in it when it goes out of scope or on an interrupt.
+class ScratchFolder {
+ public:
+  explicit ScratchFolder(const std::string& name);
+  ~ScratchFolder();
+  ScratchFolder(const ScratchFolder&) = delete;
+  ScratchFolder& operator=(const ScratchFolder&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  std::optional<TrackedPath> tracked_;
+};
+
 class TrackedProcessGroup {
  public:
   explicit TrackedProcessGroup(pid_t pgid);

@@ -37,7 +37,7 @@ platform::Ending run_exec_command(const std::string& command, const std::filesys
 std::string outside_description(const ExecDescription& d, const AttnParams& p);
 
 // The command's description: asked at the first call for each command in this process (a describe
-// request, bounded by `timeout_seconds`), remembered after.
+// request, bounded by 30 s or `timeout_seconds` when shorter), remembered after.
 const ExecDescription& exec_description(const std::string& command, double timeout_seconds);
 
 }  // namespace swa::harness
