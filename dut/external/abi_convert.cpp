@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <cctype>
 #include <array>
 #include <cstddef>
 #include <type_traits>
@@ -164,13 +163,10 @@ Traits to_traits(const swa_dut_v2_traits& t) {
   std::sort(out.head_sizes.begin(), out.head_sizes.end());
   out.times_own_kernels = t.times_own_kernels != 0;
   out.cache = t.cache_private ? CacheReport::none : CacheReport::every_call;
-  // The plugin's own text: up to its NUL or the array's end, kept only when every byte is a plain
-  // name character (a console column is no place for escapes or spaces).
+  // The plugin's own text, up to its NUL or the array's end: a console column is no place for
+  // escapes or spaces.
   const std::string name(t.name, strnlen(t.name, sizeof t.name));
-  const bool plain = !name.empty() && name.size() <= 32 && std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '+';
-  });
-  if (plain) out.name = name;
+  if (is_short_name(name)) out.name = name;
   return out;
 }
 

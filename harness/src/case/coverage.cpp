@@ -51,8 +51,9 @@ const std::vector<Pair>& score_feature_pairs() {
   return pairs;
 }
 
-std::string cache_of(const Scenario& s) {
-  return s.mode == RunMode::prefill ? std::string("-") : std::string(cache_name(s.cache));
+// The cache column: prefill has no cache.
+std::string cache_column(RunMode mode, CachePolicy cache) {
+  return mode == RunMode::prefill ? std::string("-") : std::string(cache_name(cache));
 }
 
 // A small scenario of the cell; allowed when either API's rules take it.
@@ -98,10 +99,9 @@ Coverage coverage_of(const std::vector<Scenario>& scenarios) {
         for (CachePolicy cache : kAllCachePolicies) {
           if (mode == RunMode::prefill && cache != kAllCachePolicies[0]) continue;  // prefill: one cell, no cache
           if (!allowed(f, mode, dtype, cache)) continue;
-          CoverageCell cell{f ? std::string(f->name) : "plain", mode, dtype,
-                            mode == RunMode::prefill ? "-" : std::string(cache_name(cache)), 0};
+          CoverageCell cell{f ? std::string(f->name) : "plain", mode, dtype, cache_column(mode, cache), 0};
           for (const auto& s : scenarios) {
-            if (s.mode != mode || s.dtype != dtype || cache_of(s) != cell.cache) continue;
+            if (s.mode != mode || s.dtype != dtype || cache_column(s.mode, s.cache) != cell.cache) continue;
             const bool has = f ? f->on(s)
                                : std::none_of(features.begin(), features.end(), [&](const Feature& g) { return g.on(s); });
             if (has) ++cell.scenarios;

@@ -1,7 +1,6 @@
 #include "swa/harness/duts/dut_registry.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <stdexcept>
 
 #include "baseline_dut.hpp"
@@ -117,11 +116,8 @@ std::string dut_choices() {
 
 LabeledDut split_dut_label(const std::string& name) {
   const auto eq = name.find('=');
-  if (eq == std::string::npos || eq == 0 || eq > 32) return {{}, name};
-  const bool plain = std::all_of(name.begin(), name.begin() + static_cast<std::ptrdiff_t>(eq), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '+';
-  });
-  return plain ? LabeledDut{name.substr(0, eq), name.substr(eq + 1)} : LabeledDut{{}, name};
+  if (eq == std::string::npos || !dut::is_short_name(std::string_view(name).substr(0, eq))) return {{}, name};
+  return {name.substr(0, eq), name.substr(eq + 1)};
 }
 
 std::vector<std::string> console_labels(const std::vector<std::string>& names) {

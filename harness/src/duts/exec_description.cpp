@@ -1,11 +1,11 @@
 #include "swa/harness/duts/exec_description.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <mutex>
 #include <sstream>
 
+#include "swa/dut/dut.hpp"
 #include "swa/enum_names.hpp"
 #include "swa/harness/base/h5.hpp"
 #include "swa/harness/base/h5_probe.hpp"
@@ -67,10 +67,7 @@ ExecDescription parse_description(const fs::path& response) {
   try {
     if (const auto it = attrs.find("name"); it != attrs.end()) {
       const auto* name = std::get_if<std::string>(&it->second);
-      const bool plain = name && !name->empty() && name->size() <= 32 && std::all_of(name->begin(), name->end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '+';
-      });
-      if (plain) d.name = *name;
+      if (name && dut::is_short_name(*name)) d.name = *name;
     }
     d.modes = read_names(attrs, "modes", kAllRunModes, parse_mode, mode_name);
     d.dtypes = read_names(attrs, "dtypes", kAllDTypes, parse_dtype, dtype_name);

@@ -2,9 +2,12 @@
 // The one interface every device under test implements: the CPU and CUDA kernels, the mutants,
 // and external backends. A DUT reads the inputs and writes params.out in params.dtype; it reports
 // errors as values and never calls the golden.
+#include <algorithm>
+#include <cctype>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "swa/dut/kv_cache.hpp"
@@ -51,10 +54,17 @@ struct Traits {
   // The first call of a schedule does the whole schedule (a process DUT); its later calls are
   // no-ops, so its decode steps cannot be timed one by one.
   bool whole_schedule_per_call = false;
-  // What the DUT calls itself in the console's tables (a plugin's traits.name): short, without
-  // spaces; empty: its --dut name. Files keep the --dut name.
+  // What the DUT calls itself in the console's tables (a plugin's traits.name): is_short_name, or
+  // empty for its --dut name. Files keep the --dut name.
   std::string name;
 };
+
+// A name fit for a console column: 1 to 32 of A-Z a-z 0-9 _ . + - (a DUT's own name, a --dut label).
+inline bool is_short_name(std::string_view name) {
+  return !name.empty() && name.size() <= 32 && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '+';
+  });
+}
 
 class Dut {
  public:
