@@ -92,10 +92,11 @@ class Worker {
   ~Worker() { stop(); }
 
   // Starts a worker for `plugin` and loads it; throws std::runtime_error saying why not.
-  static std::unique_ptr<Worker> start(const std::string& plugin, double timeout) {
+  static std::unique_ptr<Worker> start(const std::string& path, double timeout, const PluginHosting& hosting) {
+    const std::string plugin = hosting.subject(path);
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0)
-      throw std::runtime_error("plugin " + plugin + ": socketpair failed: " + std::strerror(errno));
+      throw std::runtime_error(plugin + ": socketpair failed: " + std::strerror(errno));
     const std::string exe = worker_path();
     const std::string fd_text = "3";
     // The worker's environment: the harness's, with OpenMP set up as the plugin would find it
@@ -112,9 +113,10 @@ class Worker {
       env_text.push_back(entry);
     }
     env_text.push_back("OMP_NUM_THREADS=" + std::to_string(omp_get_max_threads()));
+    env_text.insert(env_text.end(), hosting.env.begin(), hosting.env.end());
     if (!has_wait_policy) env_text.emplace_back("OMP_WAIT_POLICY=passive");
     platform::ChildSpec spec;
-    spec.argv = {exe, plugin, fd_text};
+    spec.argv = {exe, path, fd_text};
     spec.env = std::move(env_text);
     spec.pass_fds = {fds[1]};                     // the worker's socket: its fd 3
     spec.stdout_to = platform::Stream::join_stderr;  // the plugin's prints go to stderr, not into the harness's console
@@ -125,7 +127,7 @@ class Worker {
     } catch (const std::system_error& e) {
       close(fds[0]);
       close(fds[1]);
-      throw std::runtime_error("plugin " + plugin + ": " + e.what());
+      throw std::runtime_error(plugin + ": " + e.what());
     }
     close(fds[1]);
     auto w = std::make_unique<Worker>(std::move(*child), fds[0]);
@@ -135,10 +137,10 @@ class Worker {
     if (!r) {
       if (failure.find("exited with status 127") != std::string::npos)
         failure = "cannot start " + exe + " (set SWA_DUT_WORKER to its path, or use --in-process)";
-      throw std::runtime_error("plugin " + plugin + ": " + failure + " while loading it");
+      throw std::runtime_error(plugin + ": " + failure + " while loading it");
     }
     if (!r->abi_version)
-      throw std::runtime_error("plugin " + plugin + " " + std::string(r->load_error, strnlen(r->load_error, sizeof r->load_error)));
+      throw std::runtime_error(plugin + " " + std::string(r->load_error, strnlen(r->load_error, sizeof r->load_error)));
     w->abi_version_ = r->abi_version;
     w->traits_ = r->traits;
     return w;
@@ -250,7 +252,8 @@ class WorkerPool {
     static WorkerPool pool;
     return pool;
   }
-  std::unique_ptr<Worker> acquire(const std::string& plugin, double timeout) {
+  std::unique_ptr<Worker> acquire(const std::string& path, double timeout, const PluginHosting& hosting) {
+    const std::string plugin = hosting.key(path);
     {
       std::lock_guard lock(mutex_);
       auto& idle = idle_[plugin];
@@ -260,7 +263,7 @@ class WorkerPool {
         if (w->alive()) return w;
       }
     }
-    return Worker::start(plugin, timeout);
+    return Worker::start(path, timeout, hosting);
   }
   void release(const std::string& plugin, std::unique_ptr<Worker> w) {
     if (!w || !w->alive()) return;
@@ -315,15 +318,17 @@ class Layout {
 
 class IsolatedPluginDut final : public Dut {
  public:
-  IsolatedPluginDut(std::string path, double timeout)
+  IsolatedPluginDut(std::string path, double timeout, PluginHosting hosting)
       : path_(std::move(path)),
+        hosting_(std::move(hosting)),
+        subject_(hosting_.subject(path_)),
         timeout_(timeout),
-        worker_(WorkerPool::instance().acquire(path_, timeout_)),
+        worker_(WorkerPool::instance().acquire(path_, timeout_, hosting_)),
         abi_version_(worker_->abi_version()),
         described_(worker_->traits()) {}
-  ~IsolatedPluginDut() override { WorkerPool::instance().release(path_, std::move(worker_)); }
+  ~IsolatedPluginDut() override { WorkerPool::instance().release(hosting_.key(path_), std::move(worker_)); }
 
-  std::string name() const override { return "plugin:" + path_; }
+  std::string name() const override { return hosting_.name(path_); }
 
   Traits traits() const override { return abi::to_traits(described_); }
   std::optional<double> last_kernel_ms() const override { return last_kernel_ms_; }
@@ -358,7 +363,7 @@ class IsolatedPluginDut final : public Dut {
     if (Status s = call(op, p, cache, index, r); !s.ok) return s;
     if (r.status.kernel_ms >= 0) last_kernel_ms_ = r.status.kernel_ms;
     if (r.rc == 0) return Status::success();
-    return Status::failure(path_ + " returned " + std::to_string(r.rc) + " (code " + std::to_string(r.status.code) +
+    return Status::failure((hosting_.label.empty() ? path_ : hosting_.label) + " returned " + std::to_string(r.rc) + " (code " + std::to_string(r.status.code) +
                            "): " + std::string(r.status.message, strnlen(r.status.message, sizeof r.status.message)));
   }
 
@@ -419,7 +424,7 @@ class IsolatedPluginDut final : public Dut {
   // next call starts a new one.
   Status call(Op op, const AttnParams& p, KvCache* cache, int index, Reply& reply) const {
     if (!worker_) try {
-        worker_ = Worker::start(path_, timeout_);
+        worker_ = Worker::start(path_, timeout_, hosting_);
         shared_.reset();  // a new worker has mapped nothing
       } catch (const std::exception& e) {
         return Status::failure(e.what());
@@ -428,7 +433,7 @@ class IsolatedPluginDut final : public Dut {
                        shared_->host_cache != cache;
     if (fresh) {
       shared_ = share(p, cache);
-      if (!shared_) return Status::failure("plugin " + path_ + ": cannot share the tensors with its worker (memfd)");
+      if (!shared_) return Status::failure(subject_ + ": cannot share the tensors with its worker (memfd)");
     }
     if (cache && cache->paged() && shared_->view && !shared_->view->page_table.empty()) {
       shared_->view->refresh_pages(*cache);
@@ -454,7 +459,7 @@ class IsolatedPluginDut final : public Dut {
     if (!r) {
       worker_.reset();
       shared_.reset();
-      return Status::failure("plugin " + path_ + ": " + BoundPlugin::entry_point_name(op, abi_version_) + " " + failure +
+      return Status::failure(subject_ + ": " + BoundPlugin::entry_point_name(op, abi_version_) + " " + failure +
                              " (in its worker process; the sweep goes on)");
     }
     if (op != Op::supports) {
@@ -466,6 +471,8 @@ class IsolatedPluginDut final : public Dut {
   }
 
   std::string path_;
+  PluginHosting hosting_;
+  std::string subject_;
   double timeout_;
   mutable std::unique_ptr<Worker> worker_;
   uint32_t abi_version_;
@@ -477,8 +484,8 @@ class IsolatedPluginDut final : public Dut {
 
 }  // namespace
 
-std::unique_ptr<Dut> load_isolated_plugin(const std::string& path, double timeout_seconds) {
-  return std::make_unique<IsolatedPluginDut>(path, timeout_seconds);
+std::unique_ptr<Dut> load_isolated_plugin(const std::string& path, double timeout_seconds, const PluginHosting& hosting) {
+  return std::make_unique<IsolatedPluginDut>(path, timeout_seconds, hosting);
 }
 
 }  // namespace swa::dut

@@ -6,12 +6,14 @@
 #include <memory>
 #include <string>
 
+#include "plugin_hosting.hpp"
 #include "swa/dut/dut.hpp"
 
 namespace swa::dut {
 
 // Throws std::runtime_error naming the library and the problem (cannot load, a missing symbol, an
 // ABI version other than SWA_DUT_V1_ABI_VERSION, a crash while loading). timeout_seconds <= 0: none.
-std::unique_ptr<Dut> load_isolated_plugin(const std::string& path, double timeout_seconds);
+std::unique_ptr<Dut> load_isolated_plugin(const std::string& path, double timeout_seconds,
+                                          const PluginHosting& hosting = {});
 
 }  // namespace swa::dut

@@ -105,8 +105,13 @@ std::string BoundPlugin::bind_v2(void* handle) {
   version_ = 2;
   traits_ = {};
   traits_.struct_size = sizeof traits_;
-  if (const int rc = v2_.describe(&traits_); rc != 0)
-    return "failed in swa_dut_v2_describe (returned " + std::to_string(rc) + ")";
+  if (const int rc = v2_.describe(&traits_); rc != 0) {
+    // Not part of swa/dut_v2.h: the plugins built here (libswa_python_dut.so) say why they cannot load.
+    using Why = const char* (*)();
+    const auto why = reinterpret_cast<Why>(dlsym(handle, "swa_dut_internal_describe_error"));
+    const char* text = why ? why() : nullptr;
+    return text && *text ? std::string(text) : "failed in swa_dut_v2_describe (returned " + std::to_string(rc) + ")";
+  }
   traits_.name[sizeof traits_.name - 1] = '\0';
   if (traits_.params_size < min_params_size)
     return "describes itself with params_size " + std::to_string(traits_.params_size) +

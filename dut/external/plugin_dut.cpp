@@ -48,9 +48,10 @@ struct InsideCall {
 
 class PluginDut final : public Dut {
  public:
-  PluginDut(std::string path, Loaded& loaded) : path_(std::move(path)), loaded_(loaded), plugin_(loaded.plugin) {}
+  PluginDut(const std::string& path, const PluginHosting& hosting, Loaded& loaded)
+      : name_(hosting.name(path)), path_(hosting.subject(path)), loaded_(loaded), plugin_(loaded.plugin) {}
 
-  std::string name() const override { return "plugin:" + path_; }
+  std::string name() const override { return name_; }
   Traits traits() const override { return abi::to_traits(plugin_.traits()); }
   std::optional<double> last_kernel_ms() const override { return last_kernel_ms_; }
 
@@ -103,28 +104,37 @@ class PluginDut final : public Dut {
                            "): " + std::string(s.message, strnlen(s.message, sizeof s.message)));
   }
 
-  std::string path_;
+  std::string name_;
+  std::string path_;  // the subject of its messages: "plugin PATH", or the hosting's label
   Loaded& loaded_;
   const BoundPlugin& plugin_;
   std::optional<double> last_kernel_ms_;
 };
 
-Loaded& load_once(const std::string& path) {
+Loaded& load_once(const std::string& path, const PluginHosting& hosting) {
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<Loaded>> loaded;
   std::lock_guard lock(mutex);
   static const int guard_registered = std::atexit(refuse_exit_inside_a_plugin);
   (void)guard_registered;
-  if (auto it = loaded.find(path); it != loaded.end()) return *it->second;
+  const std::string key = hosting.key(path);
+  if (auto it = loaded.find(key); it != loaded.end()) return *it->second;
+  for (const std::string& e : hosting.env) {
+    const auto eq = e.find('=');
+    ::setenv(e.substr(0, eq).c_str(), eq == std::string::npos ? "" : e.c_str() + eq + 1, 1);
+  }
   auto entry = std::make_unique<Loaded>();
-  const InsideCall inside(path);  // its static initialisers run now
+  const std::string subject = hosting.subject(path);
+  const InsideCall inside(subject);  // its static initialisers run now
   if (const std::string error = entry->plugin.open(path); !error.empty())
-    throw std::runtime_error("plugin " + path + " " + error);
-  return *loaded.emplace(path, std::move(entry)).first->second;
+    throw std::runtime_error(subject + " " + error);
+  return *loaded.emplace(key, std::move(entry)).first->second;
 }
 
 }  // namespace
 
-std::unique_ptr<Dut> load_plugin(const std::string& path) { return std::make_unique<PluginDut>(path, load_once(path)); }
+std::unique_ptr<Dut> load_plugin(const std::string& path, const PluginHosting& hosting) {
+  return std::make_unique<PluginDut>(path, hosting, load_once(path, hosting));
+}
 
 }  // namespace swa::dut

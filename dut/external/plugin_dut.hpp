@@ -4,12 +4,14 @@
 #include <memory>
 #include <string>
 
+#include "plugin_hosting.hpp"
 #include "swa/dut/dut.hpp"
 
 namespace swa::dut {
 
 // Throws std::runtime_error naming the library and the problem: cannot load, a missing symbol,
 // an ABI version other than SWA_DUT_V1_ABI_VERSION.
-std::unique_ptr<Dut> load_plugin(const std::string& path);
+// `hosting.env` is set in this process before the library is loaded.
+std::unique_ptr<Dut> load_plugin(const std::string& path, const PluginHosting& hosting = {});
 
 }  // namespace swa::dut

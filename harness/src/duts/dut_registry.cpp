@@ -1,6 +1,7 @@
 #include "swa/harness/duts/dut_registry.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "baseline_dut.hpp"
@@ -78,6 +79,23 @@ std::unique_ptr<dut::Dut> make_plugin(std::string_view path, const DutOptions& o
   }
 }
 
+// python:TARGET:FUNCTION[:key=value...]: libswa_python_dut.so (dut/python) hosted like any plugin, told
+// its target through its environment; the target's own errors come back from its load (exit 2).
+std::unique_ptr<dut::Dut> make_python(std::string_view target, const DutOptions& o) {
+  if (target.find(':') == std::string_view::npos || target.front() == ':' || target.back() == ':')
+    throw std::invalid_argument("'python:" + std::string(target) +
+                                "' is not python:TARGET:FUNCTION[:key=value...] (TARGET a module name or a .py file)");
+  const char* env = std::getenv("SWA_PYTHON_DUT_LIBRARY");
+  const std::string library = env && *env ? env : SWA_PYTHON_DUT_PATH;
+  dut::PluginHosting hosting{"python:" + std::string(target), {"SWA_PYTHON_DUT=" + std::string(target)}};
+  try {
+    return o.plugins_in_process ? dut::load_plugin(library, hosting)
+                                : dut::load_isolated_plugin(library, o.plugin_call_timeout_seconds, hosting);
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument(e.what());
+  }
+}
+
 std::unique_ptr<dut::Dut> make_cuda(std::string_view, const DutOptions&) {
 #if SWA_HAVE_CUDA_DUT
   return dut::make_cuda_dut();  // without a device it skips every scenario, saying why
@@ -97,6 +115,7 @@ const std::vector<DutKind>& dut_kinds() {
        [](std::string_view fault, const DutOptions&) { return dut::make_mutant(*dut::parse_fault(fault)); },
        [](std::string_view fault) { return dut::parse_fault(fault).has_value(); }},
       {"plugin:", "plugin:PATH.so", make_plugin},
+      {"python:", "python:TARGET:FUNCTION[:key=value...]", make_python},
       {"exec:", "exec:'COMMAND ...'",
        [](std::string_view command, const DutOptions& o) {
          return make_exec_dut(std::string(command), o.exec_timeout_seconds);

@@ -27,7 +27,8 @@ struct DutKind {
   bool (*accepts)(std::string_view argument) = nullptr;
 };
 // baseline, cpu, cuda (a skip everywhere when built without nvcc), mutant:<fault>, plugin:PATH (a
-// shared library with the C ABI of swa/dut_v2.h or dut_v1.h), exec:'COMMAND' (the process protocol).
+// shared library with the C ABI of swa/dut_v2.h or dut_v1.h), python:TARGET:FUNCTION (a Python function,
+// hosted by dut/python's plugin), exec:'COMMAND' (the process protocol).
 const std::vector<DutKind>& dut_kinds();
 
 // The DUT a name names. Throws std::invalid_argument naming the problem (an unknown name lists the

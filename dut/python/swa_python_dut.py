@@ -1,0 +1,326 @@
+"""The Python side of `--dut python:TARGET:FUNCTION[:key=value...]`.
+
+libswa_python_dut.so (python_dut.cpp) embeds the interpreter in the plugin worker, imports this
+module once, calls load() once, and then call() for each call of the ABI (swa/dut_v2.h): supports,
+prefill, each chunk, each decode step. The user's kernel is a plain function of one argument, the
+call's params (README.md in this folder is its contract). Nothing here is a public API.
+"""
+import ctypes
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import threading
+import time
+import traceback
+import types
+
+import numpy as np
+
+# The storage dtypes as NumPy sees them: bfloat16 has no NumPy type, so its arrays hold the bits.
+_NUMPY_DTYPE = {"fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}
+_FEATURES = ("sinks", "softcap", "two-sided")
+_LIST_KEYS = ("dtypes", "modes", "cache_policies", "kv_formats", "mask_formats")
+_DESCRIBE_KEYS = ("name", "head_sizes", "features", "query_tile", "key_tile", "cache_private") + _LIST_KEYS
+_TRACEBACKS_SHOWN = 3
+
+
+class LoadError(Exception):
+    """What is wrong with the target, for the harness's refusal (exit 2)."""
+
+
+class _Target:
+    def __init__(self):
+        self.function = None
+        self.kwargs = {}
+        self.supports = None
+        self.described = {}
+        self.label = ""
+        self.pending = None  # an exception supports() raised, reported by the scenario's first call
+        self.tracebacks = 0
+
+
+_target = _Target()
+
+
+def _parse_value(text):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _import_target(target):
+    """A module by dotted name (searched from the working folder first), or a .py file by path."""
+    if target.endswith(".py") or os.sep in target:
+        path = os.path.abspath(target)
+        if not os.path.isfile(path):
+            raise LoadError(f"no Python file {path}")
+        name = os.path.splitext(os.path.basename(path))[0]
+        sys.path.insert(0, os.path.dirname(path))  # its siblings import as they would under `python3 FILE`
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+    if not all(part.isidentifier() for part in target.split(".")):
+        raise LoadError(f"'{target}' is neither a module name (a.b.c) nor a path to a .py file")
+    sys.path.insert(0, os.getcwd())
+    return importlib.import_module(target)
+
+
+def _names(value, key, allowed):
+    if isinstance(value, str):
+        value = [value]
+    try:
+        items = list(value)
+    except TypeError:
+        raise LoadError(f"describe()['{key}'] must be a list of names from {'|'.join(allowed)}") from None
+    for item in items:
+        if item not in allowed:
+            raise LoadError(f"describe()['{key}']: {str(item)[:40]!r} is not one of {'|'.join(allowed)}")
+    return items
+
+
+def _check_description(d, choices):
+    if not isinstance(d, dict):
+        raise LoadError(f"describe() must return a dict, not {type(d).__name__}")
+    out = {}
+    for key, value in d.items():
+        if key not in _DESCRIBE_KEYS:
+            raise LoadError(f"describe() returned the key {str(key)[:40]!r}; allowed: {', '.join(_DESCRIBE_KEYS)}")
+        if key in _LIST_KEYS:
+            out[key] = _names(value, key, choices[key])
+        elif key == "features":
+            out[key] = _names(value, key, _FEATURES)
+        elif key == "head_sizes":
+            sizes = list(value) if not isinstance(value, int) else [value]
+            if len(sizes) > 16 or not all(isinstance(s, int) and 0 < s < 100000 for s in sizes):
+                raise LoadError("describe()['head_sizes'] must be at most 16 head sizes (integers 1..99999)")
+            out[key] = sorted(sizes)
+        elif key == "name":
+            out[key] = str(value)
+        elif key == "cache_private":
+            out[key] = bool(value)
+        elif not isinstance(value, int) or value < 0:
+            raise LoadError(f"describe()['{key}'] must be a non-negative integer")
+        else:
+            out[key] = value
+    return out
+
+
+def load(spec, choices):
+    """load_target's answer; any error it meets (the import's own: a missing module, a syntax error,
+    an exception at import time) as a LoadError of one line naming the user's file and line."""
+    try:
+        return _load_target(spec, choices)
+    except LoadError:
+        raise
+    except BaseException as e:  # noqa: B036 - a module that calls exit() at import cannot be loaded either
+        frames = [f for f in traceback.extract_tb(e.__traceback__)
+                  if "importlib" not in f.filename and f.filename != __file__]
+        where = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
+        raise LoadError(f"{type(e).__name__}: {e}{where}") from None
+
+
+def _load_target(spec, choices):
+    """Imports TARGET, finds FUNCTION, checks the key=value arguments against its signature and reads
+    the module's describe(). Returns the description (a dict); raises LoadError or the import's error."""
+    parts = spec.split(":")
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        raise LoadError(f"'python:{spec}' is not python:TARGET:FUNCTION[:key=value...] (TARGET a module or a .py file)")
+    target, function = parts[0], parts[1]
+    kwargs = {}
+    for item in parts[2:]:
+        key, eq, value = item.partition("=")
+        if not eq or not key.isidentifier():
+            raise LoadError(f"'{item[:60]}' in python:{spec} is not key=value (key a Python identifier)")
+        kwargs[key] = _parse_value(value)
+    module = _import_target(target)
+    fn = getattr(module, function, None)
+    if not callable(fn):
+        found = ", ".join(n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_"))
+        raise LoadError(f"{target} has no function {function} (its functions: {found or 'none'})")
+    try:
+        inspect.signature(fn).bind(None, **kwargs)
+    except TypeError as e:
+        raise LoadError(f"{function}(params, **{kwargs}) does not match its signature: {e}") from None
+    except ValueError:
+        pass  # a builtin without a signature: trust it
+    describe = getattr(module, "describe", None)
+    described = _check_description(describe() if callable(describe) else (describe or {}), choices)
+    supports = getattr(module, "supports", None)
+    _target.function, _target.kwargs, _target.described = fn, kwargs, described
+    _target.supports = supports if callable(supports) else None
+    _target.label = f"python:{spec}"
+    described.setdefault("name", function)
+    return described
+
+
+def _view(address, dtype, shape, strides, writable):
+    """A NumPy array over the harness's memory at `address` (strides in elements), without a copy."""
+    shape = tuple(int(n) for n in shape)
+    if address == 0:
+        return None
+    item = np.dtype(dtype).itemsize
+    if any(n == 0 for n in shape):
+        return np.zeros(shape, dtype)
+    span = 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+    flat = np.frombuffer((ctypes.c_char * (span * item)).from_address(address), dtype=dtype, count=span)
+    return np.lib.stride_tricks.as_strided(flat, shape, [s * item for s in strides], writeable=writable)
+
+
+def _positions(p, call, index):
+    """Per sequence, the positions [begin, end) this call computes, as an int64 array [batch, 2]."""
+    lens = np.asarray(p.seq_lens, dtype=np.int64)
+    if call in ("prefill", "supports"):
+        return np.stack([np.zeros_like(lens), lens], axis=1)
+    prompts = lens - p.decode_steps if p.mode == "decode" else lens
+    if call == "decode_step":
+        return np.stack([prompts + index, prompts + index + 1], axis=1)
+    sizes = np.where(p.chunk > 0, p.chunk, prompts)
+    return np.stack([np.minimum(prompts, index * sizes), np.minimum(prompts, (index + 1) * sizes)], axis=1)
+
+
+def _params(fields, call, index, cache):
+    """The call's params: every field of swa_dut_v2_params by its name, the tensors as arrays."""
+    p = types.SimpleNamespace(**fields)
+    n = int(_view(fields["seq_offsets"], np.int64, (fields["batch"] + 1,), (1,), False)[-1])
+    dt = _NUMPY_DTYPE[p.dtype]
+    d = p.head_size
+    p.q = _view(fields["q"], dt, (n, p.heads_q, d), (p.q_row_stride, p.q_head_stride, 1), False)
+    p.k = _view(fields["k"], dt, (n, p.heads_kv, d), (p.k_row_stride, p.k_head_stride, 1), False)
+    p.v = _view(fields["v"], dt, (n, p.heads_kv, d), (p.v_row_stride, p.v_head_stride, 1), False)
+    p.out = _view(fields["out"], dt, (n, p.heads_q, d), (p.out_row_stride, p.out_head_stride, 1), True)
+    p.seq_lens = _view(fields["seq_lens"], np.int32, (p.batch,), (1,), False)
+    p.seq_offsets = _view(fields["seq_offsets"], np.int64, (p.batch + 1,), (1,), False)
+    p.mask = _view(fields["mask"], np.float32, (p.mask_rows, p.mask_rows), (p.mask_rows, 1), False)
+    p.sinks = _view(fields["sinks"], np.float32, (p.heads_q,), (1,), False)
+    p.call, p.index, p.kernel_ms = call, index, None
+    p.positions = _positions(p, call, index)
+    p.cache = None if cache is None else _cache(cache)
+    return p
+
+
+def _cache(c):
+    cache = types.SimpleNamespace(**c)
+    codes = cache.kv_format != "dtype"
+    dt = np.uint8 if codes else _NUMPY_DTYPE[cache.dtype]
+    rows, per_row = (cache.pages, cache.page_size) if cache.policy == "paged" else (cache.batch, cache.slots)
+    shape = (rows, per_row, cache.heads_kv, cache.head_size)
+    strides = (per_row * cache.heads_kv * cache.head_size, cache.heads_kv * cache.head_size, cache.head_size, 1)
+    cache.k = _view(c["k"], dt, shape, strides, True)
+    cache.v = _view(c["v"], dt, shape, strides, True)
+    cache.base = _view(c["base"], np.int64, (cache.batch,), (1,), True)
+    cache.tokens_written = _view(c["tokens_written"], np.int64, (cache.batch,), (1,), True)
+    cache.page_table = _view(c["page_table"], np.int32, (cache.batch, cache.table_width), (cache.table_width, 1), False)
+    return cache
+
+
+def _outside(p):
+    """Why the case is outside the description's KV formats or features ("" when inside)."""
+    d = _target.described
+    if "kv_formats" in d and p.kv_format not in d["kv_formats"]:
+        return f"it describes KV formats {', '.join(d['kv_formats']) or 'none'}, not {p.kv_format}"
+    features = d.get("features", _FEATURES)
+    for used, feature in ((p.sinks is not None, "sinks"), (p.softcap > 0, "softcap"),
+                          (p.window_right != 0, "two-sided")):
+        if used and feature not in features:
+            return f"it does not describe {feature}" + (" windows" if feature == "two-sided" else "")
+    return ""
+
+
+def _where(error):
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (at {os.path.basename(f.filename)}:{f.lineno} in {f.name})"
+
+
+def _describe_error(error, what):
+    if _target.tracebacks < _TRACEBACKS_SHOWN:
+        print(f"{_target.label}: {what} raised:", file=sys.stderr)
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+        _target.tracebacks += 1
+        if _target.tracebacks == _TRACEBACKS_SHOWN:
+            print(f"{_target.label}: later tracebacks are not printed (the rows keep each message)", file=sys.stderr)
+        sys.stderr.flush()
+    text = str(error)
+    return f"{what} raised {type(error).__name__}" + (f": {text}" if text else "") + _where(error)
+
+
+def _to_out(p, result):
+    """Copies the rows this call owns from a returned array into p.out, rounded to the storage dtype."""
+    got = np.asarray(result)
+    if got.shape != p.out.shape:
+        return f"{_target.function.__name__} returned an array of shape {got.shape}; p.out is {p.out.shape} " \
+               "(return None after filling p.out, or an array of its shape)"
+    if p.out.dtype == np.uint16 and got.dtype != np.uint16:  # bf16: round to nearest even, keep the bits
+        bits = np.ascontiguousarray(got, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        nan = np.isnan(got)
+        got = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF).astype(np.uint16)
+        got[nan] = 0x7FC0
+    for b in range(p.batch):
+        first = int(p.seq_offsets[b])
+        begin, end = (int(x) for x in p.positions[b])
+        p.out[first + begin:first + end] = got[first + begin:first + end]
+    return ""
+
+
+def _leaked(before):
+    """The threads a call started and left running (a thread that ends within 50 ms is not one)."""
+    left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    deadline = time.monotonic() + 0.05
+    for t in left:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return [t for t in left if t.is_alive()]
+
+
+def call(op, index, fields, cache):
+    """One ABI call. Returns (rc, message, kernel_ms) with the ABI's meaning of rc for `op`."""
+    p = _params(fields, op, index, cache)
+    if op == "supports":
+        _target.pending = None
+        why = _outside(p)
+        if why:
+            return 0, why, -1.0
+        if _target.supports is None:
+            return 1, "", -1.0
+        try:
+            answer = _target.supports(p)
+        except BaseException as e:  # noqa: B036 - a kernel's exit() or Ctrl-C is its failure, not ours
+            _target.pending = _describe_error(e, "supports()")
+            return 1, "", -1.0
+        if isinstance(answer, str):
+            return 0, answer or "declined by supports()", -1.0
+        return (1, "", -1.0) if answer is None or answer else (0, "declined by supports()", -1.0)
+    if _target.pending:
+        message, _target.pending = _target.pending, None
+        return 1, message, -1.0
+    before = set(threading.enumerate())
+    start = time.perf_counter()
+    try:
+        result = _target.function(p, **_target.kwargs)
+    except BaseException as e:  # noqa: B036
+        return 1, _describe_error(e, f"{_target.function.__name__}()"), -1.0
+    wall_ms = (time.perf_counter() - start) * 1e3
+    leaked = _leaked(before)
+    if leaked:
+        names = ", ".join(t.name for t in leaked[:4])
+        return 1, f"{_target.function.__name__}() left {len(leaked)} thread(s) running after it returned: {names} " \
+                  "(join every thread it starts before returning)", -1.0
+    if result is not None:
+        try:
+            why = _to_out(p, result)
+        except Exception as e:  # noqa: BLE001
+            why = f"its return value cannot be written to p.out: {type(e).__name__}: {e}"
+        if why:
+            return 1, why, -1.0
+    own = p.kernel_ms
+    if own is not None and not (isinstance(own, (int, float)) and own >= 0):
+        return 1, f"p.kernel_ms must be None or a non-negative number of milliseconds, not {own!r}", -1.0
+    return 0, "", float(own) if own is not None else wall_ms
