@@ -15,13 +15,11 @@
 #include <pybind11/embed.h>
 #include <pybind11/stl.h>
 
-#include "abi_convert.hpp"
+#include "python_fields.hpp"
 #include "swa/dut_v2.h"
-#include "swa/enum_names.hpp"
-#include "swa/kernel_fields.hpp"
-#include "swa/kv_format.hpp"
 
 namespace py = pybind11;
+namespace python = swa::dut::python;
 
 namespace {
 
@@ -44,54 +42,6 @@ void make_libpython_global() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&Py_IsInitialized), &info) && info.dli_fname)
     dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
-}
-
-template <typename T>
-py::object field_value(T value) {
-  if constexpr (std::is_pointer_v<T>)
-    return py::int_(reinterpret_cast<std::uintptr_t>(value));
-  else
-    return py::cast(value);
-}
-
-template <typename E, std::size_t N, typename NameOf>
-std::vector<std::string> names(const E (&all)[N], NameOf name_of) {
-  std::vector<std::string> out;
-  for (E e : all) out.emplace_back(name_of(e));
-  return out;
-}
-
-// The glue's params: every listed field by its swa_dut_v2_params name, pointers as addresses, the
-// enums by the names sweep files use.
-py::dict params_fields(const swa_dut_v2_params& c) {
-  py::dict d;
-#define SWA_PY_FIELD(field, member, minor, exec) d[#field] = field_value(c.field);
-  SWA_KERNEL_FIELDS(SWA_PY_FIELD)
-#undef SWA_PY_FIELD
-  const swa::AttnParams p = swa::dut::abi::from_c(c);
-  d["dtype"] = std::string(swa::dtype_name(p.dtype));
-  d["mode"] = std::string(swa::mode_name(p.mode));
-  d["cache_policy"] = std::string(swa::cache_name(p.cache));
-  d["mask_format"] = std::string(swa::mask_format_name(p.mask_format));
-  d["kv_format"] = std::string(swa::kv_format_name(p.kv_format));
-  return d;
-}
-
-py::dict cache_fields(const swa_dut_v2_cache& c) {
-  py::dict d;
-  d["policy"] = std::string(swa::cache_name(static_cast<swa::CachePolicy>(c.policy)));
-  d["dtype"] = std::string(swa::dtype_name(static_cast<swa::DType>(c.dtype)));
-  d["kv_format"] = std::string(swa::kv_format_name(static_cast<swa::KvFormat>(c.kv_format)));
-  for (auto [name, value] : {std::pair{"batch", c.batch}, {"heads_kv", c.heads_kv}, {"head_size", c.head_size},
-                             {"page_size", c.page_size}})
-    d[name] = value;
-  d["slots"] = c.slots;
-  d["pages"] = c.pages;
-  d["table_width"] = c.table_width;
-  for (auto [name, address] : {std::pair{"k", static_cast<void*>(c.k)}, {"v", c.v}, {"base", c.base},
-                               {"tokens_written", c.tokens_written}, {"page_table", c.page_table}})
-    d[name] = field_value(address);
-  return d;
 }
 
 void say(swa_dut_v2_status* status, const std::string& text) {
@@ -122,35 +72,8 @@ std::string load(swa_dut_v2_traits* traits) {
       module_spec.attr("loader").attr("exec_module")(module);
       host = new Host{module, spec};
     }
-    py::dict choices;
-    choices["dtypes"] = names(swa::kAllDTypes, swa::dtype_name);
-    choices["modes"] = names(swa::kAllRunModes, swa::mode_name);
-    choices["cache_policies"] = names(swa::kAllCachePolicies, swa::cache_name);
-    choices["kv_formats"] = names(swa::kAllKvFormats, swa::kv_format_name);
-    choices["mask_formats"] = names(swa::kAllMaskFormats, swa::mask_format_name);
-    const py::dict d = host->glue.attr("load")(spec, choices);
-    auto bits = [&](const char* key, auto parse) {
-      uint32_t mask = 0;
-      if (d.contains(key))
-        for (const std::string& name : d[key].cast<std::vector<std::string>>())
-          if (const auto value = parse(name)) mask |= 1u << static_cast<int>(*value);
-      return d.contains(key) && mask == 0 ? ~0u << 8 : mask;  // an empty list runs nothing (no bit 0..7 set)
-    };
-    traits->params_size = sizeof(swa_dut_v2_params);
-    std::snprintf(traits->name, sizeof traits->name, "%s", d["name"].cast<std::string>().c_str());
-    traits->dtypes = bits("dtypes", swa::parse_dtype);
-    traits->modes = bits("modes", swa::parse_mode);
-    traits->cache_policies = bits("cache_policies", swa::parse_cache);
-    traits->mask_formats = bits("mask_formats", swa::parse_mask_format);
-    if (d.contains("head_sizes")) {
-      const auto sizes = d["head_sizes"].cast<std::vector<int>>();
-      for (std::size_t i = 0; i < sizes.size() && i < 16; ++i) traits->head_sizes[i] = sizes[i];
-      traits->head_size_count = static_cast<int32_t>(std::min<std::size_t>(sizes.size(), 16));
-    }
-    if (d.contains("query_tile")) traits->query_tile = d["query_tile"].cast<int32_t>();
-    if (d.contains("key_tile")) traits->key_tile = d["key_tile"].cast<int32_t>();
-    if (d.contains("cache_private")) traits->cache_private = d["cache_private"].cast<bool>();
-    traits->times_own_kernels = 1;  // p.kernel_ms, or the wall time of the Python call (README.md)
+    const py::dict d = host->glue.attr("load")(spec, python::describe_choices());
+    *traits = python::traits_from_description(d);
     return {};
   } catch (py::error_already_set& e) {
     const std::string kind = py::str(e.type().attr("__name__"));
@@ -167,7 +90,8 @@ int call(const char* op, const swa_dut_v2_params* p, swa_dut_v2_cache* cache, in
   }
   py::gil_scoped_acquire gil;
   try {
-    const py::tuple r = host->glue.attr("call")(op, index, params_fields(*p), cache ? py::object(cache_fields(*cache)) : py::none());
+    const py::tuple r = host->glue.attr("call")(host->target, op, index, python::params_fields(*p),
+                                                cache ? py::object(python::cache_fields(*cache)) : py::none());
     say(status, r[1].cast<std::string>());
     status->kernel_ms = r[2].cast<double>();
     return r[0].cast<int>();

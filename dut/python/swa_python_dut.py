@@ -6,6 +6,7 @@ prefill, each chunk, each decode step. The user's kernel is a plain function of 
 call's params (README.md in this folder is its contract). Nothing here is a public API.
 """
 import ctypes
+import faulthandler
 import importlib
 import importlib.util
 import inspect
@@ -41,7 +42,8 @@ class _Target:
         self.tracebacks = 0
 
 
-_target = _Target()
+_targets = {}  # spec -> _Target: a worker hosts one; the swa_harness module in a test session hosts many
+faulthandler.enable()  # a kernel that crashes the worker leaves its Python stack on stderr
 
 
 def _parse_value(text):
@@ -60,6 +62,9 @@ def _import_target(target):
         if not os.path.isfile(path):
             raise LoadError(f"no Python file {path}")
         name = os.path.splitext(os.path.basename(path))[0]
+        for module in list(sys.modules.values()):  # already imported (a test that imports the kernel): the same one
+            if os.path.abspath(getattr(module, "__file__", None) or "") == path:
+                return module
         sys.path.insert(0, os.path.dirname(path))  # its siblings import as they would under `python3 FILE`
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
@@ -153,11 +158,17 @@ def _load_target(spec, choices):
     describe = getattr(module, "describe", None)
     described = _check_description(describe() if callable(describe) else (describe or {}), choices)
     supports = getattr(module, "supports", None)
-    _target.function, _target.kwargs, _target.described = fn, kwargs, described
-    _target.supports = supports if callable(supports) else None
-    _target.label = f"python:{spec}"
-    described.setdefault("name", function)
+    target = _Target()
+    target.function, target.kwargs, target.described = fn, kwargs, described
+    target.supports = supports if callable(supports) else None
+    target.label = f"python:{spec}"
+    _targets[spec] = target
+    qualified = f"{getattr(module, '__name__', target).rsplit('.', 1)[-1]}.{function}"
+    described.setdefault("name", qualified if len(qualified) <= 32 else function[:32])
     return described
+
+
+_views = {}  # the views of the current schedule's memory: its calls share them
 
 
 def _view(address, dtype, shape, strides, writable):
@@ -165,6 +176,17 @@ def _view(address, dtype, shape, strides, writable):
     shape = tuple(int(n) for n in shape)
     if address == 0:
         return None
+    key = (address, np.dtype(dtype).char, shape, tuple(strides), writable)
+    known = _views.get(key)
+    if known is not None:
+        return known
+    if len(_views) > 64:
+        _views.clear()
+    _views[key] = _new_view(address, dtype, shape, strides, writable)
+    return _views[key]
+
+
+def _new_view(address, dtype, shape, strides, writable):
     item = np.dtype(dtype).itemsize
     if any(n == 0 for n in shape):
         return np.zeros(shape, dtype)
@@ -220,9 +242,9 @@ def _cache(c):
     return cache
 
 
-def _outside(p):
+def _outside(target, p):
     """Why the case is outside the description's KV formats or features ("" when inside)."""
-    d = _target.described
+    d = target.described
     if "kv_formats" in d and p.kv_format not in d["kv_formats"]:
         return f"it describes KV formats {', '.join(d['kv_formats']) or 'none'}, not {p.kv_format}"
     features = d.get("features", _FEATURES)
@@ -241,23 +263,23 @@ def _where(error):
     return f" (at {os.path.basename(f.filename)}:{f.lineno} in {f.name})"
 
 
-def _describe_error(error, what):
-    if _target.tracebacks < _TRACEBACKS_SHOWN:
-        print(f"{_target.label}: {what} raised:", file=sys.stderr)
+def _describe_error(target, error, what):
+    if target.tracebacks < _TRACEBACKS_SHOWN:
+        print(f"{target.label}: {what} raised:", file=sys.stderr)
         traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
-        _target.tracebacks += 1
-        if _target.tracebacks == _TRACEBACKS_SHOWN:
-            print(f"{_target.label}: later tracebacks are not printed (the rows keep each message)", file=sys.stderr)
+        target.tracebacks += 1
+        if target.tracebacks == _TRACEBACKS_SHOWN:
+            print(f"{target.label}: later tracebacks are not printed (the rows keep each message)", file=sys.stderr)
         sys.stderr.flush()
     text = str(error)
     return f"{what} raised {type(error).__name__}" + (f": {text}" if text else "") + _where(error)
 
 
-def _to_out(p, result):
+def _to_out(target, p, result):
     """Copies the rows this call owns from a returned array into p.out, rounded to the storage dtype."""
     got = np.asarray(result)
     if got.shape != p.out.shape:
-        return f"{_target.function.__name__} returned an array of shape {got.shape}; p.out is {p.out.shape} " \
+        return f"{target.function.__name__} returned an array of shape {got.shape}; p.out is {p.out.shape} " \
                "(return None after filling p.out, or an array of its shape)"
     if p.out.dtype == np.uint16 and got.dtype != np.uint16:  # bf16: round to nearest even, keep the bits
         bits = np.ascontiguousarray(got, dtype=np.float32).view(np.uint32).astype(np.uint64)
@@ -280,42 +302,44 @@ def _leaked(before):
     return [t for t in left if t.is_alive()]
 
 
-def call(op, index, fields, cache):
-    """One ABI call. Returns (rc, message, kernel_ms) with the ABI's meaning of rc for `op`."""
+def call(spec, op, index, fields, cache):
+    """One ABI call of the target loaded as `spec`. Returns (rc, message, kernel_ms) with the ABI's
+    meaning of rc for `op`."""
+    target = _targets[spec]
     p = _params(fields, op, index, cache)
     if op == "supports":
-        _target.pending = None
-        why = _outside(p)
+        target.pending = None
+        why = _outside(target, p)
         if why:
             return 0, why, -1.0
-        if _target.supports is None:
+        if target.supports is None:
             return 1, "", -1.0
         try:
-            answer = _target.supports(p)
+            answer = target.supports(p)
         except BaseException as e:  # noqa: B036 - a kernel's exit() or Ctrl-C is its failure, not ours
-            _target.pending = _describe_error(e, "supports()")
+            target.pending = _describe_error(target, e, "supports()")
             return 1, "", -1.0
         if isinstance(answer, str):
             return 0, answer or "declined by supports()", -1.0
         return (1, "", -1.0) if answer is None or answer else (0, "declined by supports()", -1.0)
-    if _target.pending:
-        message, _target.pending = _target.pending, None
+    if target.pending:
+        message, target.pending = target.pending, None
         return 1, message, -1.0
     before = set(threading.enumerate())
     start = time.perf_counter()
     try:
-        result = _target.function(p, **_target.kwargs)
+        result = target.function(p, **target.kwargs)
     except BaseException as e:  # noqa: B036
-        return 1, _describe_error(e, f"{_target.function.__name__}()"), -1.0
+        return 1, _describe_error(target, e, f"{target.function.__name__}()"), -1.0
     wall_ms = (time.perf_counter() - start) * 1e3
     leaked = _leaked(before)
     if leaked:
         names = ", ".join(t.name for t in leaked[:4])
-        return 1, f"{_target.function.__name__}() left {len(leaked)} thread(s) running after it returned: {names} " \
+        return 1, f"{target.function.__name__}() left {len(leaked)} thread(s) running after it returned: {names} " \
                   "(join every thread it starts before returning)", -1.0
     if result is not None:
         try:
-            why = _to_out(p, result)
+            why = _to_out(target, p, result)
         except Exception as e:  # noqa: BLE001
             why = f"its return value cannot be written to p.out: {type(e).__name__}: {e}"
         if why:

@@ -61,9 +61,9 @@ int cmd_bisect(const std::vector<std::string>& args) {
       ("against", po::value(&o.against)->default_value("golden"), "golden, or a DUT to compare with")
       ("reruns", po::value(&o.reruns)->default_value(3), "runs of the original case (the spread exposes races)")
       ("out", po::value(&out_dir)->default_value(out_dir), "output directory")
-      ("dut-timeout", po::value(&dut_timeout)->default_value(300), "seconds one call of a plugin: DUT may take")
+      ("dut-timeout", po::value(&dut_timeout)->default_value(300), "seconds one call of a plugin: or python: DUT may take")
       ("json", "print DIR/summary.json (the finding, for CI bots) instead of the report")
-      ("in-process", "load plugin: DUTs into this process (for gdb) instead of a worker");
+      ("in-process", "load plugin: and python: DUTs into this process (for gdb, pdb) instead of a worker");
   po::positional_options_description positional;
   positional.add("sweep-file", 1);
   po::variables_map vm;

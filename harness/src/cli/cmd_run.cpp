@@ -47,8 +47,8 @@ int cmd_run(const std::vector<std::string>& args) {
       ("dump", po::value(&dump_text)->default_value(dump_text), "failures|all: when to dump tensors to /dumps")
       ("exec-timeout", po::value(&exec_timeout)->default_value(300), "seconds an exec: DUT may run per scenario")
       ("dut-timeout", po::value(&dut_timeout)->default_value(300),
-       "seconds one call of a plugin: DUT may take in its worker process; over it the call is an error row")
-      ("in-process", "load plugin: DUTs into this process (for gdb) instead of a worker; a crash ends the run")
+       "seconds one call of a plugin: or python: DUT may take in its worker process; over it the call is an error row")
+      ("in-process", "load plugin: and python: DUTs into this process (for gdb, pdb) instead of a worker; a crash ends the run")
       ("tolerance-profile", po::value(&profile_text), ("strict|default|loose: replaces the sweeps' tolerances (harness/README.md)"))
       ("no-cache-check", "do not compare the DUTs' KV caches with the golden cache model (for private cache layouts)")
       ("perf", "also time every DUT per scenario (warm-ups, then the median) into /perf; runs one job")

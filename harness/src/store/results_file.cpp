@@ -439,6 +439,22 @@ bool looks_like_results_file(const fs::path& path) {
   }
 }
 
+std::vector<std::pair<std::string, ResultCell>> result_cells(const ResultRow& row) {
+  ResultRow copy = row;
+  std::vector<std::pair<std::string, ResultCell>> cells;
+  for (const Column<ResultRow>& c : result_columns())
+    std::visit(
+        [&](auto* cell) {
+          using T = std::remove_pointer_t<decltype(cell)>;
+          if constexpr (std::is_same_v<T, Verdict>)
+            cells.emplace_back(c.name, std::string(verdict_name(*cell)));
+          else
+            cells.emplace_back(c.name, *cell);
+        },
+        c.cell(copy));
+  return cells;
+}
+
 ResultsContents read_results(const fs::path& path) {
   if (!fs::is_regular_file(path)) throw h5::Error(path.string() + " is not a results file (not a regular file)");
   probe_readable(path);

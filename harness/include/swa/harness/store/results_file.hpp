@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "swa/harness/case/problem_file.hpp"
@@ -32,6 +33,10 @@ struct ResultsContents {
 };
 
 ResultsContents read_results(const std::filesystem::path& path);
+// A row's cells by their /results column names, in the file's order, as the file holds them (the
+// status by its verdict's name): for the Python module's judge(), which returns what run writes.
+using ResultCell = std::variant<std::string, std::int64_t, double>;
+std::vector<std::pair<std::string, ResultCell>> result_cells(const ResultRow& row);
 void write_results(const std::filesystem::path& path, const ResultsContents& contents);
 
 // RESULTS.h5.dumps/, the folder of a results file's dumps, and a dump's file name in it.

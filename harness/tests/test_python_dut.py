@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+"""The python: DUT end to end: the NumPy example through ci.yaml, its faulty variants caught and
+diagnosed, and careless or hostile Python kernels (a segfault through ctypes, an exception, a hang, a
+leaked thread, exit()) as error rows naming the cause, with the sweep finished and nothing left running.
+
+The swa_harness module too: judge() against run on every ci.yaml scenario, and the pytest plugin
+with the example kernels and a faulty variant.
+
+usage: test_python_dut.py PATH/TO/swa-harness CI_YAML EXAMPLES_DIR PYTHON_PACKAGE_DIR
+"""
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+import h5py
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_h5 import results_table  # noqa: E402
+
+HARNESS = CI = EXAMPLES = PACKAGE = None
+# Two small prefill scenarios and one decode scenario of ci.yaml.
+FEW = "mode=prefill/seqs=70-1-33/hq=8/hkv=2/d=64/w=(1|16)/mask=none/fp32/|" \
+      "mode=decode/seqs=90-1-47/hq=8/hkv=2/d=64/w=8/chunk=5/steps=12/cache=ring-modulo/mask=none/fp32/"
+
+
+def run(*args, timeout=900):
+    return subprocess.run([HARNESS, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def text(x):
+    return x.decode() if isinstance(x, bytes) else x
+
+
+def rows(path):
+    with h5py.File(path) as f:
+        table = results_table(f)
+    return {text(r["scenario_id"]): (text(r["status"]), text(r["reason"])) for r in table}
+
+
+def processes_with(marker):
+    """PIDs of this machine's processes whose environment holds `marker` (this test's own target)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def kernel_file(tmp, body):
+    """TMP/kernels.py holding BODY, a kernel module; its path."""
+    path = os.path.join(tmp, "kernels.py")
+    with open(path, "w") as f:
+        f.write(textwrap.dedent(body))
+    return path
+
+
+HOSTILE = """
+    import ctypes, os, sys, threading, time
+    import numpy as np
+
+    def describe():
+        return {"name": "hostile"}
+
+    def segfault(p):
+        ctypes.string_at(0)
+
+    def raises(p):
+        raise KeyError("no such tile")
+
+    def hangs(p):
+        time.sleep(3600)
+
+    def leaks_thread(p):
+        threading.Thread(target=time.sleep, args=(3600,), name="forgotten", daemon=True).start()
+        p.out[...] = 0
+
+    def exits(p):
+        sys.exit(0)
+
+    def os_exit(p):
+        os._exit(0)
+
+    def wrong_shape(p):
+        return np.zeros((1, 2))
+
+    def fills_zeros(p):
+        p.out[...] = 0
+"""
+
+
+class NumpyExample(unittest.TestCase):
+    def test_the_numpy_kernel_passes_ci_yaml_and_its_faults_fail(self):
+        kernel = os.path.join(EXAMPLES, "numpy_kernel.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            r = run("run", CI, "--dut", f"python:{kernel}:attention", "--out", out, "--jobs", "2")
+            self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+            got = rows(out)
+            listed = run("list", CI).stdout.split()
+            self.assertEqual(len(got), len(listed))
+            self.assertEqual({s for s, _ in got.values()}, {"pass"})
+            # Each fault written into the kernel is caught, where it can be seen.
+            for fault, seen in (("window-plus-one", lambda s: "/w=" in s), ("ring-slot-late", lambda s: "cache=ring" in s)):
+                bad = os.path.join(tmp, f"{fault}.h5")
+                r = run("run", CI, "--dut", f"python:{kernel}:attention:fault={fault}", "--out", bad, "--jobs", "2",
+                        "--sweep", "caches")
+                self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
+                failed = {s for s, (status, _) in rows(bad).items() if status == "fail"}
+                self.assertTrue(failed, fault)
+                self.assertTrue(all(seen(s) for s in failed), (fault, sorted(failed)[:3]))
+                self.assertIn(f"--dut python:{kernel}:attention:fault={fault}", r.stdout)  # the rerun line
+
+    def test_bisect_names_the_faulty_variant_through_python(self):
+        kernel = os.path.join(EXAMPLES, "numpy_kernel.py")
+        scenario = "mode=decode/seqs=90-1-47/hq=8/hkv=2/d=64/w=8/chunk=5/steps=12/cache=ring-modulo/mask=none/fp32/in=normal/seed=2"
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run("bisect", CI, "--filter", scenario, "--dut", f"python:{kernel}:attention:fault=window-plus-one",
+                    "--out", os.path.join(tmp, "b"), "--json")
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            summary = json.loads(r.stdout)
+            self.assertEqual((summary["class"], summary["reproduces"]), ("window_plus_one", True), summary["evidence"])
+
+    def test_the_torch_kernel_passes_or_skips_saying_why_and_its_faults_fail(self):
+        """Where Debian's python3-torch is installed (scripts/bench-packages.txt) the PyTorch example
+        passes feature_pairs and its two faults fail it; elsewhere every row is a skip naming torch."""
+        kernel = os.path.join(EXAMPLES, "torch_kernel.py")
+        have_torch = subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            r = run("run", CI, "--sweep", "feature_pairs", "--dut", f"python:{kernel}:attention", "--out", out, "--jobs", "2")
+            self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+            got = rows(out)
+            if not have_torch:
+                self.assertEqual({s for s, _ in got.values()}, {"skip"})
+                self.assertTrue(all("PyTorch is not installed" in why for _, why in got.values()))
+                self.skipTest("python3-torch is not installed: the rows are skips that say so")
+            self.assertEqual({s for s, _ in got.values()}, {"pass"})
+            for fault, dtypes in (("repeat-not-interleave", {"fp32", "fp16", "bf16"}), ("p-fp16", {"fp32"})):
+                bad = os.path.join(tmp, f"{fault}.h5")
+                r = run("run", CI, "--sweep", "feature_pairs", "--dut", f"python:{kernel}:attention:fault={fault}",
+                        "--out", bad, "--jobs", "2")
+                self.assertEqual(r.returncode, 1, fault)
+                failed = {s for s, (status, _) in rows(bad).items() if status == "fail"}
+                self.assertEqual({re.search(r"/(fp32|fp16|bf16)/", s).group(1) for s in failed}, dtypes, fault)
+            scenario = "mode=prefill/seqs=70-1-33/hq=8/hkv=2/d=64/w=16/mask=none/fp32/in=normal/seed=1"
+            r = run("bisect", CI, "--filter", scenario, "--dut", f"python:{kernel}:attention:fault=repeat-not-interleave",
+                    "--out", os.path.join(tmp, "b"), "--json")
+            self.assertEqual(json.loads(r.stdout)["class"], "gqa_modulo_mapping", r.stdout[-2000:] + r.stderr[-2000:])
+
+    def test_the_quickstart_kernel_that_returns_its_output(self):
+        kernel = os.path.join(EXAMPLES, "quickstart_kernel.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            r = run("run", CI, "--dut", f"python:{kernel}:attention", "--out", out, "--filter", "mode=prefill/seqs=70-1-33/")
+            self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+            got = rows(out)
+            passed = [s for s, (status, _) in got.items() if status == "pass"]
+            self.assertTrue(passed)
+            for s, (status, reason) in got.items():  # what it does not describe is a skip that says so
+                if status != "pass":
+                    self.assertEqual(status, "skip", (s, reason))
+                    self.assertRegex(reason, r"describes itself as running|it does not describe (sinks|softcap|two-sided)")
+
+
+class HostileKernels(unittest.TestCase):
+    def run_hostile(self, function, *extra):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = kernel_file(tmp, HOSTILE)
+            out = os.path.join(tmp, "r.h5")
+            start = time.time()
+            r = run("run", CI, "--filter", FEW, "--dut", f"python:{path}:{function}", "--out", out, *extra)
+            seconds = time.time() - start
+            self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
+            got = rows(out)
+            self.assertEqual(len(got), 3, got)  # the sweep finished: a row per scenario
+            self.assertEqual(processes_with(path), [], "a process of this test's kernel is still running")
+            return got, r, seconds
+
+    def assert_errors(self, got, pattern):
+        for scenario, (status, reason) in got.items():
+            self.assertEqual(status, "error", scenario)
+            self.assertRegex(reason, pattern)
+
+    def test_a_segfault_through_ctypes_is_an_error_row_naming_the_signal(self):
+        got, r, _ = self.run_hostile("segfault")
+        self.assert_errors(got, r"killed by signal 11 \(Segmentation fault\)")
+        self.assertIn("Fatal Python error: Segmentation fault", r.stderr)  # faulthandler's Python stack
+
+    def test_an_exception_is_an_error_row_naming_it_and_where(self):
+        got, r, _ = self.run_hostile("raises")
+        self.assert_errors(got, r"raises\(\) raised KeyError: 'no such tile' \(at kernels\.py:\d+ in raises\)")
+        self.assertIn("Traceback (most recent call last)", r.stderr)
+
+    def test_a_hang_is_an_error_row_naming_the_timeout(self):
+        got, _, _ = self.run_hostile("hangs", "--dut-timeout", "2")
+        self.assert_errors(got, r"timed out after 2 s")
+
+    def test_a_leaked_thread_is_an_error_row_naming_it(self):
+        got, _, _ = self.run_hostile("leaks_thread")
+        self.assert_errors(got, r"left 1 thread\(s\) running after it returned: forgotten")
+
+    def test_exit_is_an_error_row(self):
+        got, _, _ = self.run_hostile("exits")
+        self.assert_errors(got, r"raised SystemExit")
+        got, _, _ = self.run_hostile("os_exit")
+        self.assert_errors(got, r"exited with status 0|closed its socket")
+
+    def test_a_wrong_return_value_is_an_error_row(self):
+        got, _, _ = self.run_hostile("wrong_shape")
+        self.assert_errors(got, r"returned an array of shape \(1, 2\); p\.out is \(\d+, \d+, 64\)")
+
+    def test_a_wrong_but_quiet_kernel_fails_in_process_too(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = kernel_file(tmp, HOSTILE)
+            out = os.path.join(tmp, "r.h5")
+            r = run("run", CI, "--filter", FEW, "--dut", f"python:{path}:fills_zeros", "--out", out, "--in-process")
+            self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
+            self.assertEqual({s for s, _ in rows(out).values()}, {"fail"})
+
+
+class BadTargets(unittest.TestCase):
+    def refused(self, dut, pattern, files=None):
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, body in (files or {}).items():
+                with open(os.path.join(tmp, name), "w") as f:
+                    f.write(textwrap.dedent(body))
+            r = subprocess.run([HARNESS, "run", CI, "--filter", FEW, "--dut", dut.format(tmp=tmp),
+                                "--out", os.path.join(tmp, "r.h5")], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertRegex(r.stderr, pattern)
+            self.assertNotIn("At:", r.stderr)  # one line, not the embedding's trace
+            self.assertFalse(os.path.exists(os.path.join(tmp, "r.h5")))
+
+    def test_bad_targets_are_refused_with_exit_2_naming_the_problem(self):
+        self.refused("python:{tmp}/k.py", r"is not python:TARGET:FUNCTION")
+        self.refused("python:{tmp}/none.py:f", r"no Python file .*none\.py")
+        self.refused("python:no_such_module_here:f", r"ModuleNotFoundError: No module named 'no_such_module_here'")
+        self.refused("python:{tmp}/k.py:f", r"SyntaxError: .*k\.py, line 2", {"k.py": "def f(p):\n  x = = 1\n"})
+        self.refused("python:{tmp}/k.py:f", r"RuntimeError: no device \(at k\.py:1\)", {"k.py": "raise RuntimeError('no device')\n"})
+        self.refused("python:{tmp}/k.py:g", r"has no function g \(its functions: f\)", {"k.py": "def f(p): pass\n"})
+        self.refused("python:{tmp}/k.py:f:colour=red", r"unexpected keyword argument 'colour'", {"k.py": "def f(p): pass\n"})
+        self.refused("python:{tmp}/k.py:f:=red", r"is not key=value", {"k.py": "def f(p): pass\n"})
+        self.refused("python:{tmp}/k.py:f", r"describe\(\)\['dtypes'\]: 'fp64' is not one of fp32\|fp16\|bf16",
+                     {"k.py": "def describe(): return {'dtypes': ['fp64']}\ndef f(p): pass\n"})
+        self.refused("python:{tmp}/k.py:f", r"describe\(\) returned the key 'colour'; allowed: name, ",
+                     {"k.py": "def describe(): return {'colour': 1}\ndef f(p): pass\n"})
+
+
+class Module(unittest.TestCase):
+    """import swa_harness, as a user would: a fresh interpreter with PYTHONPATH=build/python."""
+
+    def python(self, code, *args, env=None, timeout=900):
+        e = dict(os.environ, PYTHONPATH=PACKAGE, **(env or {}))
+        return subprocess.run(["/usr/bin/python3", *args] + (["-c", code] if code else []), capture_output=True,
+                              text=True, env=e, timeout=timeout, cwd=os.path.dirname(CI))
+
+    def test_judge_gives_runs_verdict_and_metrics_for_every_ci_scenario(self):
+        """run --dut baseline --dump all, then swa_harness.judge on each dumped output: the same
+        status, reason and metrics (the cache, run time and DUT name aside: judge has no cache)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            r = run("run", CI, "--dut", "baseline", "--out", out, "--dump", "all", "--jobs", "2")
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            code = textwrap.dedent(f"""
+                import json, sys, h5py, numpy as np, swa_harness
+                sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+                from results_h5 import results_table
+                f = h5py.File({out!r})
+                rows = {{r["scenario_id"].decode(): r for r in results_table(f)}}
+                skip = {{"dut", "run_ms", "cache_mismatches"}}
+                differ, judged = [], 0
+                for s in swa_harness.scenarios({CI!r}):
+                    row = rows[s.id]
+                    v = swa_harness.judge(s, f["dumps"][s.id]["duts/0/out"][:])
+                    judged += 1
+                    for name in row.dtype.names:
+                        if name in skip:
+                            continue
+                        a, b = row[name], v.row[name]
+                        a = a.decode() if isinstance(a, bytes) else a
+                        if name == "status":
+                            a = a.lower()
+                        same = a == b or (isinstance(b, float) and np.isnan(a) and np.isnan(b))
+                        if not same:
+                            differ.append((s.id, name, str(a)[:80], str(b)[:80]))
+                print(json.dumps({{"judged": judged, "differ": differ[:10], "count": len(differ)}}))
+            """)
+            r = self.python(code)
+            self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+            result = json.loads(r.stdout.strip().splitlines()[-1])
+            self.assertEqual(result["judged"], len(run("list", CI).stdout.split()))
+            self.assertEqual(result["count"], 0, result["differ"])
+
+    def test_errors_are_exceptions_with_the_command_lines_words(self):
+        r = self.python("import swa_harness\ntry:\n    swa_harness.scenarios('ci.yaml', sweep='nope')\n"
+                        "except swa_harness.Error as e:\n    print('ERROR', e)")
+        self.assertIn("ERROR", r.stdout, r.stderr)
+        self.assertRegex(r.stdout, r"nope")
+        r = self.python("import swa_harness\ns = swa_harness.scenarios('ci.yaml')[0]\ntry:\n"
+                        "    swa_harness.judge(s, [[[0.0]]], profile='tight')\nexcept swa_harness.Error as e:\n    print('ERROR', e)")
+        self.assertRegex(r.stdout, r"ERROR out must have the shape")
+
+    def test_the_pytest_example_passes_and_its_faulty_variant_fails_with_the_reproduce_command(self):
+        example = os.path.join(EXAMPLES, "test_python_kernels.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            junit, out = os.path.join(tmp, "p.xml"), os.path.join(tmp, "p.h5")
+            r = self.python(None, "-m", "pytest", "-p", "swa_harness.pytest_plugin", "-q", "-p", "no:cacheprovider",
+                            example, "--swa-out", out, "--swa-junit", junit)
+            self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+            self.assertRegex(r.stdout, r"\d+ passed")
+            self.assertTrue(os.path.exists(out) and os.path.exists(junit))
+            r2 = run("report", out, "-o", os.path.join(tmp, "report"))
+            self.assertEqual(r2.returncode, 0, r2.stderr[-2000:])
+            # The faulty variant, on the caches sweep's scenarios: each fails with the command that reproduces it.
+            r = self.python(None, "-m", "pytest", "-p", "swa_harness.pytest_plugin", "-q", "-p", "no:cacheprovider",
+                            example, "-k", "test_numpy_kernel and ring", env={"SWA_KERNEL_FAULT": "window-plus-one"})
+            self.assertEqual(r.returncode, 1, r.stdout[-3000:] + r.stderr[-3000:])
+            self.assertRegex(r.stdout, r"\d+ failed")
+            commands = re.findall(r"reproduce: (.*)", r.stdout)
+            self.assertTrue(commands, r.stdout[-3000:])
+            self.assertIn("numpy_kernel.py:attention:fault=window-plus-one", commands[0])
+            self.assertRegex(r.stdout, r"diagnose: +\S+ bisect ")
+            again = subprocess.run(shlex.split(commands[0].replace("repro.h5", os.path.join(tmp, "repro.h5"))),
+                                   capture_output=True, text=True, timeout=600)
+            self.assertEqual(again.returncode, 1, again.stdout[-2000:] + again.stderr[-2000:])  # it reproduces
+            self.assertRegex(again.stdout, r"0 passed, 1 failed")
+
+
+if __name__ == "__main__":
+    HARNESS, CI, EXAMPLES, PACKAGE = (os.path.abspath(a) for a in sys.argv[1:5])
+    del sys.argv[1:5]
+    unittest.main(verbosity=2)
