@@ -242,14 +242,14 @@ def _cache(c):
     return cache
 
 
-def _outside(target, p):
+def _outside(target, fields):
     """Why the case is outside the description's KV formats or features ("" when inside)."""
     d = target.described
-    if "kv_formats" in d and p.kv_format not in d["kv_formats"]:
-        return f"it describes KV formats {', '.join(d['kv_formats']) or 'none'}, not {p.kv_format}"
+    if "kv_formats" in d and fields["kv_format"] not in d["kv_formats"]:
+        return f"it describes KV formats {', '.join(d['kv_formats']) or 'none'}, not {fields['kv_format']}"
     features = d.get("features", _FEATURES)
-    for used, feature in ((p.sinks is not None, "sinks"), (p.softcap > 0, "softcap"),
-                          (p.window_right != 0, "two-sided")):
+    for used, feature in ((fields["sinks"] != 0, "sinks"), (fields["softcap"] > 0, "softcap"),
+                          (fields["window_right"] != 0, "two-sided")):
         if used and feature not in features:
             return f"it does not describe {feature}" + (" windows" if feature == "two-sided" else "")
     return ""
@@ -306,14 +306,14 @@ def call(spec, op, index, fields, cache):
     """One ABI call of the target loaded as `spec`. Returns (rc, message, kernel_ms) with the ABI's
     meaning of rc for `op`."""
     target = _targets[spec]
-    p = _params(fields, op, index, cache)
     if op == "supports":
         target.pending = None
-        why = _outside(target, p)
+        why = _outside(target, fields)
         if why:
             return 0, why, -1.0
         if target.supports is None:
             return 1, "", -1.0
+        p = _params(fields, op, index, cache)
         try:
             answer = target.supports(p)
         except BaseException as e:  # noqa: B036 - a kernel's exit() or Ctrl-C is its failure, not ours
@@ -325,6 +325,7 @@ def call(spec, op, index, fields, cache):
     if target.pending:
         message, target.pending = target.pending, None
         return 1, message, -1.0
+    p = _params(fields, op, index, cache)
     before = set(threading.enumerate())
     start = time.perf_counter()
     try:

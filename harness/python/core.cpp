@@ -104,6 +104,39 @@ class FunctionDut final : public dut::Dut {
   std::optional<double> last_ms_;
 };
 
+// The golden cache the module reads and fills, as `run` does: its default folder
+// (~/.cache/swa-harness/golden, or $XDG_CACHE_HOME's) unless set_golden_cache() named another or none.
+struct CacheSetting {
+  bool chosen = false;
+  std::unique_ptr<GoldenCache> cache;
+};
+CacheSetting& cache_setting() {
+  static CacheSetting setting;
+  return setting;
+}
+GoldenCache* golden_cache() {
+  CacheSetting& s = cache_setting();
+  if (!s.chosen) {
+    s.chosen = true;
+    if (const auto where = GoldenCache::default_dir()) try {
+        s.cache = std::make_unique<GoldenCache>(*where, GoldenCache::kDefaultMaxBytes);
+      } catch (const std::exception&) {  // as run: a cache that cannot be opened is no cache
+      }
+  }
+  return s.cache.get();
+}
+void set_golden_cache(const std::optional<std::string>& dir) {
+  CacheSetting& s = cache_setting();
+  s.chosen = true;
+  s.cache.reset();
+  if (!dir) return;
+  try {
+    s.cache = std::make_unique<GoldenCache>(*dir, GoldenCache::kDefaultMaxBytes);
+  } catch (const std::exception& e) {
+    throw py::value_error("golden cache " + *dir + ": " + e.what());
+  }
+}
+
 // A scenario's inputs, golden and baseline, built once (the same bits every DUT gets).
 struct PyReference {
   Scenario scenario;
@@ -243,6 +276,8 @@ PYBIND11_MODULE(_core, m) {
         }
       },
       py::arg("path"), py::arg("sweep") = py::none(), py::arg("filter") = py::none());
+  m.def("set_golden_cache", &set_golden_cache, py::arg("folder"),
+        "read and store goldens in this folder; None: compute every golden (run's --no-golden-cache)");
   py::class_<ResultRow>(m, "Row").def("cells", &row_dict, "every /results column by its name");
   py::class_<Session>(m, "Session")
       .def(py::init<>())
@@ -253,8 +288,9 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](const Scenario& s) {
              auto r = std::make_unique<PyReference>();
              r->scenario = s;
+             GoldenCache* cache = golden_cache();
              py::gil_scoped_release unlocked;  // the golden takes a while on big cases
-             r->ref = std::make_unique<Reference>(r->scenario);
+             r->ref = std::make_unique<Reference>(r->scenario, cache);
              return r;
            }),
            py::arg("scenario"))

@@ -18,7 +18,7 @@ from . import _core
 from ._paths import HARNESS
 
 __all__ = ["Error", "Scenario", "Problem", "Verdict", "scenarios", "problem", "judge", "check", "run", "sweep",
-           "python_target", "HARNESS"]
+           "python_target", "golden_cache", "HARNESS"]
 
 Scenario = _core.Scenario
 
@@ -92,6 +92,15 @@ def scenarios(path, sweep=None, filter=None):
 
 def problem(scenario):
     return Problem(scenario)
+
+
+def golden_cache(folder):
+    """Where problems read and store their golden and baseline, as run's --golden-cache: a folder, or
+    None to compute every one (--no-golden-cache). Default: run's default folder."""
+    try:
+        _core.set_golden_cache(None if folder is None else os.fspath(folder))
+    except ValueError as e:
+        raise Error(str(e)) from None
 
 
 def judge(scenario, out, profile=None):
