@@ -30,7 +30,7 @@ thread_local const std::string* calling_plugin = nullptr;
 
 void refuse_exit_inside_a_plugin() {
   if (!calling_plugin) return;
-  const std::string message = "\nswa-harness: the plugin " + *calling_plugin +
+  const std::string message = "\nswa-harness: the " + *calling_plugin +
                               " called exit() inside a call (--in-process): a plugin must return an error "
                               "instead. Exit status 2; the results file holds the rows stored before.\n";
   if (::write(2, message.data(), message.size()) < 0) {
@@ -38,9 +38,9 @@ void refuse_exit_inside_a_plugin() {
   ::_exit(2);
 }
 
-// Marks the calling thread as inside `path`'s plugin for the scope.
+// Marks the calling thread as inside a plugin ("plugin PATH", or a hosting's label) for the scope.
 struct InsideCall {
-  explicit InsideCall(const std::string& path) { calling_plugin = &path; }
+  explicit InsideCall(const std::string& subject) { calling_plugin = &subject; }
   ~InsideCall() { calling_plugin = nullptr; }
   InsideCall(const InsideCall&) = delete;
   InsideCall& operator=(const InsideCall&) = delete;
@@ -49,7 +49,11 @@ struct InsideCall {
 class PluginDut final : public Dut {
  public:
   PluginDut(const std::string& path, const PluginHosting& hosting, Loaded& loaded)
-      : name_(hosting.name(path)), path_(hosting.subject(path)), loaded_(loaded), plugin_(loaded.plugin) {}
+      : name_(hosting.name(path)),
+        path_(hosting.label.empty() ? path : hosting.label),
+        subject_(hosting.subject(path)),
+        loaded_(loaded),
+        plugin_(loaded.plugin) {}
 
   std::string name() const override { return name_; }
   Traits traits() const override { return abi::to_traits(plugin_.traits()); }
@@ -59,7 +63,7 @@ class PluginDut final : public Dut {
     if (const std::string outside = abi::outside_traits(plugin_.traits(), p); !outside.empty())
       return Support::skip(outside);
     std::lock_guard lock(loaded_.calls);
-    const InsideCall inside(path_);
+    const InsideCall inside(subject_);
     const swa_dut_v2_params c = abi::to_c(p);
     swa_dut_v2_status status = fresh_status();
     return plugin_.supports(c, status)
@@ -69,7 +73,7 @@ class PluginDut final : public Dut {
 
   Status prefill(const AttnParams& p) override {
     std::lock_guard lock(loaded_.calls);
-    const InsideCall inside(path_);
+    const InsideCall inside(subject_);
     const swa_dut_v2_params c = abi::to_c(p);
     swa_dut_v2_status status = fresh_status();
     return result(plugin_.prefill(c, status), status);
@@ -87,7 +91,7 @@ class PluginDut final : public Dut {
   using CacheCall = int (BoundPlugin::*)(const swa_dut_v2_params&, swa_dut_v2_cache&, int, swa_dut_v2_status&) const;
   Status with_cache(const AttnParams& p, KvCache& cache, CacheCall call, int index) {
     std::lock_guard lock(loaded_.calls);
-    const InsideCall inside(path_);
+    const InsideCall inside(subject_);
     const swa_dut_v2_params c = abi::to_c(p);
     abi::CacheView view(cache);
     swa_dut_v2_status status = fresh_status();
@@ -105,7 +109,8 @@ class PluginDut final : public Dut {
   }
 
   std::string name_;
-  std::string path_;  // the subject of its messages: "plugin PATH", or the hosting's label
+  std::string path_;     // what "returned N" messages start with: the path, or the hosting's label
+  std::string subject_;  // "plugin PATH", or the hosting's label: what called exit()
   Loaded& loaded_;
   const BoundPlugin& plugin_;
   std::optional<double> last_kernel_ms_;

@@ -158,6 +158,26 @@ class NumpyExample(unittest.TestCase):
                     "--out", os.path.join(tmp, "b"), "--json")
             self.assertEqual(json.loads(r.stdout)["class"], "gqa_modulo_mapping", r.stdout[-2000:] + r.stderr[-2000:])
 
+    def test_the_exec_adapter_runs_the_same_kernel_as_an_exec_dut(self):
+        """dut/python/exec_adapter.py: the numpy kernel as an exec: DUT passes the caches sweep (every
+        cache kind, call by call), its fault fails there, and --record/--time time it in one process."""
+        kernel = os.path.join(EXAMPLES, "numpy_kernel.py")
+        adapter = os.path.join(os.path.dirname(EXAMPLES), "..", "python", "exec_adapter.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            record = os.path.join(tmp, "requests")
+            os.mkdir(record)
+            for fault, code in (("", 0), (":fault=ring-slot-late", 1)):
+                out = os.path.join(tmp, f"r{code}.h5")
+                dut = f"exec:/usr/bin/python3 {shlex.quote(adapter)} --record {record} {kernel}:attention{fault}"
+                r = run("run", CI, "--sweep", "caches", "--dut", dut, "--out", out, "--jobs", "2")
+                self.assertEqual(r.returncode, code, r.stdout[-2000:] + r.stderr[-2000:])
+                statuses = {s for s, _ in rows(out).values()}
+                self.assertEqual(statuses, {"pass"} if code == 0 else {"pass", "fail"}, fault)
+            timed = subprocess.run(["/usr/bin/python3", adapter, "--time", record, f"{kernel}:attention"],
+                                   capture_output=True, text=True, timeout=600)
+            self.assertEqual(timed.returncode, 0, timed.stderr)
+            self.assertRegex(timed.stdout, r"^\d+ requests, \d+ calls of the function, 0 failed or declined: [\d.]+ s inside Python")
+
     def test_the_quickstart_kernel_that_returns_its_output(self):
         kernel = os.path.join(EXAMPLES, "quickstart_kernel.py")
         with tempfile.TemporaryDirectory() as tmp:
