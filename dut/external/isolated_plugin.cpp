@@ -106,9 +106,16 @@ class Worker {
     // each other (ci.yaml with the CPU plugin: 2.4x slower than in-process with spinning).
     std::vector<std::string> env_text;
     bool has_wait_policy = false;
+    auto set_by_hosting = [&](const std::string& entry) {  // the hosting's value wins over the harness's
+      for (const std::string& h : hosting.env) {
+        const auto eq = h.find('=');
+        if (eq != std::string::npos && entry.compare(0, eq + 1, h, 0, eq + 1) == 0) return true;
+      }
+      return false;
+    };
     for (char** e = environ; *e; ++e) {
       const std::string entry = *e;
-      if (entry.rfind("OMP_NUM_THREADS=", 0) == 0) continue;
+      if (entry.rfind("OMP_NUM_THREADS=", 0) == 0 || set_by_hosting(entry)) continue;
       has_wait_policy = has_wait_policy || entry.rfind("OMP_WAIT_POLICY=", 0) == 0;
       env_text.push_back(entry);
     }

@@ -240,6 +240,17 @@ class HostileKernels(unittest.TestCase):
         got, _, _ = self.run_hostile("wrong_shape")
         self.assert_errors(got, r"returned an array of shape \(1, 2\); p\.out is \(\d+, \d+, 64\)")
 
+    def test_the_users_own_SWA_PYTHON_DUT_does_not_change_the_target(self):
+        """The worker's target comes from --dut, whatever SWA_PYTHON_DUT the harness's environment holds."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = kernel_file(tmp, HOSTILE)
+            out = os.path.join(tmp, "r.h5")
+            env = dict(os.environ, SWA_PYTHON_DUT=f"{path}:segfault")
+            r = subprocess.run([HARNESS, "run", CI, "--filter", FEW, "--dut", f"python:{path}:raises", "--out", out],
+                               capture_output=True, text=True, timeout=300, env=env)
+            self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
+            self.assert_errors(rows(out), r"raises\(\) raised KeyError")
+
     def test_a_wrong_but_quiet_kernel_fails_in_process_too(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = kernel_file(tmp, HOSTILE)
