@@ -1,11 +1,11 @@
-# swa_add_boost_test(NAME SOURCES ... LIBS ... LABELS ...)
-# One Boost.Test executable, registered with CTest under its labels.
+# swa_add_boost_test(NAME SOURCES ... LIBS ... LABELS ... [ARGS ...])
+# One Boost.Test executable, registered with CTest under its labels; ARGS go to the executable.
 function(swa_add_boost_test name)
-  cmake_parse_arguments(arg "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(arg "" "" "SOURCES;LIBS;LABELS;ARGS" ${ARGN})
   add_executable(${name} ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE ${arg_LIBS} Boost::unit_test_framework swa::host_flags)
   target_compile_definitions(${name} PRIVATE BOOST_TEST_DYN_LINK)
-  add_test(NAME ${name} COMMAND ${name} --log_level=test_suite --report_level=short)
+  add_test(NAME ${name} COMMAND ${name} --log_level=test_suite --report_level=short ${arg_ARGS})
   set_tests_properties(${name} PROPERTIES LABELS "${arg_LABELS}")
 endfunction()
 

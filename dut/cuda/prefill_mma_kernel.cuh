@@ -1,8 +1,11 @@
 #pragma once
 // FlashAttention-2-style prefill on tensor cores (mma.sync.m16n8k16, fp16/bf16 in, fp32
 // accumulate). A CTA of 4 warps serves 64 query rows of one (sequence, q head) of the packed
-// ragged batch; each warp owns 16 rows and keeps S and O in registers. Only key tiles that
-// intersect the band are loaded; keys below the call's first row come from the KV cache.
+// ragged batch; each warp owns 16 rows and keeps S, P and O in registers. K/V tiles stream global ->
+// shared through cp.async, two stages deep (the next tile lands while this one is computed), into
+// a swizzled layout that ldmatrix reads without bank conflicts. Only key tiles that intersect the
+// band are loaded; keys below the call's first row come from the KV cache; masking runs on the
+// band's edge tiles only.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -10,7 +13,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "async_copy.cuh"
 #include "kernel_args.hpp"
+#include "ldmatrix.cuh"
 #include "launch.hpp"
 #include "mma_fragment.hpp"
 #include "shared_memory.cuh"
@@ -25,12 +30,25 @@ struct MmaTile {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kRows = 16 * kWarps;
   static constexpr int kKeys = D <= 128 ? 64 : 32;  // keeps S + O registers and shared memory in bounds
-  static constexpr int kRowStride = D + 8;          // Q and K rows, padded against bank conflicts
-  static constexpr int kKeyStride = kKeys + 8;      // rows of the transposed V tile
-  static constexpr int kChunks = D / 8;             // 16-byte chunks per row
-  static constexpr int kSmemBytes = static_cast<int>(((kRows + kKeys) * kRowStride + D * kKeyStride) * sizeof(T));
+  static constexpr int kStages = 2;                 // K/V tiles in shared memory: one computed, one in flight
+  static constexpr int kChunks = D / 8;             // 16-byte chunks of a row
+  // Rows of Q, K and V are kept as they are in memory (V is transposed by ldmatrix.trans). Where a
+  // row has a multiple of 8 chunks, chunk c of row r is stored at c ^ (r % 8) within its group of 8
+  // (the swizzle): the 8 rows an ldmatrix reads, and the 8 chunks a quarter-warp copies, then fall
+  // in 8 distinct groups of 4 banks. Other rows are padded by one chunk, which serves ldmatrix.
+  static constexpr bool kSwizzled = kChunks % 8 == 0;
+  static constexpr int kRowChunks = kSwizzled ? kChunks : kChunks + 1;
+  static constexpr int kQBytes = kRows * kRowChunks * 16;
+  static constexpr int kKvTileBytes = kKeys * kRowChunks * 16;
+  static constexpr int kSmemBytes = kQBytes + kStages * 2 * kKvTileBytes;
   static_assert(kRows == kPrefillTileRows);
-  static_assert(D % 16 == 0 && kKeys % 16 == 0);
+  static_assert(D % 16 == 0 && kKeys % 16 == 0 && kChunks % 2 == 0);
+
+  // The byte offset of chunk `chunk` of row `row` in a Q, K or V tile.
+  SWA_HOST_DEVICE static constexpr int chunk_offset(int row, int chunk) {
+    if constexpr (kSwizzled) return 16 * (row * kChunks + ((chunk & ~7) | ((chunk ^ row) & 7)));
+    else return 16 * (row * kRowChunks + chunk);
+  }
 };
 
 template <class T, int D>
@@ -38,10 +56,9 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
     prefill_mma_kernel(AttnParams p, RowWork work, CacheView cache) {
   using Tile = MmaTile<T, D>;
   using Ops = TensorCoreOps<T>;
-  constexpr int kKeys = Tile::kKeys, kRS = Tile::kRowStride, kKS = Tile::kKeyStride, kChunks = Tile::kChunks;
-  T* qs = dynamic_shared<T>();  // [kRows][kRS]
-  T* ks = qs + Tile::kRows * kRS;             // [kKeys][kRS]
-  T* vt = ks + kKeys * kRS;                   // [D][kKS], V transposed
+  constexpr int kKeys = Tile::kKeys, kChunks = Tile::kChunks;
+  unsigned char* qs = dynamic_shared<unsigned char>();  // [kRows] rows of Q
+  unsigned char* kv = qs + Tile::kQBytes;              // per stage: [kKeys] rows of K, then of V
 
   const QueryTile t = query_tile(p, work, static_cast<std::int32_t>(blockIdx.x), blockIdx.y, Tile::kRows);
   const int b = t.b, head = t.head, kv_head = t.kv_head;
@@ -55,20 +72,61 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
   const T* cache_k = static_cast<const T*>(cache.k);
   const T* cache_v = static_cast<const T*>(cache.v);
 
+  // Q goes global -> shared with cp.async, in the first copy group with the first K/V tile.
   for (int i = threadIdx.x; i < Tile::kRows * kChunks; i += Tile::kThreads) {
     const int r = i / kChunks, col = (i % kChunks) * 8;
-    uint4 chunk = make_uint4(0, 0, 0, 0);
-    if (r0 + r < r1)
-      chunk = *reinterpret_cast<const uint4*>(q + (p.seq_offsets[b] + r0 + r) * p.q_row_stride +
-                                              head * p.q_head_stride + col);
-    *reinterpret_cast<uint4*>(qs + r * kRS + col) = chunk;
+    const bool inside = r0 + r < r1;
+    const T* row = inside ? q + (p.seq_offsets[b] + r0 + r) * p.q_row_stride + head * p.q_head_stride + col : q;
+    copy_16_async(qs + Tile::chunk_offset(r, i % kChunks), row, inside);
   }
+
+  // The first key tile from c0 on that the band does not hide (uniform across the CTA).
+  const auto visible_from = [&](std::int64_t c0) {
+    while (c0 < keys.end &&
+           vis.classify(r0, r1, c0, c0 + kKeys < keys.end ? c0 + kKeys : keys.end) == TileClass::hidden)
+      c0 += kKeys;
+    return c0;
+  };
+  // Keys [c0, c0 + kKeys) of K and V into a stage: cp.async from this call's rows or the cache, zeros
+  // past the range (zero V: 0 * garbage may be NaN); FP8 codes are decoded through registers.
+  const auto load_tile = [&](std::int64_t c0, int stage) {
+    unsigned char* ks = kv + stage * 2 * Tile::kKvTileBytes;
+    unsigned char* vs = ks + Tile::kKvTileBytes;
+    const std::int64_t c1 = c0 + kKeys < keys.end ? c0 + kKeys : keys.end;
+    for (int i = threadIdx.x; i < kKeys * kChunks; i += Tile::kThreads) {
+      const int j = i / kChunks, col = (i % kChunks) * 8;
+      const int at_shared = Tile::chunk_offset(j, i % kChunks);
+      const bool inside = c0 + j < c1;
+      if (!is_fp8(p.kv_format)) {
+        const T* k_row = k;
+        const T* v_row = v;
+        if (inside) {
+          const KeyLocation at = locate_key(p, cache, fresh_begin, b, c0 + j, kv_head);
+          k_row = (at.in_cache ? cache_k : k) + at.k_element + col;
+          v_row = (at.in_cache ? cache_v : v) + at.v_element + col;
+        }
+        copy_16_async(ks + at_shared, k_row, inside);
+        copy_16_async(vs + at_shared, v_row, inside);
+      } else {
+        uint4 k_chunk = make_uint4(0, 0, 0, 0), v_chunk = make_uint4(0, 0, 0, 0);
+        if (inside) {
+          const KeyLocation at = locate_key(p, cache, fresh_begin, b, c0 + j, kv_head);
+          T k_elems[8], v_elems[8];
+          load_fp8_kv(p, at.in_cache, k, cache.k, at.k_element + col, p.k_descale, k_elems);
+          load_fp8_kv(p, at.in_cache, v, cache.v, at.v_element + col, p.v_descale, v_elems);
+          memcpy(&k_chunk, static_cast<const void*>(k_elems), sizeof k_chunk);
+          memcpy(&v_chunk, static_cast<const void*>(v_elems), sizeof v_chunk);
+        }
+        *reinterpret_cast<uint4*>(ks + at_shared) = k_chunk;
+        *reinterpret_cast<uint4*>(vs + at_shared) = v_chunk;
+      }
+    }
+  };
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float scale_log2 = p.scale * 1.4426950408889634f;
   const float cap_log2 = cap_in_log2(p);
   const float neg_inf = -INFINITY;
-  const T* q_warp = qs + warp * 16 * kRS;
   float o[D / 8][4];
 #pragma unroll
   for (int db = 0; db < D / 8; ++db)
@@ -78,36 +136,22 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
   // lane's share until the final reduction across the four lanes of a row.
   float row_max[2] = {neg_inf, neg_inf}, row_sum[2] = {0.f, 0.f};
 
-  for (std::int64_t c0 = keys.first; c0 < keys.end; c0 += kKeys) {
+  std::int64_t c0 = visible_from(keys.first);
+  if (c0 < keys.end) load_tile(c0, 0);
+  commit_async_copies();
+  for (int stage = 0; c0 < keys.end; stage ^= 1) {
     const std::int64_t c1 = c0 + kKeys < keys.end ? c0 + kKeys : keys.end;
     const TileClass cls = vis.classify(r0, r1, c0, c1);
-    if (cls == TileClass::hidden) continue;  // uniform across the CTA
-    __syncthreads();                         // Q stored; the previous K/V tile consumed
-    for (int i = threadIdx.x; i < kKeys * kChunks; i += Tile::kThreads) {
-      const int j = i / kChunks, col = (i % kChunks) * 8;
-      uint4 k_chunk = make_uint4(0, 0, 0, 0), v_chunk = make_uint4(0, 0, 0, 0);  // zero V: 0 * garbage may be NaN
-      if (c0 + j < c1) {
-        const KeyLocation at = locate_key(p, cache, fresh_begin, b, c0 + j, kv_head);
-        if (!is_fp8(p.kv_format)) {
-          k_chunk = *reinterpret_cast<const uint4*>((at.in_cache ? cache_k : k) + at.k_element + col);
-          v_chunk = *reinterpret_cast<const uint4*>((at.in_cache ? cache_v : v) + at.v_element + col);
-        } else {
-          T k_elems[8], v_elems[8];
-          load_fp8_kv(p, at.in_cache, k, cache.k, at.k_element + col, p.k_descale, k_elems);
-          load_fp8_kv(p, at.in_cache, v, cache.v, at.v_element + col, p.v_descale, v_elems);
-          memcpy(&k_chunk, static_cast<const void*>(k_elems), sizeof k_chunk);
-          memcpy(&v_chunk, static_cast<const void*>(v_elems), sizeof v_chunk);
-        }
-      }
-      *reinterpret_cast<uint4*>(ks + j * kRS + col) = k_chunk;
-      T v_elems[8];
-      memcpy(static_cast<void*>(v_elems), &v_chunk, sizeof v_chunk);  // a pointer cast would break strict aliasing
-#pragma unroll
-      for (int x = 0; x < 8; ++x) vt[(col + x) * kKS + j] = v_elems[x];
-    }
+    const std::int64_t next = visible_from(c0 + kKeys);
+    if (next < keys.end) load_tile(next, stage ^ 1);  // its stage was consumed before the last barrier
+    commit_async_copies();
+    wait_async_copies<1>();  // all but the newest group: Q and this tile have landed
     __syncthreads();
+    const unsigned char* ks = kv + stage * 2 * Tile::kKvTileBytes;
+    const unsigned char* vs = ks + Tile::kKvTileBytes;
 
-    // S = Q K^T for this warp's 16 rows.
+    // S = Q K^T for this warp's 16 rows. ldmatrix.x4 lanes: Q rows (lane % 8) + 8 ((lane / 8) % 2)
+    // at chunk 2 kk + lane / 16 make the A fragment; K rows of key blocks nb and nb + 1 make two B's.
     float s[kKeys / 8][4];
 #pragma unroll
     for (int nb = 0; nb < kKeys / 8; ++nb)
@@ -116,20 +160,14 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       unsigned a[4];
+      ldmatrix<4, false>(a, qs + Tile::chunk_offset(warp * 16 + lane % 8 + 8 * ((lane / 8) % 2), 2 * kk + lane / 16));
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const FragCoord at = mma_a_coord(lane, 2 * r);
-        a[r] = *reinterpret_cast<const unsigned*>(q_warp + at.row * kRS + kk * 16 + at.col);
-      }
-#pragma unroll
-      for (int nb = 0; nb < kKeys / 8; ++nb) {
-        unsigned bk[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const FragCoord at = mma_b_coord(lane, 2 * r);  // row: head dim, col: key
-          bk[r] = *reinterpret_cast<const unsigned*>(ks + (nb * 8 + at.col) * kRS + kk * 16 + at.row);
-        }
-        Ops::mma(s[nb], a, bk);
+      for (int nb = 0; nb < kKeys / 8; nb += 2) {
+        unsigned bk[4];
+        ldmatrix<4, false>(bk, ks + Tile::chunk_offset(nb * 8 + 8 * (lane / 16) + lane % 8, 2 * kk + (lane / 8) % 2));
+        const unsigned first[2] = {bk[0], bk[1]}, second[2] = {bk[2], bk[3]};
+        Ops::mma(s[nb], a, first);
+        Ops::mma(s[nb + 1], a, second);
       }
     }
 
@@ -173,7 +211,9 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
         row_sum[e / 2] += pe;
       }
 
-    // O += P V: the S accumulators of n8 blocks 2kk and 2kk+1 are the A operand of k16 block kk.
+    // O += P V: the S accumulators of n8 blocks 2kk and 2kk+1 are the A operand of k16 block kk; V
+    // rows (keys) kk*16 + (lane % 8) + 8 ((lane / 8) % 2) at chunk db + lane / 16, transposed by
+    // ldmatrix, make the B operands of head-dim blocks db and db + 1.
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
       unsigned a[4];
@@ -184,17 +224,18 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
                          s[2 * kk + p_source_block(e + 1)][p_source_element(e + 1)]);
       }
 #pragma unroll
-      for (int db = 0; db < D / 8; ++db) {
-        unsigned bv[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const FragCoord at = mma_b_coord(lane, 2 * r);  // row: key, col: head dim
-          bv[r] = *reinterpret_cast<const unsigned*>(vt + (db * 8 + at.col) * kKS + kk * 16 + at.row);
-        }
-        Ops::mma(o[db], a, bv);
+      for (int db = 0; db < D / 8; db += 2) {
+        unsigned bv[4];
+        ldmatrix<4, true>(bv, vs + Tile::chunk_offset(kk * 16 + lane % 8 + 8 * ((lane / 8) % 2), db + lane / 16));
+        const unsigned first[2] = {bv[0], bv[1]}, second[2] = {bv[2], bv[3]};
+        Ops::mma(o[db], a, first);
+        Ops::mma(o[db + 1], a, second);
       }
     }
+    __syncthreads();  // this stage is read; the next iteration's copies may overwrite it
+    c0 = next;
   }
+  wait_async_copies<0>();  // nothing left in flight when no tile was visible
 
   T* out = static_cast<T*>(p.out);
 #pragma unroll

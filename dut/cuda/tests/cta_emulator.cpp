@@ -3,12 +3,16 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -26,6 +30,15 @@ struct Warp {
   float value[32];
   unsigned a[32][4];
   unsigned b[32][2];
+  const unsigned char* row[32];
+  // The 16-byte copies each lane issued, by the lane's commit number: the n-th commit of every lane
+  // closes the same warp-wide copy instructions (the kernels issue and commit uniformly).
+  std::mutex copies_mutex;
+  struct Group {
+    int lanes = 0;
+    std::vector<std::uintptr_t> issued[32];
+  };
+  std::map<long, Group> groups;
 };
 
 struct Cta {
@@ -44,6 +57,40 @@ struct PendingCopy {
 };
 thread_local std::deque<std::vector<PendingCopy>> committed_copies;
 thread_local std::vector<PendingCopy> open_copies;
+thread_local long commits = 0;
+
+std::atomic<long> ldmatrix_wavefronts{0}, ldmatrix_minimum{0}, copy_wavefronts{0}, copy_minimum{0};
+
+// Wavefronts for up to 8 16-byte rows read or written together (offsets into shared memory): the
+// most distinct rows that fall in one of the 8 groups of 4 banks.
+long wavefronts(const std::uintptr_t* rows, int n) {
+  int in_group[8] = {};
+  for (int i = 0; i < n; ++i) {
+    bool repeated = false;  // the same row twice is read once (a broadcast)
+    for (int j = 0; j < i; ++j) repeated = repeated || rows[j] / 16 == rows[i] / 16;
+    if (!repeated) ++in_group[(rows[i] / 16) % 8];
+  }
+  return *std::max_element(in_group, in_group + 8);
+}
+
+// One warp-wide 16-byte copy instruction: a quarter-warp's rows per wavefront group.
+void count_copies(const Warp::Group& g, std::size_t instruction) {
+  for (int quarter = 0; quarter < 4; ++quarter) {
+    std::uintptr_t rows[8];
+    int n = 0;
+    for (int lane = 8 * quarter; lane < 8 * quarter + 8; ++lane)
+      if (instruction < g.issued[lane].size()) rows[n++] = g.issued[lane][instruction];
+    if (n == 0) continue;
+    copy_wavefronts += wavefronts(rows, n);
+    copy_minimum += 1;
+  }
+}
+
+void count_group(const Warp::Group& g) {
+  std::size_t most = 0;
+  for (const auto& lane : g.issued) most = std::max(most, lane.size());
+  for (std::size_t i = 0; i < most; ++i) count_copies(g, i);
+}
 
 Warp& my_warp() { return *current->warps[threadIdx.x / 32]; }
 
@@ -61,11 +108,25 @@ void* cta_shared_memory() { return current->shared.data(); }
 
 void copy_16_async(void* shared, const void* global, bool fill) {
   PendingCopy copy{shared, {}};
+  if (static_cast<unsigned char*>(shared) < current->shared.data() ||
+      static_cast<unsigned char*>(shared) + 16 > current->shared.data() + current->shared.size())
+    std::abort();  // a copy outside the CTA's shared memory
   if (fill) std::memcpy(copy.bytes, global, 16);
   open_copies.push_back(copy);
 }
 
 void commit_async_copies() {
+  {
+    Warp& w = my_warp();
+    std::lock_guard lock(w.copies_mutex);
+    Warp::Group& g = w.groups[commits++];
+    for (const PendingCopy& c : open_copies)
+      g.issued[threadIdx.x % 32].push_back(static_cast<unsigned char*>(c.shared) - current->shared.data());
+    if (++g.lanes == 32) {
+      count_group(g);
+      w.groups.erase(commits - 1);
+    }
+  }
   committed_copies.push_back(std::move(open_copies));
   open_copies.clear();
 }
@@ -99,6 +160,43 @@ void warp_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
   }
 }
 
+void warp_ldmatrix(unsigned* registers, int matrices, bool transpose, const void* row) {
+  Warp& w = my_warp();
+  const int lane = threadIdx.x % 32;
+  const auto* at = static_cast<const unsigned char*>(row);
+  if (lane < 8 * matrices &&
+      (at < current->shared.data() || at + 16 > current->shared.data() + current->shared.size() ||
+       (at - current->shared.data()) % 16 != 0))
+    std::abort();  // ldmatrix rows are 16 aligned bytes of shared memory
+  w.row[lane] = at;
+  w.sync.arrive_and_wait();
+  for (int m = 0; m < matrices; ++m) {
+    std::uint16_t lo, hi;
+    if (!transpose) {  // row lane / 4, columns 2 (lane % 4) and the next
+      std::memcpy(&lo, w.row[8 * m + lane / 4] + 4 * (lane % 4), 2);
+      std::memcpy(&hi, w.row[8 * m + lane / 4] + 4 * (lane % 4) + 2, 2);
+    } else {  // column lane / 4 of rows 2 (lane % 4) and the next
+      std::memcpy(&lo, w.row[8 * m + 2 * (lane % 4)] + 2 * (lane / 4), 2);
+      std::memcpy(&hi, w.row[8 * m + 2 * (lane % 4) + 1] + 2 * (lane / 4), 2);
+    }
+    registers[m] = lo | static_cast<unsigned>(hi) << 16;
+  }
+  if (lane == 0)
+    for (int m = 0; m < matrices; ++m) {
+      std::uintptr_t rows[8];
+      for (int r = 0; r < 8; ++r) rows[r] = w.row[8 * m + r] - current->shared.data();
+      ldmatrix_wavefronts += wavefronts(rows, 8);
+      ldmatrix_minimum += 1;
+    }
+  w.sync.arrive_and_wait();
+}
+
+SharedTraffic shared_traffic() {
+  return {ldmatrix_wavefronts.load(), ldmatrix_minimum.load(), copy_wavefronts.load(), copy_minimum.load()};
+}
+
+void reset_shared_traffic() { ldmatrix_wavefronts = ldmatrix_minimum = copy_wavefronts = copy_minimum = 0; }
+
 template void warp_mma<__half>(float (&)[4], const unsigned (&)[4], const unsigned (&)[2]);
 template void warp_mma<__nv_bfloat16>(float (&)[4], const unsigned (&)[4], const unsigned (&)[2]);
 
@@ -119,6 +217,8 @@ void launch(dim3 grid, int threads, std::size_t shared_bytes, const std::functio
             body();
           });
         for (auto& th : pool) th.join();
+        for (auto& w : cta.warps)  // copies of warps whose lanes did not all commit them
+          for (const auto& [number, group] : w->groups) count_group(group);
         current = nullptr;
       }
 }

@@ -213,6 +213,58 @@ double emulated_error(Case& c) {
 
 }  // namespace
 
+namespace utf = boost::unit_test;
+
+// The CI set (label "ci": every kernel, code path and head size once, a few minutes on 2 cores)
+// and the exhaustive set (every case; `scripts/test.sh -L exhaustive`).
+
+BOOST_AUTO_TEST_CASE(tensor_core_prefill_every_head_size_without_bank_conflicts, *utf::label("ci")) {
+  // Every head size through the tensor-core prefill (fp16 and bf16 alternating), ragged sequences
+  // whose band cuts the 64- and 32-key tiles. The emulator counts the shared-memory wavefronts of
+  // the kernel's ldmatrix reads and cp.async writes: none beyond the minimum where rows are
+  // swizzled (D a multiple of 64); the padded rows (D = 80, 96, 160) give conflict-free ldmatrix,
+  // and the copies of a quarter-warp that straddles two rows may share a bank group (reported).
+  int i = 0;
+  for (int d : kHeadSizes) {
+    const DType dt = i++ % 2 ? DType::bf16 : DType::fp16;
+    Case c = make_case({130, 1, 67}, 2, 1, d, 45, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, dt);
+    emulator::reset_shared_traffic();
+    BOOST_TEST(emulated_verdict(c) == "pass", "D=" << d << " " << dtype_name(dt));
+    const emulator::SharedTraffic t = emulator::shared_traffic();
+    BOOST_TEST_MESSAGE("D=" << d << ": ldmatrix " << t.ldmatrix_wavefronts << " wavefronts (minimum " << t.ldmatrix_minimum
+                            << "), cp.async " << t.copy_wavefronts << " (minimum " << t.copy_minimum << ")");
+    BOOST_TEST(t.ldmatrix_minimum > 0, "D=" << d << ": the prefill reads shared memory through ldmatrix");
+    BOOST_TEST(t.copy_minimum > 0, "D=" << d << ": the prefill fills shared memory through cp.async");
+    BOOST_TEST(t.ldmatrix_wavefronts == t.ldmatrix_minimum, "D=" << d << ": ldmatrix bank conflicts");
+    if (d % 64 == 0)  // MmaTile::kSwizzled
+      BOOST_TEST(t.copy_wavefronts == t.copy_minimum, "D=" << d << ": cp.async bank conflicts");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(every_kernel_path_once, *utf::label("ci")) {
+  // One small case per path the exhaustive cases below take many times: the fp32 prefill, chunked
+  // prefill through both rings (C < W and C > W, tensor-core and fp32), split decode through the
+  // linear cache with a GQA group of 6, gpt-oss / Gemma 2 / two-sided score semantics, FP8 codes in
+  // prefill, chunks and decode, and an ATB compressed mask.
+  Case fp32 = make_case({130, 1, 67}, 2, 1, 64, 17, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, DType::fp32);
+  BOOST_TEST(emulated_verdict(fp32) == "pass", "fp32 prefill");
+  Case lt = make_case({60, 9}, 2, 1, 64, 20, RunMode::chunked_prefill, CachePolicy::ring_modulo, 7, 0, DType::fp16);
+  BOOST_TEST(emulated_verdict(lt) == "pass", "chunked ring-modulo C<W fp16");
+  Case gt = make_case({100, 40}, 2, 1, 64, 20, RunMode::chunked_prefill, CachePolicy::ring_compact, 33, 0, DType::fp32);
+  BOOST_TEST(emulated_verdict(gt) == "pass", "chunked ring-compact C>W fp32");
+  Case dec = make_case({150, 20}, 6, 1, 64, 90, RunMode::decode, CachePolicy::linear, 70, 2, DType::bf16, 3.0);
+  BOOST_TEST(emulated_verdict(test::with_semantics(dec, 5.f, true)) == "pass", "decode linear GQA 6 bf16, cap and sinks");
+  Case two = make_case({130, 1, 67}, 2, 1, 64, 17, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, DType::bf16, 3.0);
+  BOOST_TEST(emulated_verdict(test::with_semantics(two, 50.f, true, 9)) == "pass", "prefill bf16 two-sided, cap and sinks");
+  Case fp8 = make_case({130, 1, 67}, 2, 1, 64, 17, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, DType::fp16);
+  BOOST_TEST(emulated_verdict(test::with_fp8(fp8, KvFormat::fp8_e4m3)) == "pass", "fp8-e4m3 prefill fp16");
+  Case fp8_chunks = make_case({60, 9}, 2, 1, 64, 20, RunMode::decode, CachePolicy::ring_compact, 7, 2, DType::bf16);
+  BOOST_TEST(emulated_verdict(test::with_fp8(fp8_chunks, KvFormat::fp8_e5m2)) == "pass", "fp8-e5m2 chunks and decode");
+  std::vector<float> mask;
+  Case masked = masked_case(MaskFormat::swa_compress, mask, 129, 64);
+  BOOST_TEST(emulated_verdict(masked) == "pass", "swa-compress mask");
+}
+
 BOOST_AUTO_TEST_CASE(tensor_core_and_fp32_prefill_match_the_golden) {
   for (DType dt : kAllDTypes)
     for (auto [d, w] : {std::pair{64, 17}, std::pair{64, 1000}, std::pair{160, 40}}) {  // 64- and 32-key tiles
@@ -252,7 +304,7 @@ BOOST_AUTO_TEST_CASE(two_stage_tensor_core_decode_where_deep_tiles_do_not_fit) {
     }
 }
 
-BOOST_AUTO_TEST_CASE(decode_splits_shorter_than_the_copy_pipeline) {
+BOOST_AUTO_TEST_CASE(decode_splits_shorter_than_the_copy_pipeline, *utf::label("ci")) {
   // A window of 40 keys is one tile a split, fewer than the stages of tiles copied ahead: the tile
   // stream still waits for the tile it folds (the emulator lands copies only at their waits).
   for (int stages : {kMmaDecodeDeepStages, kDecodeStages})
@@ -341,7 +393,7 @@ BOOST_AUTO_TEST_CASE(fp8_kv_through_every_kernel_and_cache) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(paged_cache_through_every_kernel) {
+BOOST_AUTO_TEST_CASE(paged_cache_through_every_kernel, *utf::label("ci")) {
   // Chunked prefill reading earlier keys through the page table (tensor-core fp16 and SIMT fp32),
   // the cache write into the pages the harness took (its bytes must equal the host writer's,
   // same_cache), split decode across pages; pages of 5 and 16 cut the 64- and 32-key tiles, the batch
