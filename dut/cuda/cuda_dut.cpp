@@ -104,7 +104,7 @@ class CudaDut final : public Dut {
     return guarded("prefill", [&] {
       CallRows rows(p, std::vector<std::int64_t>(p.batch, 0), std::vector<std::int64_t>(p.seq_lens, p.seq_lens + p.batch));
       const AttnParams d = to_device(p, rows);
-      const int tiles = upload_row_work(rows);
+      const int tiles = upload_row_work(p, rows);
       timed([&] { launch_prefill_typed(d, CacheView{}, tiles); });
       download_outputs(p, rows);
     });
@@ -128,7 +128,7 @@ class CudaDut final : public Dut {
       for (int b = 0; b < p.batch; ++b)
         if (begin[b] < end[b]) advance_cache_metadata(cache, b, begin[b], end[b]);
       const CacheView view = cache_view(cache);
-      const int tiles = upload_row_work(rows);
+      const int tiles = upload_row_work(p, rows);
       timed([&] {
         launch_prefill_typed(d, view, tiles);
         with_storage_type(p.dtype, [&](auto tag) {
@@ -159,7 +159,7 @@ class CudaDut final : public Dut {
         longest = std::max(longest, r.end - r.first);
       }
       const CacheView view = cache_view(cache);
-      upload_row_work(rows);
+      upload_row_work(p, rows);
       const int resident = with_storage_type(p.dtype, [&](auto tag) {
         return multiprocessors_ * decode_ctas_per_multiprocessor<typename decltype(tag)::type>(p);
       });
@@ -184,7 +184,7 @@ class CudaDut final : public Dut {
 
   Traits traits() const override {
     Traits t;
-    t.query_tile = kPrefillTileRows;  // prefill and chunks; decode splits the keys instead
+    t.query_tile = kPrefillTileRowsFinest;  // prefill and chunks (every tile starts on a multiple); decode splits the keys
     for (int d = 1; d <= 256; ++d)
       if (supported_head_size(d)) t.head_sizes.push_back(d);
     t.times_own_kernels = true;
@@ -276,10 +276,12 @@ class CudaDut final : public Dut {
     return d;
   }
 
-  int upload_row_work(const CallRows& rows) {
+  // The prefill kernel's tiles per sequence (prefill_tile_rows for p's dtype and head size).
+  int upload_row_work(const AttnParams& p, const CallRows& rows) {
+    const int tile_rows = prefill_tile_rows(p.dtype != DType::fp32, p.head_size);
     std::vector<std::int32_t> prefix(rows.begin.size() + 1, 0);
     for (std::size_t b = 0; b < rows.begin.size(); ++b)
-      prefix[b + 1] = prefix[b] + static_cast<std::int32_t>(tiles_for_rows(rows.end[b] - rows.begin[b], kPrefillTileRows));
+      prefix[b + 1] = prefix[b] + static_cast<std::int32_t>(tiles_for_rows(rows.end[b] - rows.begin[b], tile_rows));
     const std::size_t n = rows.begin.size();
     row_begin_.upload(rows.begin.data(), n * sizeof(std::int64_t), stream_);
     row_end_.upload(rows.end.data(), n * sizeof(std::int64_t), stream_);

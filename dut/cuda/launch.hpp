@@ -11,8 +11,13 @@
 
 namespace swa::dut::cuda {
 
-// Query rows per CTA of every prefill kernel (tensor-core and fp32), so one RowWork fits both.
-inline constexpr int kPrefillTileRows = 64;
+// Query rows per CTA of the prefill kernels: 128 (8 warps of 16 rows) on tensor cores for D <= 128,
+// where the registers allow it, so each K/V tile serves twice the rows; 64 otherwise (fp32, and
+// D > 128 on tensor cores). Every such tile starts on a multiple of 64 rows.
+inline constexpr int kPrefillTileRowsFinest = 64;
+SWA_HOST_DEVICE constexpr int prefill_tile_rows(bool tensor_cores, int head_size) {
+  return tensor_cores && head_size <= 128 ? 128 : kPrefillTileRowsFinest;
+}
 
 // Attention of the rows in `work` (tiles = work.tile_prefix[batch] CTAs per q head) against the
 // keys the band lets them see: this call's rows of p.k/p.v, and the cache below work.row_begin.

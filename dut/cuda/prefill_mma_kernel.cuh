@@ -1,11 +1,11 @@
 #pragma once
 // FlashAttention-2-style prefill on tensor cores (mma.sync.m16n8k16, fp16/bf16 in, fp32
-// accumulate). A CTA of 4 warps serves 64 query rows of one (sequence, q head) of the packed
+// accumulate). A CTA of 8 warps (4 for D > 128) serves 128 (64) query rows of one (sequence, q head) of the packed
 // ragged batch; each warp owns 16 rows and keeps S, P and O in registers. K/V tiles stream global ->
 // shared through cp.async, two stages deep (the next tile lands while this one is computed), into
 // a swizzled layout that ldmatrix reads without bank conflicts. Only key tiles that intersect the
-// band are loaded; keys below the call's first row come from the KV cache; masking runs on the
-// band's edge tiles only.
+// band are loaded, longest tiles first; keys below the call's first row come from the KV cache;
+// masking runs on the band's edge tiles only.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -26,7 +26,7 @@ namespace swa::dut::cuda {
 
 template <class T, int D>
 struct MmaTile {
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = prefill_tile_rows(true, D) / 16;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kRows = 16 * kWarps;
   static constexpr int kKeys = D <= 128 ? 64 : 32;  // keeps S + O registers and shared memory in bounds
@@ -41,7 +41,7 @@ struct MmaTile {
   static constexpr int kQBytes = kRows * kRowChunks * 16;
   static constexpr int kKvTileBytes = kKeys * kRowChunks * 16;
   static constexpr int kSmemBytes = kQBytes + kStages * 2 * kKvTileBytes;
-  static_assert(kRows == kPrefillTileRows);
+  static_assert(kRows == prefill_tile_rows(true, D));
   static_assert(D % 16 == 0 && kKeys % 16 == 0 && kChunks % 2 == 0);
 
   // The byte offset of chunk `chunk` of row `row` in a Q, K or V tile.
@@ -52,7 +52,7 @@ struct MmaTile {
 };
 
 template <class T, int D>
-__global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
+__global__ void __launch_bounds__(MmaTile<T, D>::kThreads, 1)  // 1: every register a thread may have (ptxas held 8-warp D = 64 to 128 and spilled)
     prefill_mma_kernel(AttnParams p, RowWork work, CacheView cache) {
   using Tile = MmaTile<T, D>;
   using Ops = TensorCoreOps<T>;
@@ -60,7 +60,10 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads)
   unsigned char* qs = dynamic_shared<unsigned char>();  // [kRows] rows of Q
   unsigned char* kv = qs + Tile::kQBytes;              // per stage: [kKeys] rows of K, then of V
 
-  const QueryTile t = query_tile(p, work, static_cast<std::int32_t>(blockIdx.x), blockIdx.y, Tile::kRows);
+  // CTAs start in blockIdx order, so the tiles go last to first: a sequence's late tiles see the
+  // whole band, its first ones a ramp of keys, and the short ones then fill the tail of the grid.
+  const auto tile = static_cast<std::int32_t>(gridDim.x - 1 - blockIdx.x);
+  const QueryTile t = query_tile(p, work, tile, blockIdx.y, Tile::kRows);
   const int b = t.b, head = t.head, kv_head = t.kv_head;
   const std::int64_t r0 = t.r0, r1 = t.r1, fresh_begin = t.fresh_begin, seq_len = t.seq_len;
   const KeyRange keys = t.keys;

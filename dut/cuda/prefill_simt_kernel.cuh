@@ -14,7 +14,7 @@ namespace swa::dut::cuda {
 
 template <int D>
 struct SimtTile {
-  static constexpr int kRows = kPrefillTileRows;
+  static constexpr int kRows = prefill_tile_rows(false, D);
   static constexpr int kLanesPerRow = 4;
   static constexpr int kThreads = kRows * kLanesPerRow;
   static constexpr int kKeys = 32;

@@ -20,6 +20,7 @@
 
 constinit thread_local uint3 threadIdx{};
 constinit thread_local uint3 blockIdx{};
+constinit thread_local dim3 gridDim{1, 1, 1};
 
 namespace swa::dut::cuda::emulator {
 namespace {
@@ -214,6 +215,7 @@ void launch(dim3 grid, int threads, std::size_t shared_bytes, const std::functio
           pool.emplace_back([&, t] {
             threadIdx = {static_cast<unsigned>(t), 0, 0};
             blockIdx = {x, y, z};
+            gridDim = grid;
             body();
           });
         for (auto& th : pool) th.join();

@@ -17,6 +17,7 @@
 
 extern thread_local constinit uint3 threadIdx;
 extern thread_local constinit uint3 blockIdx;
+extern thread_local constinit dim3 gridDim;
 void __syncthreads();
 void __syncwarp(unsigned mask = 0xffffffffu);
 float __shfl_xor_sync(unsigned mask, float value, int lane_mask);

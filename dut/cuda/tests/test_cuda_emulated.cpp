@@ -30,10 +30,12 @@ struct Work {
   std::vector<std::int32_t> prefix;
   std::int64_t longest = 0;
 
-  Work(std::vector<std::int64_t> b, std::vector<std::int64_t> e) : begin(std::move(b)), end(std::move(e)) {
+  // tile_rows: the prefill kernel's rows per CTA (prefill_tile_rows); the other kernels take no tiles.
+  Work(std::vector<std::int64_t> b, std::vector<std::int64_t> e, int tile_rows = kPrefillTileRowsFinest)
+      : begin(std::move(b)), end(std::move(e)) {
     prefix.assign(begin.size() + 1, 0);
     for (std::size_t s = 0; s < begin.size(); ++s) {
-      prefix[s + 1] = prefix[s] + static_cast<std::int32_t>(tiles_for_rows(end[s] - begin[s], kPrefillTileRows));
+      prefix[s + 1] = prefix[s] + static_cast<std::int32_t>(tiles_for_rows(end[s] - begin[s], tile_rows));
       longest = std::max(longest, end[s] - begin[s]);
     }
   }
@@ -42,7 +44,8 @@ struct Work {
 };
 
 template <class T, int D>
-void prefill_kernel(const AttnParams& p, const Work& w, const CacheView& c) {
+void prefill_kernel(const AttnParams& p, const Work& rows_of_call, const CacheView& c) {
+  const Work w(rows_of_call.begin, rows_of_call.end, prefill_tile_rows(!std::is_same_v<T, float>, D));
   if (w.tiles() == 0) return;
   const RowWork rows = w.rows();
   if constexpr (std::is_same_v<T, float>) {
