@@ -9,6 +9,8 @@
 #   full       scenarios/full.yaml the same way, with a job per CPU (not in the default set: about
 #              200 s on a 16-core host, mostly the golden; name it: gpu-checks.sh full)
 #   bench      swa-bench --dut cuda, PyTorch FlexAttention/SDPA beside it (SWA_PYTHON, default python3)
+#   grid       swa-bench --dut cuda --grid: 8 more prefill shapes (D 64/256, S 4k/32k, W 512/1k), each
+#              beside FlexAttention and SDPA (not in the default set: name it, gpu-checks.sh grid)
 # Steps to run: arguments, in order (default: every step but full). With no arguments, kernels and
 # sweep run beside memcheck and racecheck (a lent GPU's time is short: about 60 s for those four on
 # an H200), then bench alone, since it times. Each step is stopped after SWA_STEP_TIMEOUT seconds
@@ -31,6 +33,7 @@ step_command() {
     sweep) echo "$py $root/harness/tests/test_cuda_sweep.py $bundle/bin/swa-harness $root/scenarios/ci.yaml" ;;
     full) echo "$py $root/harness/tests/test_cuda_sweep.py $bundle/bin/swa-harness $root/scenarios/full.yaml $(nproc)" ;;
     bench) echo "$bundle/bin/swa-bench --dut cuda --torch-python $py --torch-script $root/harness/bench/torch_swa.py" ;;
+    grid) echo "$bundle/bin/swa-bench --dut cuda --grid --only ^(grid|torch_[a-z0-9]+_s) --torch-python $py --torch-script $root/harness/bench/torch_swa.py" ;;
     *) return 1 ;;
   esac
 }
@@ -56,7 +59,7 @@ run_step() {
 steps=("$@")
 for step in "${steps[@]}"; do
   step_command "$step" > /dev/null ||
-    { echo "gpu-checks: unknown step '$step' (logic|kernels|memcheck|racecheck|sweep|full|bench)" >&2; exit 2; }
+    { echo "gpu-checks: unknown step '$step' (logic|kernels|memcheck|racecheck|sweep|full|bench|grid)" >&2; exit 2; }
 done
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || echo "nvidia-smi failed (see $out/nvidia-smi.txt)"
 status=0

@@ -20,6 +20,27 @@ struct CudaPlan {
 CudaPlan full_plan() {
   return {{16384, 4096, 128, 32, 8, 1}, {16384, 0, 128, 32, 8, 1}, {0, 4096, 128, 32, 8, 4}, {4096, 16384, 65536}};
 }
+// The prefill grid (issue 57): head sizes at the target shape, then sequence lengths and windows
+// around it at D 128; Hq 32, Hkv 8, one sequence each. Eight shapes (the target shape itself is in
+// the plan above), sized for a lent GPU's minutes: FlexAttention compiles once per shape.
+struct GridShape {
+  DType dtype;
+  Shape shape;
+};
+std::vector<GridShape> grid_shapes() {
+  std::vector<GridShape> g;
+  for (DType dt : {DType::fp16, DType::bf16})
+    for (int d : {64, 256}) g.push_back({dt, {16384, 4096, d, 32, 8, 1}});
+  for (std::int64_t s : {4096, 32768}) g.push_back({DType::fp16, {s, 4096, 128, 32, 8, 1}});
+  for (std::int64_t w : {512, 1024}) g.push_back({DType::fp16, {16384, w, 128, 32, 8, 1}});
+  return g;
+}
+
+std::string grid_suffix(const GridShape& g) {
+  return std::string(dtype_name(g.dtype)) + "_s" + std::to_string(g.shape.s) + "_w" + std::to_string(g.shape.w) + "_d" +
+         std::to_string(g.shape.d);
+}
+
 CudaPlan quick_plan() { return {{1024, 256, 64, 8, 2, 1}, {1024, 0, 64, 8, 2, 1}, {0, 256, 64, 8, 2, 2}, {512, 2048}}; }
 
 // Bytes a decode step must move: each sequence's visible K and V rows, its query and its output.
@@ -93,6 +114,15 @@ CudaBenchResult run_cuda_bench(const BenchSettings& settings, const CudaBenchOpt
       if (progress) std::cerr << "  done torch " << suffix << "\n";
     }
   }
+  if (options.grid)
+    for (const GridShape& g : grid_shapes()) {
+      const std::string suffix = grid_suffix(g);
+      add("grid_" + suffix, [&] { return bench_prefill("grid_" + suffix, "cuda", g.dtype, g.shape, settings); });
+      if (!options.torch_python.empty() && filter.found_in("torch_" + suffix)) {
+        torch_rows(options, settings, g.dtype, g.shape, suffix, result);
+        if (progress) std::cerr << "  done torch " << suffix << "\n";
+      }
+    }
   add("prefill_causal_fp16", [&] { return bench_prefill("prefill_causal_fp16", "cuda", DType::fp16, plan.causal, settings); });
   for (auto c : plan.contexts)
     for (CachePolicy cache : {CachePolicy::ring_modulo, CachePolicy::linear}) {
@@ -117,6 +147,18 @@ void print_cuda_targets(const CudaBenchResult& result) {
       std::cout << ", FlexAttention " << flex->gflops / 1e3 << " TFLOP/s, cuda/flex " << std::setprecision(3)
                 << ours->gflops / flex->gflops << " (target >= 1: issue 20, prefill at FlexAttention's throughput)";
     if (sdpa) std::cout << std::setprecision(1) << ", SDPA (explicit mask) " << sdpa->gflops / 1e3 << " TFLOP/s";
+    std::cout << "\n";
+  }
+  for (const GridShape& g : grid_shapes()) {
+    const std::string suffix = grid_suffix(g);
+    const PerfRow* ours = find(result, "grid_" + suffix);
+    if (!ours) continue;
+    const PerfRow* flex = find(result, "torch_flex_" + suffix);
+    std::cout << std::setprecision(1) << "  grid " << dtype_name(g.dtype) << " prefill S=" << g.shape.s << " W=" << g.shape.w
+              << " D=" << g.shape.d << ": cuda " << ours->gflops / 1e3 << " TFLOP/s";
+    if (flex)
+      std::cout << ", FlexAttention " << flex->gflops / 1e3 << " TFLOP/s, cuda/flex " << std::setprecision(3)
+                << ours->gflops / flex->gflops;
     std::cout << "\n";
   }
   if (const PerfRow *swa = find(result, "prefill_fp16"), *causal = find(result, "prefill_causal_fp16"); swa && causal) {

@@ -12,6 +12,7 @@ namespace swa::bench {
 
 struct CudaBenchOptions {
   bool quick = false;
+  bool grid = false;  // also the prefill grid (grid_shapes) beside FlexAttention and SDPA
   std::string torch_python = "/usr/bin/python3";  // Debian's, which python3-torch installs into; "" skips PyTorch
   std::string torch_script = SWA_TORCH_SCRIPT;
 };

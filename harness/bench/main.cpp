@@ -149,6 +149,7 @@ int main(int argc, char** argv) {
       ("no-torch", "skip the PyTorch comparison")
       ("format", po::value(&format)->default_value(format), "table|csv")
       ("quick", "small shapes, for a smoke test")
+      ("grid", "--dut cuda: also 8 prefill shapes around the target (D 64/256; S 4k/32k; W 512/1k), each beside PyTorch")
       ("only", po::value(&only), "regex: run only the matching cases (SGEMM always runs)")
       ("warmups", po::value(&settings.warmups)->default_value(1), "untimed runs before timing")
       ("repeats", po::value(&settings.repeats)->default_value(5), "timed runs; the median is reported");
@@ -175,8 +176,17 @@ int main(int argc, char** argv) {
               << ")\n";
     return 2;
   }
+  if (vm.count("grid") && dut != "cuda") {
+    std::cerr << "swa-bench: error: option --grid: only with --dut cuda (got --dut " << dut << ")\n";
+    return 2;
+  }
+  if (vm.count("grid") && vm.count("quick")) {
+    std::cerr << "swa-bench: error: options --grid and --quick: choose one (the grid is full-size shapes)\n";
+    return 2;
+  }
   if (dut == "cuda") {
     cuda_options.quick = vm.count("quick") > 0;
+    cuda_options.grid = vm.count("grid") > 0;
     if (vm.count("no-torch")) cuda_options.torch_python.clear();
     try {
       const CudaBenchResult result = run_cuda_bench(settings, cuda_options, *filter, format == "table");
