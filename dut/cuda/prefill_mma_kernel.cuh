@@ -35,7 +35,8 @@ struct MmaTile {
   // Rows of Q, K and V are kept as they are in memory (V is transposed by ldmatrix.trans). Where a
   // row has a multiple of 8 chunks, chunk c of row r is stored at c ^ (r % 8) within its group of 8
   // (the swizzle): the 8 rows an ldmatrix reads, and the 8 chunks a quarter-warp copies, then fall
-  // in 8 distinct groups of 4 banks. Other rows are padded by one chunk, which serves ldmatrix.
+  // in 8 distinct groups of 4 banks. Other rows (D 80, 96, 160: an even number of chunks) are
+  // padded by one chunk: an odd stride, so 8 rows at one column fall in 8 groups too.
   static constexpr bool kSwizzled = kChunks % 8 == 0;
   static constexpr int kRowChunks = kSwizzled ? kChunks : kChunks + 1;
   static constexpr int kQBytes = kRows * kRowChunks * 16;
@@ -45,7 +46,7 @@ struct MmaTile {
   static_assert(D % 16 == 0 && kKeys % 16 == 0 && kChunks % 2 == 0);
 
   // The byte offset of chunk `chunk` of row `row` in a Q, K or V tile.
-  SWA_HOST_DEVICE static constexpr int chunk_offset(int row, int chunk) {
+  SWA_HOST_DEVICE static constexpr int chunk_offset(int row, int chunk) {  // chunk == kChunks: the pad
     if constexpr (kSwizzled) return 16 * (row * kChunks + ((chunk & ~7) | ((chunk ^ row) & 7)));
     else return 16 * (row * kRowChunks + chunk);
   }
@@ -75,12 +76,15 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads, 1)  // 1: every regis
   const T* cache_k = static_cast<const T*>(cache.k);
   const T* cache_v = static_cast<const T*>(cache.v);
 
-  // Q goes global -> shared with cp.async, in the first copy group with the first K/V tile.
-  for (int i = threadIdx.x; i < Tile::kRows * kChunks; i += Tile::kThreads) {
-    const int r = i / kChunks, col = (i % kChunks) * 8;
-    const bool inside = r0 + r < r1;
+  // Q goes global -> shared with cp.async, in the first copy group with the first K/V tile. The
+  // copies walk the stored chunks, a padded row's pad included (zeros), so the 8 lanes of a
+  // quarter-warp always write 8 consecutive chunks: 8 distinct groups of banks.
+  constexpr int kRowChunks = Tile::kRowChunks;
+  for (int i = threadIdx.x; i < Tile::kRows * kRowChunks; i += Tile::kThreads) {
+    const int r = i / kRowChunks, c = i % kRowChunks, col = c * 8;
+    const bool inside = r0 + r < r1 && c < kChunks;
     const T* row = inside ? q + (p.seq_offsets[b] + r0 + r) * p.q_row_stride + head * p.q_head_stride + col : q;
-    copy_16_async(qs + Tile::chunk_offset(r, i % kChunks), row, inside);
+    copy_16_async(qs + Tile::chunk_offset(r, c), row, inside);
   }
 
   // The first key tile from c0 on that the band does not hide (uniform across the CTA).
@@ -96,10 +100,10 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads, 1)  // 1: every regis
     unsigned char* ks = kv + stage * 2 * Tile::kKvTileBytes;
     unsigned char* vs = ks + Tile::kKvTileBytes;
     const std::int64_t c1 = c0 + kKeys < keys.end ? c0 + kKeys : keys.end;
-    for (int i = threadIdx.x; i < kKeys * kChunks; i += Tile::kThreads) {
-      const int j = i / kChunks, col = (i % kChunks) * 8;
-      const int at_shared = Tile::chunk_offset(j, i % kChunks);
-      const bool inside = c0 + j < c1;
+    for (int i = threadIdx.x; i < kKeys * kRowChunks; i += Tile::kThreads) {  // pads too, as for Q
+      const int j = i / kRowChunks, c = i % kRowChunks, col = c * 8;
+      const int at_shared = Tile::chunk_offset(j, c);
+      const bool inside = c0 + j < c1 && c < kChunks;
       if (!is_fp8(p.kv_format)) {
         const T* k_row = k;
         const T* v_row = v;
