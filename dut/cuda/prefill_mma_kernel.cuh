@@ -1,11 +1,11 @@
 #pragma once
 // FlashAttention-2-style prefill on tensor cores (mma.sync.m16n8k16, fp16/bf16 in, fp32
-// accumulate). A CTA of 8 warps (4 for D > 128) serves 128 (64) query rows of one (sequence, q head) of the packed
-// ragged batch; each warp owns 16 rows and keeps S, P and O in registers. K/V tiles stream global ->
-// shared through cp.async, two stages deep (the next tile lands while this one is computed), into
-// a swizzled layout that ldmatrix reads without bank conflicts. Only key tiles that intersect the
-// band are loaded, longest tiles first; keys below the call's first row come from the KV cache;
-// masking runs on the band's edge tiles only.
+// accumulate). A CTA of 8 warps (4 for D > 128) serves 128 (64) query rows of one (sequence,
+// q head) of the packed ragged batch; each warp owns 16 rows and keeps S, P and O in registers. Q
+// and the K/V tiles stream global -> shared through cp.async, two stages deep (the next tile lands
+// while this one is computed), into a swizzled layout that ldmatrix reads without bank conflicts.
+// Only key tiles that intersect the band are loaded, the grid's longest tiles first; keys below the
+// call's first row come from the KV cache; masking runs on the band's edge tiles only.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -52,8 +52,10 @@ struct MmaTile {
   }
 };
 
+// Min blocks 1: every register a thread may have (by default ptxas held the 8-warp D = 64 kernel
+// to 128 registers, and it spilled).
 template <class T, int D>
-__global__ void __launch_bounds__(MmaTile<T, D>::kThreads, 1)  // 1: every register a thread may have (ptxas held 8-warp D = 64 to 128 and spilled)
+__global__ void __launch_bounds__(MmaTile<T, D>::kThreads, 1)
     prefill_mma_kernel(AttnParams p, RowWork work, CacheView cache) {
   using Tile = MmaTile<T, D>;
   using Ops = TensorCoreOps<T>;
