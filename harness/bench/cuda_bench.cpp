@@ -94,6 +94,16 @@ const PerfRow* find(const CudaBenchResult& r, const std::string& name) {
   return nullptr;
 }
 
+// "  <what> prefill S= W= D= Hq= Hkv=: cuda X TFLOP/s[, FlexAttention Y TFLOP/s, cuda/flex Z]", no newline.
+void print_against_flex(const std::string& what, const PerfRow& ours, const PerfRow* flex) {
+  std::cout << std::setprecision(1) << "  " << what << " prefill S=" << ours.tokens << " W=" << ours.window
+            << " D=" << ours.head_size << " Hq=" << ours.heads << " Hkv=" << ours.kv_heads << ": cuda "
+            << ours.gflops / 1e3 << " TFLOP/s";
+  if (flex)
+    std::cout << ", FlexAttention " << flex->gflops / 1e3 << " TFLOP/s, cuda/flex " << std::setprecision(3)
+              << ours.gflops / flex->gflops;
+}
+
 }  // namespace
 
 CudaBenchResult run_cuda_bench(const BenchSettings& settings, const CudaBenchOptions& options, const harness::IdPattern& filter,
@@ -141,25 +151,17 @@ void print_cuda_targets(const CudaBenchResult& result) {
     const PerfRow* flex = find(result, std::string("torch_flex_") + dt);
     const PerfRow* sdpa = find(result, std::string("torch_sdpa_") + dt);
     if (!ours) continue;
-    std::cout << std::setprecision(1) << "  " << dt << " prefill S=" << ours->tokens << " W=" << ours->window << " D=" << ours->head_size
-              << " Hq=" << ours->heads << " Hkv=" << ours->kv_heads << ": cuda " << ours->gflops / 1e3 << " TFLOP/s";
-    if (flex)
-      std::cout << ", FlexAttention " << flex->gflops / 1e3 << " TFLOP/s, cuda/flex " << std::setprecision(3)
-                << ours->gflops / flex->gflops << " (target >= 1: issue 20, prefill at FlexAttention's throughput)";
+    print_against_flex(dt, *ours, flex);
+    if (flex) std::cout << " (target >= 1: issue 20, prefill at FlexAttention's throughput)";
     if (sdpa) std::cout << std::setprecision(1) << ", SDPA (explicit mask) " << sdpa->gflops / 1e3 << " TFLOP/s";
     std::cout << "\n";
   }
   for (const GridShape& g : grid_shapes()) {
     const std::string suffix = grid_suffix(g);
-    const PerfRow* ours = find(result, "grid_" + suffix);
-    if (!ours) continue;
-    const PerfRow* flex = find(result, "torch_flex_" + suffix);
-    std::cout << std::setprecision(1) << "  grid " << dtype_name(g.dtype) << " prefill S=" << g.shape.s << " W=" << g.shape.w
-              << " D=" << g.shape.d << ": cuda " << ours->gflops / 1e3 << " TFLOP/s";
-    if (flex)
-      std::cout << ", FlexAttention " << flex->gflops / 1e3 << " TFLOP/s, cuda/flex " << std::setprecision(3)
-                << ours->gflops / flex->gflops;
-    std::cout << "\n";
+    if (const PerfRow* ours = find(result, "grid_" + suffix)) {
+      print_against_flex("grid " + std::string(dtype_name(g.dtype)), *ours, find(result, "torch_flex_" + suffix));
+      std::cout << "\n";
+    }
   }
   if (const PerfRow *swa = find(result, "prefill_fp16"), *causal = find(result, "prefill_causal_fp16"); swa && causal) {
     const double pair_ratio =

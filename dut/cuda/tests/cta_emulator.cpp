@@ -87,6 +87,13 @@ void count_copies(const Warp::Group& g, std::size_t instruction) {
   }
 }
 
+// The offset of `bytes` bytes at `at` in the CTA's shared memory; aborts where they are not all in it.
+std::uintptr_t shared_offset(const void* at, std::size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(at);
+  if (p < current->shared.data() || p + bytes > current->shared.data() + current->shared.size()) std::abort();
+  return static_cast<std::uintptr_t>(p - current->shared.data());
+}
+
 void count_group(const Warp::Group& g) {
   std::size_t most = 0;
   for (const auto& lane : g.issued) most = std::max(most, lane.size());
@@ -109,9 +116,7 @@ void* cta_shared_memory() { return current->shared.data(); }
 
 void copy_16_async(void* shared, const void* global, bool fill) {
   PendingCopy copy{shared, {}};
-  if (static_cast<unsigned char*>(shared) < current->shared.data() ||
-      static_cast<unsigned char*>(shared) + 16 > current->shared.data() + current->shared.size())
-    std::abort();  // a copy outside the CTA's shared memory
+  shared_offset(shared, 16);  // a copy outside the CTA's shared memory aborts
   if (fill) std::memcpy(copy.bytes, global, 16);
   open_copies.push_back(copy);
 }
@@ -122,7 +127,7 @@ void commit_async_copies() {
     std::lock_guard lock(w.copies_mutex);
     Warp::Group& g = w.groups[commits++];
     for (const PendingCopy& c : open_copies)
-      g.issued[threadIdx.x % 32].push_back(static_cast<unsigned char*>(c.shared) - current->shared.data());
+      g.issued[threadIdx.x % 32].push_back(shared_offset(c.shared, 16));
     if (++g.lanes == 32) {
       count_group(g);
       w.groups.erase(commits - 1);
@@ -165,10 +170,7 @@ void warp_ldmatrix(unsigned* registers, int matrices, bool transpose, const void
   Warp& w = my_warp();
   const int lane = threadIdx.x % 32;
   const auto* at = static_cast<const unsigned char*>(row);
-  if (lane < 8 * matrices &&
-      (at < current->shared.data() || at + 16 > current->shared.data() + current->shared.size() ||
-       (at - current->shared.data()) % 16 != 0))
-    std::abort();  // ldmatrix rows are 16 aligned bytes of shared memory
+  if (lane < 8 * matrices && shared_offset(at, 16) % 16 != 0) std::abort();  // rows are 16 aligned bytes of shared memory
   w.row[lane] = at;
   w.sync.arrive_and_wait();
   for (int m = 0; m < matrices; ++m) {
@@ -185,7 +187,7 @@ void warp_ldmatrix(unsigned* registers, int matrices, bool transpose, const void
   if (lane == 0)
     for (int m = 0; m < matrices; ++m) {
       std::uintptr_t rows[8];
-      for (int r = 0; r < 8; ++r) rows[r] = w.row[8 * m + r] - current->shared.data();
+      for (int r = 0; r < 8; ++r) rows[r] = shared_offset(w.row[8 * m + r], 16);
       ldmatrix_wavefronts += wavefronts(rows, 8);
       ldmatrix_minimum += 1;
     }
