@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "async_copy.cuh"
+#include "fast_exp2.cuh"
 #include "kernel_args.hpp"
 #include "ldmatrix.cuh"
 #include "launch.hpp"
@@ -102,11 +103,12 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads, 1)
     unsigned char* ks = kv + stage * 2 * Tile::kKvTileBytes;
     unsigned char* vs = ks + Tile::kKvTileBytes;
     const std::int64_t c1 = c0 + kKeys < keys.end ? c0 + kKeys : keys.end;
-    for (int i = threadIdx.x; i < kKeys * kRowChunks; i += Tile::kThreads) {  // pads too, as for Q
-      const int j = i / kRowChunks, c = i % kRowChunks, col = c * 8;
-      const int at_shared = Tile::chunk_offset(j, c);
-      const bool inside = c0 + j < c1 && c < kChunks;
-      if (!is_fp8(p.kv_format)) {
+    // The format is uniform: one branch outside the loop keeps the FP8 decoding (most of the
+    // kernel's code) out of the plain loop's instruction stream.
+    if (!is_fp8(p.kv_format)) {
+      for (int i = threadIdx.x; i < kKeys * kRowChunks; i += Tile::kThreads) {  // pads too, as for Q
+        const int j = i / kRowChunks, c = i % kRowChunks, col = c * 8;
+        const bool inside = c0 + j < c1 && c < kChunks;
         const T* k_row = k;
         const T* v_row = v;
         if (inside) {
@@ -114,21 +116,25 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads, 1)
           k_row = (at.in_cache ? cache_k : k) + at.k_element + col;
           v_row = (at.in_cache ? cache_v : v) + at.v_element + col;
         }
-        copy_16_async(ks + at_shared, k_row, inside);
-        copy_16_async(vs + at_shared, v_row, inside);
-      } else {
-        uint4 k_chunk = make_uint4(0, 0, 0, 0), v_chunk = make_uint4(0, 0, 0, 0);
-        if (inside) {
-          const KeyLocation at = locate_key(p, cache, fresh_begin, b, c0 + j, kv_head);
-          T k_elems[8], v_elems[8];
-          load_fp8_kv(p, at.in_cache, k, cache.k, at.k_element + col, p.k_descale, k_elems);
-          load_fp8_kv(p, at.in_cache, v, cache.v, at.v_element + col, p.v_descale, v_elems);
-          memcpy(&k_chunk, static_cast<const void*>(k_elems), sizeof k_chunk);
-          memcpy(&v_chunk, static_cast<const void*>(v_elems), sizeof v_chunk);
-        }
-        *reinterpret_cast<uint4*>(ks + at_shared) = k_chunk;
-        *reinterpret_cast<uint4*>(vs + at_shared) = v_chunk;
+        copy_16_async(ks + Tile::chunk_offset(j, c), k_row, inside);
+        copy_16_async(vs + Tile::chunk_offset(j, c), v_row, inside);
       }
+      return;
+    }
+    for (int i = threadIdx.x; i < kKeys * kRowChunks; i += Tile::kThreads) {
+      const int j = i / kRowChunks, c = i % kRowChunks, col = c * 8;
+      const bool inside = c0 + j < c1 && c < kChunks;
+      uint4 k_chunk = make_uint4(0, 0, 0, 0), v_chunk = make_uint4(0, 0, 0, 0);
+      if (inside) {
+        const KeyLocation at = locate_key(p, cache, fresh_begin, b, c0 + j, kv_head);
+        T k_elems[8], v_elems[8];
+        load_fp8_kv(p, at.in_cache, k, cache.k, at.k_element + col, p.k_descale, k_elems);
+        load_fp8_kv(p, at.in_cache, v, cache.v, at.v_element + col, p.v_descale, v_elems);
+        memcpy(&k_chunk, static_cast<const void*>(k_elems), sizeof k_chunk);
+        memcpy(&v_chunk, static_cast<const void*>(v_elems), sizeof v_chunk);
+      }
+      *reinterpret_cast<uint4*>(ks + Tile::chunk_offset(j, c)) = k_chunk;
+      *reinterpret_cast<uint4*>(vs + Tile::chunk_offset(j, c)) = v_chunk;
     }
   };
 
@@ -180,21 +186,33 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads, 1)
       }
     }
 
-    // Mask, then the online softmax in base 2.
+    // Scale (and cap), mask, then the online softmax in base 2. Most tiles of a band are whole and
+    // uncapped: they take the short path, so the long one (the visibility predicate and tanhf, 32
+    // inlined copies each) stays out of the loop's instruction stream.
     const bool ragged = c1 - c0 < kKeys;
     float tile_max[2] = {neg_inf, neg_inf};
+    if (ragged || cls == TileClass::partial || cap_log2 > 0.f) {
+#pragma unroll
+      for (int nb = 0; nb < kKeys / 8; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const FragCoord at = mma_c_coord(lane, e);
+          const std::int64_t row = r0 + warp * 16 + at.row, col = c0 + nb * 8 + at.col;
+          float x = soft_cap_log2(s[nb][e] * scale_log2, cap_log2);
+          if ((ragged && col >= c1) || (cls == TileClass::partial && !vis.visible_in_sequence(row, col, seq_len)))
+            x = neg_inf;
+          s[nb][e] = x;
+        }
+    } else {
+#pragma unroll
+      for (int nb = 0; nb < kKeys / 8; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[nb][e] *= scale_log2;
+    }
 #pragma unroll
     for (int nb = 0; nb < kKeys / 8; ++nb)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const FragCoord at = mma_c_coord(lane, e);
-        const std::int64_t row = r0 + warp * 16 + at.row, col = c0 + nb * 8 + at.col;
-        float x = soft_cap_log2(s[nb][e] * scale_log2, cap_log2);
-        if ((ragged && col >= c1) || (cls == TileClass::partial && !vis.visible_in_sequence(row, col, seq_len)))
-          x = neg_inf;
-        s[nb][e] = x;
-        tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
-      }
+      for (int e = 0; e < 4; ++e) tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nb][e]);
     float shift[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -202,7 +220,7 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads, 1)
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
       const float new_max = fmaxf(row_max[h], tile_max[h]);
       shift[h] = new_max == neg_inf ? 0.f : new_max;  // a row with nothing visible yet keeps exp(-inf) = 0
-      const float correction = row_max[h] == neg_inf ? 0.f : exp2f(row_max[h] - shift[h]);
+      const float correction = row_max[h] == neg_inf ? 0.f : fast_exp2(row_max[h] - shift[h]);
       row_max[h] = new_max;
       row_sum[h] *= correction;
 #pragma unroll
@@ -215,7 +233,7 @@ __global__ void __launch_bounds__(MmaTile<T, D>::kThreads, 1)
     for (int nb = 0; nb < kKeys / 8; ++nb)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float pe = exp2f(s[nb][e] - shift[e / 2]);
+        const float pe = fast_exp2(s[nb][e] - shift[e / 2]);
         s[nb][e] = pe;
         row_sum[e / 2] += pe;
       }

@@ -242,6 +242,19 @@ BOOST_AUTO_TEST_CASE(tensor_core_prefill_every_head_size_without_bank_conflicts,
   }
 }
 
+BOOST_AUTO_TEST_CASE(tensor_core_prefill_tiles_inside_the_band, *utf::label("ci")) {
+  // The cases above are too short for a 128 x 64 tile to lie wholly inside the band, and such tiles
+  // take the kernel's short path (scale only: no mask, no cap); the long path runs on every tile
+  // once a soft cap is set. S 300 and W 260 give whole tiles (rows 128-255, keys 0-127), edge
+  // tiles and a ragged last tile, at the benchmark's head size and the smallest.
+  Case fp16 = make_case({300, 70}, 2, 1, 128, 260, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, DType::fp16);
+  BOOST_TEST(emulated_verdict(fp16) == "pass", "D 128 fp16, short path on inner tiles");
+  Case bf16 = make_case({300, 70}, 2, 1, 64, 260, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, DType::bf16);
+  BOOST_TEST(emulated_verdict(bf16) == "pass", "D 64 bf16, short path on inner tiles");
+  Case capped = make_case({300, 70}, 2, 1, 64, 260, RunMode::prefill, CachePolicy::ring_modulo, 0, 0, DType::fp16, 3.0);
+  BOOST_TEST(emulated_verdict(test::with_semantics(capped, 30.f, false)) == "pass", "D 64 fp16 capped, long path everywhere");
+}
+
 BOOST_AUTO_TEST_CASE(every_kernel_path_once, *utf::label("ci")) {
   // One small case per path the exhaustive cases below take many times: the fp32 prefill, chunked
   // prefill through both rings (C < W and C > W, tensor-core and fp32), split decode through the
