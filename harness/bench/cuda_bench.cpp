@@ -104,6 +104,16 @@ void print_against_flex(const std::string& what, const PerfRow& ours, const Perf
               << ours.gflops / flex->gflops;
 }
 
+// A row's figures as soon as it is timed, so a run stopped part-way (a step's time limit on a lent
+// GPU) still leaves what it measured in its log.
+void print_progress(const PerfRow& row) {
+  std::cerr << "  done " << row.scenario_id << ": " << row.time_ms << " ms, " << row.gflops / 1000.0 << " TFLOP/s\n";
+}
+void print_progress(const CudaBenchResult& result, std::size_t first_new, const std::string& what) {
+  if (first_new == result.rows.size()) std::cerr << "  done " << what << ": no rows (see the notes)\n";
+  for (std::size_t i = first_new; i < result.rows.size(); ++i) print_progress(result.rows[i]);
+}
+
 }  // namespace
 
 CudaBenchResult run_cuda_bench(const BenchSettings& settings, const CudaBenchOptions& options, const harness::IdPattern& filter,
@@ -114,14 +124,15 @@ CudaBenchResult run_cuda_bench(const BenchSettings& settings, const CudaBenchOpt
   auto add = [&](const std::string& name, auto&& make) {
     if (!filter.found_in(name)) return;
     result.rows.push_back(make());
-    if (progress) std::cerr << "  done " << name << "\n";
+    if (progress) print_progress(result.rows.back());
   };
   for (DType dt : {DType::fp16, DType::bf16, DType::fp32}) {
     const std::string suffix = std::string(dtype_name(dt));
     add("prefill_" + suffix, [&] { return bench_prefill("prefill_" + suffix, "cuda", dt, plan.prefill, settings); });
     if (dt != DType::fp32 && !options.torch_python.empty() && filter.found_in("torch_" + suffix)) {
+      const std::size_t before = result.rows.size();
       torch_rows(options, settings, dt, plan.prefill, suffix, result);
-      if (progress) std::cerr << "  done torch " << suffix << "\n";
+      if (progress) print_progress(result, before, "torch " + suffix);
     }
   }
   if (options.grid)
@@ -129,8 +140,9 @@ CudaBenchResult run_cuda_bench(const BenchSettings& settings, const CudaBenchOpt
       const std::string suffix = grid_suffix(g);
       add("grid_" + suffix, [&] { return bench_prefill("grid_" + suffix, "cuda", g.dtype, g.shape, settings); });
       if (!options.torch_python.empty() && filter.found_in("torch_" + suffix)) {
+        const std::size_t before = result.rows.size();
         torch_rows(options, settings, g.dtype, g.shape, suffix, result);
-        if (progress) std::cerr << "  done torch " << suffix << "\n";
+        if (progress) print_progress(result, before, "torch " + suffix);
       }
     }
   add("prefill_causal_fp16", [&] { return bench_prefill("prefill_causal_fp16", "cuda", DType::fp16, plan.causal, settings); });
