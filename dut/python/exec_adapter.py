@@ -23,7 +23,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import swa_python_dut as glue  # noqa: E402
 
-# The names the exec protocol and sweep files use (golden's enum tables).
+# The names the exec protocol and sweep files use: the golden's enum tables, spelt out so this runs
+# where only h5py and NumPy are; test_python_dut.py keeps them equal to swa_harness.choices().
 CHOICES = {"dtypes": ["fp32", "fp16", "bf16"], "modes": ["prefill", "chunked_prefill", "decode"],
            "cache_policies": ["ring-modulo", "ring-compact", "linear", "paged"],
            "kv_formats": ["dtype", "fp8-e4m3", "fp8-e5m2"], "mask_formats": ["none", "swa-norm", "swa-compress"]}
@@ -111,13 +112,7 @@ class Schedule:
                 "page_table": address(self.table) if paged else 0}
 
     def calls(self):
-        if self.mode == "prefill":
-            return [("prefill", 0)]
-        chunk = self.fields["chunk"]
-        sizes = [chunk if chunk > 0 else int(p) for p in self.prompts]
-        chunks = max(-(-int(p) // s) for p, s in zip(self.prompts, sizes))
-        steps = self.fields["decode_steps"] if self.mode == "decode" else 0
-        return [("chunked_prefill", c) for c in range(chunks)] + [("decode_step", t) for t in range(steps)]
+        return glue.schedule(self.mode, self.prompts, self.fields["chunk"], self.fields["decode_steps"])
 
     def run(self, timed=None):
         """Runs the schedule; the first failure's message, or "". `timed` collects, per call, the

@@ -195,6 +195,25 @@ def _new_view(address, dtype, shape, strides, writable):
     return np.lib.stride_tricks.as_strided(flat, shape, [s * item for s in strides], writeable=writable)
 
 
+# The harness's schedule (dut/api/src/kv_cache.cpp, run_schedule.cpp), the one Python copy of it:
+# the glue's p.positions and exec_adapter.py's replay of a request both use these.
+def chunk_sizes(prompts, chunk):
+    """Each sequence's chunk in a chunked prefill: the case's chunk, or its whole prompt where 0."""
+    return np.where(chunk > 0, chunk, np.asarray(prompts, dtype=np.int64))
+
+
+def schedule(mode, prompts, chunk, decode_steps):
+    """A case's calls in order, as (call, index): one prefill; or the chunks the longest prompt
+    needs, then (decode) the steps."""
+    if mode == "prefill":
+        return [("prefill", 0)]
+    prompts = np.asarray(prompts, dtype=np.int64)
+    sizes = np.maximum(chunk_sizes(prompts, chunk), 1)
+    chunks = int((-(-prompts // sizes)).max(initial=0))
+    steps = decode_steps if mode == "decode" else 0
+    return [("chunked_prefill", c) for c in range(chunks)] + [("decode_step", t) for t in range(steps)]
+
+
 def _positions(p, call, index):
     """Per sequence, the positions [begin, end) this call computes, as an int64 array [batch, 2]."""
     lens = np.asarray(p.seq_lens, dtype=np.int64)
@@ -203,7 +222,7 @@ def _positions(p, call, index):
     prompts = lens - p.decode_steps if p.mode == "decode" else lens
     if call == "decode_step":
         return np.stack([prompts + index, prompts + index + 1], axis=1)
-    sizes = np.where(p.chunk > 0, p.chunk, prompts)
+    sizes = chunk_sizes(prompts, p.chunk)
     return np.stack([np.minimum(prompts, index * sizes), np.minimum(prompts, (index + 1) * sizes)], axis=1)
 
 
