@@ -276,6 +276,9 @@ PYBIND11_MODULE(_core, m) {
         }
       },
       py::arg("path"), py::arg("sweep") = py::none(), py::arg("filter") = py::none());
+  m.def("choices", &dut::python::describe_choices,
+        "the names of dtypes, modes, cache policies, KV formats and mask formats, as sweep files, describe() "
+        "and the exec protocol spell them");
   m.def("set_golden_cache", &set_golden_cache, py::arg("folder"),
         "read and store goldens in this folder; None: compute every golden (run's --no-golden-cache)");
   py::class_<ResultRow>(m, "Row").def("cells", &row_dict, "every /results column by its name");

@@ -34,6 +34,15 @@ def run(*args, timeout=900):
     return subprocess.run([HARNESS, *map(str, args)], capture_output=True, text=True, timeout=timeout)
 
 
+def faulty_run(test, tmp, dut, sweep):
+    """ci.yaml's `sweep` through a DUT with a fault in it: exit 1; the run and the IDs of the rows
+    that failed."""
+    out = os.path.join(tmp, f"fault-{len(os.listdir(tmp))}.h5")
+    r = run("run", CI, "--sweep", sweep, "--dut", dut, "--out", out, "--jobs", "2")
+    test.assertEqual(r.returncode, 1, dut + "\n" + r.stdout[-2000:] + r.stderr[-2000:])
+    return r, {s for s, (status, _) in rows(out).items() if status == "fail"}
+
+
 def text(x):
     return x.decode() if isinstance(x, bytes) else x
 
@@ -112,14 +121,11 @@ class NumpyExample(unittest.TestCase):
             self.assertEqual({s for s, _ in got.values()}, {"pass"})
             # Each fault written into the kernel is caught, where it can be seen.
             for fault, seen in (("window-plus-one", lambda s: "/w=" in s), ("ring-slot-late", lambda s: "cache=ring" in s)):
-                bad = os.path.join(tmp, f"{fault}.h5")
-                r = run("run", CI, "--dut", f"python:{kernel}:attention:fault={fault}", "--out", bad, "--jobs", "2",
-                        "--sweep", "caches")
-                self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
-                failed = {s for s, (status, _) in rows(bad).items() if status == "fail"}
+                dut = f"python:{kernel}:attention:fault={fault}"
+                r, failed = faulty_run(self, tmp, dut, "caches")
                 self.assertTrue(failed, fault)
                 self.assertTrue(all(seen(s) for s in failed), (fault, sorted(failed)[:3]))
-                self.assertIn(f"--dut python:{kernel}:attention:fault={fault}", r.stdout)  # the rerun line
+                self.assertIn(f"--dut {dut}", r.stdout)  # the rerun line
 
     def test_bisect_names_the_faulty_variant_through_python(self):
         kernel = os.path.join(EXAMPLES, "numpy_kernel.py")
@@ -147,11 +153,7 @@ class NumpyExample(unittest.TestCase):
                 self.skipTest("python3-torch is not installed: the rows are skips that say so")
             self.assertEqual({s for s, _ in got.values()}, {"pass"})
             for fault, dtypes in (("repeat-not-interleave", {"fp32", "fp16", "bf16"}), ("p-fp16", {"fp32"})):
-                bad = os.path.join(tmp, f"{fault}.h5")
-                r = run("run", CI, "--sweep", "feature_pairs", "--dut", f"python:{kernel}:attention:fault={fault}",
-                        "--out", bad, "--jobs", "2")
-                self.assertEqual(r.returncode, 1, fault)
-                failed = {s for s, (status, _) in rows(bad).items() if status == "fail"}
+                _, failed = faulty_run(self, tmp, f"python:{kernel}:attention:fault={fault}", "feature_pairs")
                 self.assertEqual({re.search(r"/(fp32|fp16|bf16)/", s).group(1) for s in failed}, dtypes, fault)
             scenario = "mode=prefill/seqs=70-1-33/hq=8/hkv=2/d=64/w=16/mask=none/fp32/in=normal/seed=1"
             r = run("bisect", CI, "--filter", scenario, "--dut", f"python:{kernel}:attention:fault=repeat-not-interleave",
@@ -332,6 +334,17 @@ class Module(unittest.TestCase):
             result = json.loads(r.stdout.strip().splitlines()[-1])
             self.assertEqual(result["judged"], len(run("list", CI).stdout.split()))
             self.assertEqual(result["count"], 0, result["differ"])
+
+    def test_the_exec_adapters_names_are_the_harnesss(self):
+        """exec_adapter.py runs where only h5py and NumPy are, so it spells the enum names out; they
+        must stay the golden's (swa_harness.choices(), from the same tables as the python: DUT's)."""
+        adapter_dir = os.path.join(os.path.dirname(EXAMPLES), "..", "python")
+        r = self.python(f"import json, sys, swa_harness\nsys.path.insert(0, {adapter_dir!r})\nimport exec_adapter\n"
+                        "print(json.dumps([swa_harness.choices(), exec_adapter.CHOICES]))")
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        harness_names, adapter_names = json.loads(r.stdout.strip().splitlines()[-1])
+        self.assertTrue(all(harness_names.values()), harness_names)
+        self.assertEqual(adapter_names, harness_names)
 
     def test_errors_are_exceptions_with_the_command_lines_words(self):
         r = self.python("import swa_harness\ntry:\n    swa_harness.scenarios('ci.yaml', sweep='nope')\n"

@@ -18,9 +18,10 @@ from . import _core
 from ._paths import HARNESS
 
 __all__ = ["Error", "Scenario", "Problem", "Verdict", "scenarios", "problem", "judge", "check", "run", "sweep",
-           "python_target", "golden_cache", "HARNESS"]
+           "python_target", "golden_cache", "choices", "HARNESS"]
 
 Scenario = _core.Scenario
+choices = _core.choices
 
 
 class Error(Exception):
