@@ -9,8 +9,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -19,6 +23,7 @@
 
 #include "abi_convert.hpp"
 #include "swa/platform/child_process.hpp"
+#include "swa/platform/outside_text.hpp"
 #include "worker_protocol.hpp"
 
 #ifndef SWA_DUT_WORKER_PATH
@@ -86,7 +91,8 @@ class Arena {
 // One swa-dut-worker process, its socket and the shared memory it has mapped.
 class Worker {
  public:
-  Worker(platform::Child process, int sock) : process_(std::move(process)), sock_(sock) {}
+  Worker(platform::Child process, int sock, std::string console_name)
+      : process_(std::move(process)), sock_(sock), console_name_(std::move(console_name)) {}
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
   ~Worker() { stop(); }
@@ -126,8 +132,10 @@ class Worker {
     spec.argv = {exe, path, fd_text};
     spec.env = std::move(env_text);
     spec.pass_fds = {fds[1]};                     // the worker's socket: its fd 3
-    spec.stdout_to = platform::Stream::join_stderr;  // the plugin's prints go to stderr, not into the harness's console
-    spec.stderr_to = platform::Stream::inherit;
+    // The plugin's prints (stdout and stderr) pass through the harness (print_output), not straight
+    // to its console: they are a DUT's text (escape codes, any bytes); a failure quotes their end.
+    spec.stdout_to = platform::Stream::join_stderr;
+    spec.stderr_to = platform::Stream::capture;
     std::optional<platform::Child> child;
     try {
       child.emplace(platform::Child::start(std::move(spec)));
@@ -137,7 +145,9 @@ class Worker {
       throw std::runtime_error(plugin + ": " + e.what());
     }
     close(fds[1]);
-    auto w = std::make_unique<Worker>(std::move(*child), fds[0]);
+    const std::string console_name =
+        platform::clean_text(hosting.label.empty() ? "plugin:" + std::filesystem::path(path).filename().string() : hosting.label, 200);
+    auto w = std::make_unique<Worker>(std::move(*child), fds[0], console_name);
     Request hello;
     std::string failure;
     const std::optional<Reply> r = w->call(hello, timeout, failure);
@@ -156,6 +166,25 @@ class Worker {
   // One request and its reply. nullopt when the worker died or timed out (it is then gone), with
   // `failure` saying which: "was killed by signal 11 (Segmentation fault)", "timed out after 5 s".
   std::optional<Reply> call(Request req, double timeout, std::string& failure) {
+    std::optional<Reply> reply = exchange(req, timeout, failure);
+    print_output();
+    return reply;
+  }
+
+  Arena& arena() { return arena_; }
+  uint32_t abi_version() const { return abi_version_; }
+  const swa_dut_v2_traits& traits() const { return traits_; }
+
+  // Whether the process still runs (a pooled worker can die while idle: killed, or its parent thread gone).
+  bool alive() {
+    if (process_.running()) return true;
+    if (sock_ >= 0) close(sock_);
+    sock_ = -1;
+    return false;
+  }
+
+ private:
+  std::optional<Reply> exchange(Request& req, double timeout, std::string& failure) {
     int arena_fd = -1;
     req.sequence = ++sequence_;
     if (req.op != Op::load) {
@@ -167,16 +196,11 @@ class Worker {
       failure = reap("stopped answering");
       return std::nullopt;
     }
-    pollfd p{sock_, POLLIN, 0};
-    const int ms = timeout > 0 ? static_cast<int>(timeout * 1000) : -1;
-    int ready;
-    do ready = poll(&p, 1, ms);
-    while (ready < 0 && errno == EINTR);
-    if (ready == 0) {
+    if (!await_reply(timeout)) {
       process_.kill();
       close(sock_);
       sock_ = -1;
-      failure = platform::Ending{platform::Ending::Kind::timed_out, 0, timeout}.describe();
+      failure = with_output(platform::Ending{platform::Ending::Kind::timed_out, 0, timeout}.describe());
       return std::nullopt;
     }
     Reply r;
@@ -195,19 +219,31 @@ class Worker {
     return r;
   }
 
-  Arena& arena() { return arena_; }
-  uint32_t abi_version() const { return abi_version_; }
-  const swa_dut_v2_traits& traits() const { return traits_; }
-
-  // Whether the process still runs (a pooled worker can die while idle: killed, or its parent thread gone).
-  bool alive() {
-    if (process_.running()) return true;
-    if (sock_ >= 0) close(sock_);
-    sock_ = -1;
-    return false;
+  // What the worker printed since the last call ended, on the harness's stderr: cleaned (a DUT's
+  // bytes: escape codes, any encoding), each line after the DUT's name, the last 8 KiB at most, in
+  // one write so that another job's lines do not cut into it.
+  void print_output() {
+    process_.read_output_now();
+    const std::string& out = process_.output();
+    if (out.empty()) return;
+    constexpr std::size_t kShown = 8 * 1024;
+    const std::size_t from = out.size() > kShown ? out.size() - kShown : 0;
+    const std::size_t not_shown = process_.output_dropped() + from;
+    const std::string text = platform::clean_text(std::string_view(out).substr(from), 8 * kShown);
+    const std::string prefix = "[" + console_name_ + "] ";
+    std::string block;
+    if (not_shown) block += prefix + "[... " + std::to_string(not_shown) + " earlier bytes not shown]\n";
+    for (std::size_t at = 0; at < text.size();) {
+      const std::size_t end = std::min(text.find('\n', at), text.size());
+      block += prefix;
+      block.append(text, at, end - at);
+      block += '\n';
+      at = end + 1;
+    }
+    std::fwrite(block.data(), 1, block.size(), stderr);
+    process_.clear_output();
   }
 
- private:
   bool send_request(const Request& req, int arena_fd) {
     iovec iov{const_cast<Request*>(&req), sizeof req};
     msghdr msg{};
@@ -226,13 +262,41 @@ class Worker {
     return sendmsg(sock_, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof req);
   }
 
+  // Waits until the socket can be read (a reply, or its end), reading the worker's output meanwhile:
+  // a plugin that prints more than a pipe holds must not block on it. False when `timeout` seconds
+  // (0: no bound) passed first.
+  bool await_reply(double timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+    for (;;) {
+      int ms = -1;
+      if (timeout > 0) {
+        const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+        if (left <= 0) return false;
+        ms = static_cast<int>(std::ceil(left * 1000));
+      }
+      pollfd p[2] = {{sock_, POLLIN, 0}, {process_.output_fd(), POLLIN, 0}};
+      const int ready = poll(p, p[1].fd >= 0 ? 2 : 1, ms);
+      if (ready < 0 && errno != EINTR) return true;  // the recv that follows says what is wrong
+      if (ready > 0 && p[0].revents) return true;
+      if (ready > 0 && p[1].revents) process_.read_output_now();
+    }
+  }
+
+  // What the worker printed during this call (stdout and stderr, its last 600 bytes), after `what`:
+  // an assertion's message before an abort says more than the signal. run_dut cleans the text.
+  std::string with_output(const std::string& what) const {
+    std::string tail = process_.output_tail(600);
+    while (!tail.empty() && std::isspace(static_cast<unsigned char>(tail.back()))) tail.pop_back();
+    return tail.empty() ? what : what + "; stderr: " + tail;
+  }
+
   // Ends the worker (and anything it started) and says how it ended: a crash stays a crash.
   std::string reap(const std::string& otherwise) {
     if (sock_ < 0) return otherwise;
     const platform::Ending ending = process_.kill();
     close(sock_);
     sock_ = -1;
-    return ending.code < 0 ? otherwise : ending.describe();
+    return with_output(ending.code < 0 ? otherwise : ending.describe());
   }
 
   // Closing the socket asks the worker to exit (it reads end-of-file); a second later it is killed.
@@ -245,6 +309,7 @@ class Worker {
 
   platform::Child process_;
   int sock_;
+  std::string console_name_;  // before each line it prints
   std::uint64_t sequence_ = 0;
   Arena arena_;
   std::uint64_t mapped_id_ = 0;

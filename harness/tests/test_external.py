@@ -816,6 +816,29 @@ class Isolation(unittest.TestCase):
                 p.terminate()
                 p.wait(timeout=60)
 
+    def test_a_plugin_s_prints_reach_the_console_cleaned_bounded_and_never_block_it(self):
+        # Its prefill prints 512 KiB (escape codes, bytes that are not UTF-8), more than a pipe holds;
+        # its decode_step prints a last coloured line and aborts.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.h5")
+            r = subprocess.run([HARNESS, "run", CI, "--sweep", "caches", "--filter", "mode=decode", "--out", out,
+                                "--dut-timeout", "60", "--dut", self.plugin("swa_bad_plugin_noisy")],
+                               capture_output=True, timeout=600)
+            self.assertEqual(r.returncode, 1, r.stderr[-2000:])
+            got = full_rows(out)
+        self.assertNotIn(b"\x1b", r.stdout + r.stderr, "an escape code reached the console raw")
+        r.stderr.decode("utf-8")  # raises on bytes that are not UTF-8
+        name = b"[plugin:libswa_bad_plugin_noisy.so] "
+        self.assertIn(name + b"\\x1b[31mnoisy", r.stderr)  # shown, as text, after the DUT's name
+        self.assertIn(name + b"[... ", r.stderr)  # the last 8 KiB of a call, not all 512 KiB
+        self.assertLess(r.stderr.count(b"noisy ") / max(1, r.stderr.count(b"earlier bytes not shown")), 200)
+        self.assertGreater(len(got), 0)
+        for row in got.values():  # no call blocked on a full pipe until its time-out
+            self.assertEqual(row["status"], "error", row["reason"])
+            self.assertIn("swa_dut_v1_decode_step was killed by signal 6 (Aborted); "
+                          "stderr: \\x1b[31mnoisy: giving up in decode\\x1b[0m", row["reason"])
+        self.assertEqual(live_workers(), [])
+
     def test_a_plugin_that_forks_gets_one_answer_per_call(self):
         # Its prefill forks and both processes return: one answer per request, never a stale one
         # (a skip with an empty reason, before requests were numbered). It writes nothing, so each
@@ -861,12 +884,13 @@ class Isolation(unittest.TestCase):
     def test_the_worker_is_reused_across_scenarios(self):
         # A plugin whose static initialiser counts loads: one load per worker, not per scenario.
         with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "r.h5")
+            out, log = os.path.join(tmp, "r.h5"), os.path.join(tmp, "loads.log")
             r = subprocess.run([HARNESS, "run", CI, "--sweep", "caches", "--out", out, "--dut", self.plugin("swa_c_plugin")],
                                capture_output=True, text=True, timeout=900,
-                               env={**os.environ, "SWA_C_PLUGIN_LOG_LOADS": "1"})
+                               env={**os.environ, "SWA_C_PLUGIN_LOG_LOADS": log})
             self.assertEqual(r.returncode, 0, r.stdout[-2000:])
-            loads = r.stderr.count("swa_c_plugin: loaded")
+            with open(log) as f:
+                loads = f.read().count("swa_c_plugin: loaded")
             self.assertEqual(loads, 1, r.stderr[-2000:])
             self.assertGreater(len(rows(out)), 10)
 

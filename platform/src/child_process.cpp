@@ -264,12 +264,7 @@ void Child::read_available(int timeout_ms) {
 // read what it left in the pipe, end the rest of its group, reap it.
 void Child::finish(Ending ending) {
   ended_ = ending;
-  // What is in the pipe now, but no more than a few rounds: a grandchild may keep writing.
-  for (int round = 0; round < 64 && capture_ >= 0; ++round) {
-    pollfd p{capture_, POLLIN, 0};
-    if (::poll(&p, 1, 0) <= 0) break;
-    read_available(0);
-  }
+  read_output_now();  // what is in the pipe now, but no more: a grandchild may keep writing
   if (capture_ >= 0) ::close(capture_);
   capture_ = -1;
   if (pidfd_ >= 0) ::close(pidfd_);
@@ -345,6 +340,20 @@ void Child::end_descendants() {
   if (own_group_) end_process_group(pid_);
   StartedChildren::remove(pid_);
   if (!scope_.empty()) end_scope(scope_);
+}
+
+void Child::read_output_now() {
+  // A few rounds at most: a child writing without a pause must not keep this process here.
+  for (int round = 0; round < 64 && capture_ >= 0; ++round) {
+    pollfd p{capture_, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) break;
+    read_available(0);
+  }
+}
+
+void Child::clear_output() {
+  output_.clear();
+  dropped_ = 0;
 }
 
 std::string Child::output_tail(std::size_t chars) const {

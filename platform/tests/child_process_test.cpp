@@ -144,6 +144,26 @@ BOOST_AUTO_TEST_CASE(captured_output_keeps_its_last_bytes_within_the_limit) {
   BOOST_TEST(c.output_tail(4) == "...END\n");
 }
 
+BOOST_AUTO_TEST_CASE(a_long_lived_childs_output_is_read_while_it_runs_and_can_be_cleared) {
+  // More than a pipe holds, then a line after it: only a reader that drains the pipe lets it through.
+  ChildSpec s = shell("head -c 300000 /dev/zero | tr '\\0' a; echo; echo DONE; exec sleep 60");
+  s.capture_limit = 1000;
+  Child c = Child::start(s);
+  for (int i = 0; i < 2000 && c.output().find("DONE") == std::string::npos; ++i) {
+    c.read_output_now();
+    usleep(5000);
+  }
+  BOOST_TEST(c.running());
+  BOOST_TEST(c.output().find("DONE\n") != std::string::npos);
+  BOOST_TEST(c.output_dropped() > 0u);
+  c.clear_output();
+  BOOST_TEST(c.output().empty());
+  BOOST_TEST(c.output_dropped() == 0u);
+  BOOST_TEST(c.output_fd() >= 0);
+  c.kill();
+  BOOST_TEST(c.output_fd() == -1);
+}
+
 BOOST_AUTO_TEST_CASE(discarded_and_joined_streams) {
   ChildSpec s = shell("echo to-stdout; echo to-stderr >&2");
   s.stderr_to = Stream::discard;

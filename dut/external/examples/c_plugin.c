@@ -13,7 +13,8 @@
  * SWA_C_PLUGIN_FAULT=window_plus_one|cache_slot_shift makes it a wrong kernel on purpose, for the
  * harness's own tests: W+1 keys, or every ring write one slot late (read back consistently, so
  * the outputs stay right and only the cache is wrong).
- * SWA_C_PLUGIN_LOG_LOADS=1 prints a line on stderr each time the plugin is loaded.
+ * SWA_C_PLUGIN_LOG_LOADS=FILE appends a line to FILE each time the plugin is loaded (a worker's stderr
+ * is the harness's to keep, not the console's).
  */
 #include <math.h>
 #include <stdio.h>
@@ -282,11 +283,18 @@ static int64_t prompt_len(const swa_dut_v2_params* p, int b) {
 /* ---- the ABI --------------------------------------------------------------------------------- */
 uint32_t swa_dut_v2_abi_version(void) { return SWA_DUT_V2_ABI_VERSION; }
 
-/* Called once per load; SWA_C_PLUGIN_LOG_LOADS=1 says so on stderr (the harness's tests count loads
+/* Called once per load; SWA_C_PLUGIN_LOG_LOADS=FILE says so in FILE (the harness's tests count loads
  * with it). This kernel runs every dtype, mode, cache, mask and head size, so it states only its
  * name and the params it knows; a kernel with limits lists them here and the harness skips the rest. */
 int swa_dut_v2_describe(swa_dut_v2_traits* traits) {
-  if (getenv("SWA_C_PLUGIN_LOG_LOADS")) fputs("swa_c_plugin: loaded\n", stderr);
+  const char* log_loads = getenv("SWA_C_PLUGIN_LOG_LOADS");
+  if (log_loads) {
+    FILE* log = fopen(log_loads, "a");
+    if (log) {
+      fputs("swa_c_plugin: loaded\n", log);
+      fclose(log);
+    }
+  }
   traits->params_size = sizeof(swa_dut_v2_params);
   snprintf(traits->name, sizeof traits->name, "c_plugin");
   traits->query_tile = 1; /* one query row at a time */

@@ -1,5 +1,6 @@
 #include "swa/harness/case/sweep_file.hpp"
 
+#include "swa/harness/base/durable_file.hpp"
 #include "swa/harness/base/id_pattern.hpp"
 
 #include <yaml-cpp/yaml.h>
@@ -7,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -504,11 +504,11 @@ SweepFile load_sweep_file(const std::string& path, const SweepLoadOptions& optio
   if (const auto bytes = std::filesystem::file_size(path, ec); !ec && bytes > kMaxSweepFileBytes)
     throw SweepError(path + ": the sweep file is " + std::to_string(bytes) + " bytes; files over " +
                      std::to_string(kMaxSweepFileBytes >> 20) + " MiB are refused");
-  std::ifstream in(path);
-  if (!in) throw SweepError(path + ": cannot open the sweep file");
-  std::stringstream text;
-  text << in.rdbuf();
-  file.text = text.str();
+  try {  // checked again on the descriptor it reads: a name swapped for a FIFO since is refused, not waited on
+    file.text = read_small_file(path, kMaxSweepFileBytes);
+  } catch (const std::runtime_error& e) {
+    throw SweepError(e.what());
+  }
   if (const auto bad = first_non_utf8(file.text))
     throw SweepError(path + ":" + std::to_string(bad->first) + ":" + std::to_string(bad->second) +
                      ": not UTF-8 text (sweep files are UTF-8; names and IDs are stored as UTF-8)");

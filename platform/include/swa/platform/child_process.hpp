@@ -82,6 +82,14 @@ class Child {
   // The last `chars` bytes of the output, with "..." in front when anything was cut.
   std::string output_tail(std::size_t chars) const;
 
+  // For a child that lives on while this process waits on something else (a plugin worker between
+  // its replies): the captured pipe to poll (-1 when nothing is captured or the pipe has closed), a
+  // read of what is in it now, without waiting, so that the child never blocks on a full pipe, and
+  // forgetting what was read so far (a reused worker's output then belongs to its current call).
+  int output_fd() const { return capture_; }
+  void read_output_now();
+  void clear_output();
+
  private:
   Child() = default;
   void read_available(int timeout_ms);

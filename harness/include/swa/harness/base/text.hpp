@@ -1,21 +1,17 @@
 #pragma once
-// Text from outside the harness (a DUT's messages, its captured stderr, a response's error attribute)
-// made safe for every place a reason goes: the results file, JUnit XML, the HTML report, the console.
+// Text helpers: outside text made safe (platform's clean_text), hexadecimal, shell quoting.
 #include <cstddef>
 #include <string>
 #include <string_view>
 
+#include "swa/platform/outside_text.hpp"
+
 namespace swa::harness {
 
-// The most bytes of a DUT's text a reason keeps.
-inline constexpr std::size_t kOutsideTextCap = 4096;
-
-// Valid UTF-8 (each byte of an invalid, overlong or surrogate sequence, and U+FFFE/U+FFFF, becomes
-// U+FFFD), control characters other than newline and tab shown as text (ESC as "\x1b", DEL "\x7f",
-// C1 controls "\u0085"), and at most `cap` bytes: cut on a character boundary, with
-// " [... N more bytes]" after it. What it returns is valid XML 1.0 character data once & < > " are
-// escaped, and prints as itself on a terminal.
-std::string clean_text(std::string_view raw, std::size_t cap = kOutsideTextCap);
+// clean_text and kOutsideTextCap: platform/outside_text.hpp (a plugin worker's output is cleaned
+// below the harness too).
+using platform::clean_text;
+using platform::kOutsideTextCap;
 
 // Lower-case hexadecimal of `bytes` (digests, keys): two characters a byte.
 std::string hex_of(const unsigned char* bytes, std::size_t count);
