@@ -145,8 +145,9 @@ class Worker {
       throw std::runtime_error(plugin + ": " + e.what());
     }
     close(fds[1]);
-    const std::string console_name =
-        platform::clean_text(hosting.label.empty() ? "plugin:" + std::filesystem::path(path).filename().string() : hosting.label, 200);
+    const std::string shown_name =
+        hosting.label.empty() ? "plugin:" + std::filesystem::path(path).filename().string() : hosting.label;
+    const std::string console_name = platform::clean_text(shown_name, 200);
     auto w = std::make_unique<Worker>(std::move(*child), fds[0], console_name);
     Request hello;
     std::string failure;
@@ -282,7 +283,7 @@ class Worker {
     }
   }
 
-  // What the worker printed during this call (stdout and stderr, its last 600 bytes), after `what`:
+  // What the worker printed since the last call ended (stdout and stderr, the last 600 bytes), after `what`:
   // an assertion's message before an abort says more than the signal. run_dut cleans the text.
   std::string with_output(const std::string& what) const {
     std::string tail = process_.output_tail(600);
