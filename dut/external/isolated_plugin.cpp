@@ -232,7 +232,8 @@ class Worker {
     const std::size_t not_shown = process_.output_dropped() + from;
     const std::string text = platform::clean_text(std::string_view(out).substr(from), 8 * kShown);
     const std::string prefix = "[" + console_name_ + "] ";
-    std::string block;
+    // On a terminal the harness's progress line has no newline yet: clear it first (it is redrawn).
+    std::string block = ::isatty(STDERR_FILENO) ? "\r\033[K" : "";
     if (not_shown) block += prefix + "[... " + std::to_string(not_shown) + " earlier bytes not shown]\n";
     for (std::size_t at = 0; at < text.size();) {
       const std::size_t end = std::min(text.find('\n', at), text.size());
