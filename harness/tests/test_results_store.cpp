@@ -1,9 +1,11 @@
 #define BOOST_TEST_MODULE harness_results_store
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -153,4 +155,87 @@ BOOST_AUTO_TEST_CASE(a_failed_commit_names_every_pending_scenario_and_keeps_the_
   BOOST_TEST(held[0].scenario_id == "kept");
   BOOST_TEST(held[1].scenario_id == "kept");
   store.flush();  // nothing pending now: no second failure
+}
+
+// commit_in_background(): the commits run on the store's own thread (never on a job's), each tells
+// on_commit, and flush() leaves every row in the file, as without it.
+BOOST_AUTO_TEST_CASE(background_commits_run_off_the_jobs_threads_and_reach_the_file) {
+  const swa::test::ScratchDir scratch("swa_results_store_test");
+  const fs::path path = scratch.path() / "r.h5";
+  constexpr int kJobs = 2, kEach = 300;
+  ResultsStore store(path, meta(), false);
+  store.commit_in_background();
+  std::mutex seen_mutex;
+  std::set<std::thread::id> committers;
+  store.on_commit([&] {
+    std::lock_guard lock(seen_mutex);
+    committers.insert(std::this_thread::get_id());
+  });
+  std::set<std::thread::id> adders{std::this_thread::get_id()};
+  std::vector<std::thread> jobs;
+  for (int j = 0; j < kJobs; ++j)
+    jobs.emplace_back([&, j] {
+      for (int i = 0; i < kEach; ++i) {
+        const std::string id = "job" + std::to_string(j) + "/s" + std::to_string(i);
+        store.begin(id);
+        store.add(scenario(id), rows_of(id), {}, std::nullopt);
+        store.end(id);
+        if (i == kEach / 2) std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // a commit falls due
+      }
+    });
+  for (auto& t : jobs) {
+    {
+      std::lock_guard lock(seen_mutex);
+      adders.insert(t.get_id());
+    }
+    t.join();
+  }
+  store.flush();
+  store.on_commit(nullptr);
+  BOOST_TEST(store.committed_ticket() == std::uint64_t{kJobs * kEach});
+  BOOST_TEST(read_results(path).scenarios.size() == std::size_t{kJobs * kEach});
+  BOOST_REQUIRE_MESSAGE(!committers.empty(), "no commit ran in the background");
+  for (const auto& id : committers) BOOST_TEST(!adders.contains(id), "a commit ran on a job's thread");
+}
+
+// A background commit that fails is thrown by the next add(), which names its own scenario too (its
+// rows join nothing), and the store keeps what the file holds.
+BOOST_AUTO_TEST_CASE(a_failed_background_commit_is_thrown_by_the_next_add) {
+  const swa::test::ScratchDir scratch("swa_results_store_test");
+  const fs::path dir = scratch.path() / "gone";
+  fs::create_directories(dir);
+  const fs::path path = dir / "r.h5";
+  ResultsStore store(path, meta(), false);
+  store.commit_in_background();
+  store.add(scenario("kept"), rows_of("kept"), {}, std::nullopt);
+  store.flush();
+  std::mutex told_mutex;
+  std::condition_variable told_cv;
+  int told = 0;
+  store.on_commit([&] {
+    std::lock_guard lock(told_mutex);
+    ++told;
+    told_cv.notify_all();
+  });
+  fs::remove_all(dir);  // the next rewrite fails: its folder is gone
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the next add's commit is due
+  store.add(scenario("lost1"), rows_of("lost1"), {}, std::nullopt);
+  {
+    std::unique_lock lock(told_mutex);
+    BOOST_REQUIRE(told_cv.wait_for(lock, std::chrono::seconds(20), [&] { return told > 0; }));
+  }
+  std::vector<std::string> lost;
+  try {
+    store.add(scenario("lost2"), rows_of("lost2"), {}, std::nullopt);
+    BOOST_FAIL("add went on after a background commit failed");
+  } catch (const ResultsNotWritten& e) {
+    lost = e.scenario_ids;
+  }
+  store.on_commit(nullptr);
+  BOOST_TEST(lost == (std::vector<std::string>{"lost1", "lost2"}), boost::test_tools::per_element());
+  BOOST_TEST(store.scenarios_stored() == 1u);
+  const std::vector<ResultRow> held = store.results();
+  BOOST_REQUIRE(held.size() == 2u);
+  BOOST_TEST(held[0].scenario_id == "kept");
+  store.flush();  // the failure was thrown once: nothing pending, no second failure
 }

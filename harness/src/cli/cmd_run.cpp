@@ -130,7 +130,10 @@ int cmd_run(const std::vector<std::string>& args) {
   for (const auto& a : args) command += " " + a;
   harness::ResultsStore store(out, harness::collect_meta(path, file.text, command), vm.count("resume") > 0, force);
   // A plugin in this process can kill it mid-call: then every finished scenario must already be in the file.
-  if (vm.count("in-process")) store.commit_every_scenario();
+  if (vm.count("in-process"))
+    store.commit_every_scenario();
+  else
+    store.commit_in_background();  // a rewrite of the file never holds up the DUT (results_store.hpp)
   harness::set_interrupt_flush([&store]() -> std::string {
     try {
       store.flush_and_close();

@@ -42,6 +42,7 @@ ResultsStore::ResultsStore(fs::path path, Meta meta, bool resume, bool other_swe
 }
 
 ResultsStore::~ResultsStore() {
+  stop_committer();
   try {
     flush();
   } catch (const ResultsNotWritten& e) {
@@ -61,6 +62,12 @@ ResultsStore::Added ResultsStore::add(const ScenarioRow& scenario, std::vector<R
                                       const std::vector<PerfRow>& perf, const std::optional<ProblemFile>& dump) {
   std::unique_lock lock(mutex_);
   if (closed_) return {std::move(rows), std::numeric_limits<std::uint64_t>::max()};  // never committed
+  if (background_failure_) {  // nothing more joins the file: the run stops (runner.cpp)
+    ResultsNotWritten failure = std::move(*background_failure_);
+    background_failure_.reset();
+    failure.scenario_ids.push_back(scenario.id);
+    throw failure;
+  }
   if (dump) try {
       const fs::path dir = dumps_dir(path_);
       fs::create_directories(dir);
@@ -80,7 +87,13 @@ ResultsStore::Added ResultsStore::add(const ScenarioRow& scenario, std::vector<R
   contents_.perf.insert(contents_.perf.end(), perf.begin(), perf.end());
   pending_ids_.push_back(scenario.id);
   const std::uint64_t ticket = ++added_ticket_;
-  if (commit_due_locked()) commit(lock, every_scenario_ ? Wait::for_running_commit : Wait::no);
+  if (!commit_due_locked()) return {std::move(rows), ticket};
+  if (!committer_.joinable()) {
+    commit(lock, every_scenario_ ? Wait::for_running_commit : Wait::no);
+  } else if (!committing_ && !commit_asked_) {
+    commit_asked_ = true;
+    commit_wanted_.notify_all();
+  }
   return {std::move(rows), ticket};
 }
 
@@ -148,6 +161,7 @@ void ResultsStore::commit(std::unique_lock<std::mutex>& lock, Wait wait) {
 // names those the process then leaves behind).
 void ResultsStore::flush() {
   std::unique_lock lock(mutex_);
+  wait_for_background(lock);
   if (!closed_) commit(lock, Wait::for_running_commit);
 }
 
@@ -155,7 +169,59 @@ void ResultsStore::flush_and_close() {
   std::unique_lock lock(mutex_);
   if (closed_) return;
   closed_ = true;  // before the commit, which releases the lock while it writes
+  wait_for_background(lock);
   commit(lock, Wait::for_running_commit);
+}
+
+void ResultsStore::commit_in_background() {
+  std::lock_guard lock(mutex_);
+  if (!committer_.joinable() && !stopping_) committer_ = std::thread([this] { commit_loop(); });
+}
+
+void ResultsStore::on_commit(std::function<void()> told) {
+  std::lock_guard lock(told_mutex_);
+  told_ = std::move(told);
+}
+
+void ResultsStore::commit_loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    commit_wanted_.wait(lock, [&] { return commit_asked_ || stopping_; });
+    if (stopping_) break;
+    try {
+      if (!background_failure_) commit(lock, Wait::for_running_commit);
+    } catch (ResultsNotWritten& e) {
+      background_failure_ = std::move(e);
+    }
+    commit_asked_ = false;
+    commit_done_.notify_all();
+    lock.unlock();
+    {
+      std::lock_guard told(told_mutex_);
+      if (told_) told_();
+    }
+    lock.lock();
+  }
+  commit_asked_ = false;
+  commit_done_.notify_all();
+}
+
+void ResultsStore::wait_for_background(std::unique_lock<std::mutex>& lock) {
+  commit_done_.wait(lock, [&] { return !commit_asked_ && !committing_; });
+  if (background_failure_) {
+    ResultsNotWritten failure = std::move(*background_failure_);
+    background_failure_.reset();
+    throw failure;
+  }
+}
+
+void ResultsStore::stop_committer() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  commit_wanted_.notify_all();
+  if (committer_.joinable()) committer_.join();
 }
 
 std::uint64_t ResultsStore::committed_ticket() const {

@@ -12,14 +12,23 @@
 // work, and --resume reruns exactly it. flush() commits the rest: at the end of a run, on SIGINT
 // or SIGTERM (interrupt.hpp), and in the destructor. Where a DUT can kill the process itself
 // (a plugin loaded --in-process), commit_every_scenario() commits after each.
+//
+// commit_in_background() moves the commits onto a thread of the store's own, so that a job never
+// waits for a rewrite (at run --jobs 1 the rewrite then overlaps the DUT's work instead of adding to
+// it: on ci.yaml through python: about 1.2 s of a 19 s run). The rows, tickets, in-flight list and
+// failures are the same; a failed background commit is thrown by the next add() (which then names
+// its own scenario too: its rows join nothing) or by flush(). on_commit() is told after each
+// background commit, so the console follows the file without waiting for the next scenario.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "swa/harness/base/in_flight_marker.hpp"
@@ -48,6 +57,10 @@ class ResultsStore {
     std::lock_guard lock(mutex_);
     every_scenario_ = true;
   }
+  void commit_in_background();  // not with commit_every_scenario()
+  // Called on the committing thread after each background commit, without the store's lock (it may
+  // call committed_ticket()); nullptr stops the calls, and returns once a running call has ended.
+  void on_commit(std::function<void()> told);
 
   bool done(const std::string& scenario_id, const std::string& dut) const;
   // RESULTS.h5.inflight lists the scenarios running now and those finished but not yet committed,
@@ -95,6 +108,17 @@ class ResultsStore {
 
   std::condition_variable commit_done_;
   bool committing_ = false;  // a commit is writing the file, the lock released
+
+  // The background committer (commit_in_background): asked by add() when a commit is due.
+  std::thread committer_;
+  std::condition_variable commit_wanted_;
+  bool commit_asked_ = false, stopping_ = false;
+  std::optional<ResultsNotWritten> background_failure_;  // thrown by the next add() or flush()
+  std::mutex told_mutex_;  // held while on_commit's function runs
+  std::function<void()> told_;
+  void commit_loop();
+  void wait_for_background(std::unique_lock<std::mutex>& lock);  // no commit asked or running; rethrows its failure
+  void stop_committer();
 
   enum class Wait { no, for_running_commit };
   // Commits the pending rows; `lock` holds mutex_ on entry and on return. With a commit already
