@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <mutex>
 #include <ostream>
 #include <sstream>
@@ -18,7 +19,7 @@
 namespace swa::harness {
 
 ResultsStore::Added run_scenario(const Scenario& s, const std::vector<std::string>& duts, ResultsStore& store,
-                                 const RunOptions& options) {
+                                 const RunOptions& options, std::unique_ptr<Reference> prepared) {
   const DumpPolicy dump_policy = options.dump;
   const std::optional<PerfSettings> perf = options.perf ? options.perf : s.perf;
   std::vector<std::string> todo;
@@ -26,7 +27,9 @@ ResultsStore::Added run_scenario(const Scenario& s, const std::vector<std::strin
     if (!store.done(s.id(), d)) todo.push_back(d);
   if (todo.empty()) return {};  // ticket 0: nothing to commit
 
-  const Reference ref(s, options.golden_cache);
+  const std::unique_ptr<Reference> built =
+      prepared ? std::move(prepared) : std::make_unique<Reference>(s, options.golden_cache);
+  const Reference& ref = *built;
   const Problem& pr = ref.problem;
   const Tolerance tolerance = options.profile ? tolerance_for(*options.profile, s.dtype) : s.tolerance;
   std::vector<ResultRow> rows;
@@ -109,6 +112,15 @@ RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& s
     for (; it != waiting.end() && it->ticket <= committed; ++it) print(*it);
     waiting.erase(waiting.begin(), it);
   };
+  // A commit on the store's own thread (commit_in_background) prints what it committed at once.
+  store.on_commit([&] {
+    std::lock_guard lock(log_mutex);
+    print_committed();
+  });
+  struct StopTelling {
+    ResultsStore& store;
+    ~StopTelling() { store.on_commit(nullptr); }
+  } stop_telling{store};
   // Nothing more can be kept: no new scenario starts; the file holds what was committed before.
   auto not_stored = [&](const ResultsNotWritten& e) {
     std::lock_guard lock(log_mutex);
@@ -116,38 +128,60 @@ RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& s
     outcome.not_stored.insert(outcome.not_stored.end(), e.scenario_ids.begin(), e.scenario_ids.end());
     std::erase_if(waiting, [&](const Line& l) { return l.ticket > store.committed_ticket(); });
   };
+  // A Reference built on a thread of its own, for the scenario a job runs next.
+  auto prepare = [&](const Scenario& s) {
+    return std::async(std::launch::async, [&s, &options, threads_each] {
+      omp_set_num_threads(threads_each);
+      return std::make_unique<Reference>(s, options.golden_cache);
+    });
+  };
+  auto timed = [&](const Scenario& s) { return options.perf || s.perf; };
+  auto stored = [&](const Scenario& s) {  // every DUT's row is in the file already (--resume)
+    const auto& duts = options.duts.empty() ? s.duts : options.duts;
+    return std::all_of(duts.begin(), duts.end(), [&](const std::string& d) { return store.done(s.id(), d); });
+  };
+  auto run_one = [&](const Scenario& s, std::future<std::unique_ptr<Reference>>& prepared) {
+    const auto& duts = options.duts.empty() ? s.duts : options.duts;
+    store.begin(s.id());
+    ResultsStore::Added added;
+    try {
+      added = run_scenario(s, duts, store, options, prepared.valid() ? prepared.get() : nullptr);
+    } catch (const ResultsNotWritten& e) {
+      store.end(s.id());
+      not_stored(e);
+      return;
+    } catch (const std::exception& e) {
+      // Never let one scenario take the sweep down: its DUTs get error rows, the rest runs on.
+      std::vector<ResultRow> rows;
+      for (const auto& d : duts) rows.push_back(unjudged_row(s, d, Verdict::error, std::string("harness: ") + e.what()));
+      try {
+        added = store.add(scenario_row(s), rows, {}, std::nullopt);
+      } catch (const ResultsNotWritten& w) {
+        store.end(s.id());
+        not_stored(w);
+        return;
+      }
+    }
+    store.end(s.id());
+    std::lock_guard lock(log_mutex);
+    // A failed commit may have taken this scenario's rows with it after add returned.
+    if (std::find(outcome.not_stored.begin(), outcome.not_stored.end(), s.id()) != outcome.not_stored.end()) return;
+    const auto at = std::find_if(waiting.begin(), waiting.end(), [&](const Line& l) { return l.ticket > added.ticket; });
+    waiting.insert(at, Line{added.ticket, &s, std::move(added.rows)});
+    print_committed();
+  };
   auto worker = [&] {
     omp_set_num_threads(threads_each);
-    for (std::size_t i; !stop && (i = next++) < scenarios.size();) {
-      const Scenario& s = scenarios[i];
-      const auto& duts = options.duts.empty() ? s.duts : options.duts;
-      store.begin(s.id());
-      ResultsStore::Added added;
-      try {
-        added = run_scenario(s, duts, store, options);
-      } catch (const ResultsNotWritten& e) {
-        store.end(s.id());
-        not_stored(e);
-        continue;
-      } catch (const std::exception& e) {
-        // Never let one scenario take the sweep down: its DUTs get error rows, the rest runs on.
-        std::vector<ResultRow> rows;
-        for (const auto& d : duts) rows.push_back(unjudged_row(s, d, Verdict::error, std::string("harness: ") + e.what()));
-        try {
-          added = store.add(scenario_row(s), rows, {}, std::nullopt);
-        } catch (const ResultsNotWritten& w) {
-          store.end(s.id());
-          not_stored(w);
-          continue;
-        }
-      }
-      store.end(s.id());
-      std::lock_guard lock(log_mutex);
-      // A failed commit may have taken this scenario's rows with it after add returned.
-      if (std::find(outcome.not_stored.begin(), outcome.not_stored.end(), s.id()) != outcome.not_stored.end()) continue;
-      const auto at = std::find_if(waiting.begin(), waiting.end(), [&](const Line& l) { return l.ticket > added.ticket; });
-      waiting.insert(at, Line{added.ticket, &s, std::move(added.rows)});
-      print_committed();
+    std::future<std::unique_ptr<Reference>> prepared;  // scenario i's Reference, when it was built ahead
+    for (std::size_t i = next++; !stop && i < scenarios.size();) {
+      // The next scenario's Reference is built while this one's DUTs run; not while one is timed.
+      const std::size_t following = next++;
+      std::future<std::unique_ptr<Reference>> ahead;
+      if (following < scenarios.size() && !timed(scenarios[i]) && !stored(scenarios[following]))
+        ahead = prepare(scenarios[following]);
+      run_one(scenarios[i], prepared);
+      i = following;
+      prepared = std::move(ahead);
     }
   };
   std::vector<std::thread> pool;

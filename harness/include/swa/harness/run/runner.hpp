@@ -1,5 +1,6 @@
 #pragma once
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 namespace swa::harness {
 
 class GoldenCache;
+struct Reference;
 
 enum class DumpPolicy { failures, all };
 
@@ -31,8 +33,9 @@ struct RunOptions {
 // NaN-poisoned output; metrics and verdict per DUT. (scenario, DUT) pairs already in `store` are
 // skipped. Never throws for a DUT's failure: that is a row with status error.
 // The rows come back with their ticket: they are in the file once store.committed_ticket() reaches it.
+// `prepared`: the scenario's Reference when it was built ahead (run_scenarios); else it is built here.
 ResultsStore::Added run_scenario(const Scenario& s, const std::vector<std::string>& duts, ResultsStore& store,
-                                 const RunOptions& options);
+                                 const RunOptions& options, std::unique_ptr<Reference> prepared = nullptr);
 
 struct RunOutcome {
   std::string storage_error;            // why the results file could not be written; empty: it always could
@@ -40,7 +43,9 @@ struct RunOutcome {
 };
 
 // All scenarios, `jobs` at a time, adding to `store` as each finishes (committed at the end). Results do not depend on
-// `jobs`. Progress goes to `progress`. When the results file cannot be written, no new scenario
+// `jobs`. Each job builds its next scenario's Reference (inputs, golden: read or computed) on a thread
+// of its own while the current scenario's DUTs run, except around a timed (perf) scenario, so that the
+// harness's own work overlaps the DUT's. Progress goes to `progress`. When the results file cannot be written, no new scenario
 // starts and the outcome says why.
 RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, const RunOptions& options,
                          std::ostream& progress);
