@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -33,8 +35,9 @@ Reply load(const char* path, Plugin& p) {
   return r;
 }
 
-// Receives one request and the memfd that comes with it (-1 for hello). False when the harness is gone.
-bool receive(int sock, Request& req, int& fd) {
+// Receives one request and the memfd that comes with it (-1 for hello), polling for up to `spin`
+// first (Request::spin_us). False when the harness is gone.
+bool receive(int sock, Request& req, int& fd, std::chrono::microseconds spin = {}) {
   char control[CMSG_SPACE(sizeof(int))] = {};
   iovec iov{&req, sizeof req};
   msghdr msg{};
@@ -42,7 +45,14 @@ bool receive(int sock, Request& req, int& fd) {
   msg.msg_iovlen = 1;
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
-  const ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  ssize_t n = -1;
+  if (spin.count() > 0) {
+    const auto until = std::chrono::steady_clock::now() + spin;
+    while ((n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT)) < 0 && errno == EAGAIN &&
+           std::chrono::steady_clock::now() < until) {
+    }
+  }
+  if (n < 0) n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
   if (n != static_cast<ssize_t>(sizeof req)) return false;
   fd = -1;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
@@ -131,7 +141,8 @@ int main(int argc, char** argv) {
   if (send(sock, &hello, sizeof hello, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof hello) || !hello.abi_version) return 0;
   Mapping mapping;
   const pid_t worker = getpid();
-  while (receive(sock, req, fd)) {
+  const std::chrono::microseconds spin(std::min<std::uint32_t>(req.spin_us, 100'000));
+  while (receive(sock, req, fd, spin)) {
     Reply r = serve(plugin, req, fd, mapping);
     // A plugin that forked without exec returns twice: the copy must not answer (nor take requests).
     if (getpid() != worker) _exit(0);

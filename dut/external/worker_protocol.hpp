@@ -23,6 +23,11 @@ struct Request {
   int32_t index = 0;  // chunk_index or step
   std::uint64_t arena_id = 0;  // 0: no tensors (hello)
   std::uint64_t arena_bytes = 0;
+  // hello: how long the worker polls for each next request before it sleeps on the socket. A call
+  // that starts on a core that just woke from idle runs with cold caches: on ci.yaml through python:
+  // the kernel's calls under 0.5 ms took 1.25-1.35x their time in one Python process, and polling
+  // for 1 ms took 0.5 s off a 16 s run. The harness asks for it only where its job has a core to spare.
+  std::uint32_t spin_us = 0;
   swa_dut_v2_params params{};
   swa_dut_v2_cache cache{};
 };
