@@ -37,7 +37,7 @@ using worker::Op;
 using worker::Reply;
 using worker::Request;
 
-// Where a job has a core to spare (run --jobs N on more than 2N cores), each side polls for the other's
+// Where a job has a core to spare (run --jobs N on 2N cores or more), each side polls for the other's
 // next message before it sleeps: waking a sleeping process costs each call tens of microseconds and
 // cold caches (worker_protocol.hpp's Request::spin_us). On ci.yaml through python: (5312 calls, 3100
 // of them under 0.5 ms) the worker's polling took 0.5 s and the harness's 0.9 s off a 16 s run.

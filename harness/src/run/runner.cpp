@@ -98,13 +98,16 @@ RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& s
       verdicts += " " + r.dut + "=" + std::string(verdict_name(r.status));
       failed += is_failure(r.status);
     }
+    // One write per line: a DUT's printed block (isolated_plugin.cpp), written from a job's thread
+    // while the store's committer prints, falls between lines, never inside one.
+    std::ostringstream text;
     if (options.progress_on_terminal) {
-      progress << "\r\033[K[" << finished << "/" << scenarios.size() << "] " << failed << " failing  " << s.id()
-               << std::flush;
+      text << "\r\033[K[" << finished << "/" << scenarios.size() << "] " << failed << " failing  " << s.id();
     } else {
-      progress << "[" << finished << "/" << scenarios.size() << "] " << s.id()
-               << (line.rows.empty() ? " (already done)" : verdicts) << "\n";
+      text << "[" << finished << "/" << scenarios.size() << "] " << s.id()
+           << (line.rows.empty() ? " (already done)" : verdicts) << "\n";
     }
+    progress << text.str() << std::flush;
   };
   auto print_committed = [&] {  // log_mutex held
     const std::uint64_t committed = store.committed_ticket();
