@@ -1,8 +1,10 @@
 #define BOOST_TEST_MODULE harness_results_store
 #include <boost/test/unit_test.hpp>
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <mutex>
@@ -52,6 +54,33 @@ std::set<std::string> scenario_ids(const ResultsContents& c) {
   return ids;
 }
 
+// `jobs` threads each add `each` scenarios (begin, add, end), calling after_each(i) after the i-th.
+struct JobsAdded {
+  std::uint64_t last_ticket = 0;
+  std::set<std::thread::id> threads;
+};
+JobsAdded add_from_jobs(ResultsStore& store, int jobs, int each, const std::function<void(int)>& after_each = {}) {
+  std::vector<std::uint64_t> tickets(jobs);
+  std::vector<std::thread> threads;
+  for (int j = 0; j < jobs; ++j)
+    threads.emplace_back([&, j] {
+      for (int i = 0; i < each; ++i) {
+        const std::string id = "job" + std::to_string(j) + "/s" + std::to_string(i);
+        store.begin(id);
+        tickets[j] = std::max(tickets[j], store.add(scenario(id), rows_of(id), {}, std::nullopt).ticket);
+        store.end(id);
+        if (after_each) after_each(i);
+      }
+    });
+  JobsAdded added;
+  for (auto& t : threads) {
+    added.threads.insert(t.get_id());
+    t.join();
+  }
+  added.last_ticket = *std::max_element(tickets.begin(), tickets.end());
+  return added;
+}
+
 }  // namespace
 
 // Jobs add rows while commits write the file with the store's lock released (results_store.hpp):
@@ -64,20 +93,8 @@ BOOST_AUTO_TEST_CASE(rows_added_while_a_commit_writes_all_reach_the_file) {
   std::uint64_t last_ticket = 0;
   {
     ResultsStore store(path, meta(), false);
-    std::vector<std::uint64_t> tickets(kJobs);
-    std::vector<std::thread> jobs;
-    for (int j = 0; j < kJobs; ++j)
-      jobs.emplace_back([&, j] {
-        for (int i = 0; i < kEach; ++i) {
-          const std::string id = "job" + std::to_string(j) + "/s" + std::to_string(i);
-          store.begin(id);
-          tickets[j] = std::max(tickets[j], store.add(scenario(id), rows_of(id), {}, std::nullopt).ticket);
-          store.end(id);
-        }
-      });
-    for (auto& t : jobs) t.join();
+    last_ticket = add_from_jobs(store, kJobs, kEach).last_ticket;
     store.flush();
-    last_ticket = std::max(tickets[0], tickets[1]);
     BOOST_TEST(store.committed_ticket() == last_ticket);
     BOOST_TEST(store.scenarios_stored() == std::size_t{kJobs * kEach});
     const ResultsContents file = read_results(path);
@@ -171,25 +188,11 @@ BOOST_AUTO_TEST_CASE(background_commits_run_off_the_jobs_threads_and_reach_the_f
     std::lock_guard lock(seen_mutex);
     committers.insert(std::this_thread::get_id());
   });
-  std::set<std::thread::id> adders{std::this_thread::get_id()};
-  std::vector<std::thread> jobs;
-  for (int j = 0; j < kJobs; ++j)
-    jobs.emplace_back([&, j] {
-      for (int i = 0; i < kEach; ++i) {
-        const std::string id = "job" + std::to_string(j) + "/s" + std::to_string(i);
-        store.begin(id);
-        store.add(scenario(id), rows_of(id), {}, std::nullopt);
-        store.end(id);
-        if (i == kEach / 2) std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // a commit falls due
-      }
-    });
-  for (auto& t : jobs) {
-    {
-      std::lock_guard lock(seen_mutex);
-      adders.insert(t.get_id());
-    }
-    t.join();
-  }
+  std::set<std::thread::id> adders = add_from_jobs(store, kJobs, kEach, [](int i) {
+                                        if (i == kEach / 2)  // a commit falls due
+                                          std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+                                      }).threads;
+  adders.insert(std::this_thread::get_id());
   store.flush();
   store.on_commit(nullptr);
   BOOST_TEST(store.committed_ticket() == std::uint64_t{kJobs * kEach});

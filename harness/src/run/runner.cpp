@@ -139,12 +139,15 @@ RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& s
     });
   };
   auto timed = [&](const Scenario& s) { return options.perf || s.perf; };
+  auto duts_of = [&](const Scenario& s) -> const std::vector<std::string>& {
+    return options.duts.empty() ? s.duts : options.duts;
+  };
   auto stored = [&](const Scenario& s) {  // every DUT's row is in the file already (--resume)
-    const auto& duts = options.duts.empty() ? s.duts : options.duts;
+    const auto& duts = duts_of(s);
     return std::all_of(duts.begin(), duts.end(), [&](const std::string& d) { return store.done(s.id(), d); });
   };
   auto run_one = [&](const Scenario& s, std::future<std::unique_ptr<Reference>>& prepared) {
-    const auto& duts = options.duts.empty() ? s.duts : options.duts;
+    const auto& duts = duts_of(s);
     store.begin(s.id());
     ResultsStore::Added added;
     try {

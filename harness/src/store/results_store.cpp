@@ -62,12 +62,7 @@ ResultsStore::Added ResultsStore::add(const ScenarioRow& scenario, std::vector<R
                                       const std::vector<PerfRow>& perf, const std::optional<ProblemFile>& dump) {
   std::unique_lock lock(mutex_);
   if (closed_) return {std::move(rows), std::numeric_limits<std::uint64_t>::max()};  // never committed
-  if (background_failure_) {  // nothing more joins the file: the run stops (runner.cpp)
-    ResultsNotWritten failure = std::move(*background_failure_);
-    background_failure_.reset();
-    failure.scenario_ids.push_back(scenario.id);
-    throw failure;
-  }
+  rethrow_background_failure(scenario.id);  // its rows join nothing either: the run stops (runner.cpp)
   if (dump) try {
       const fs::path dir = dumps_dir(path_);
       fs::create_directories(dir);
@@ -208,11 +203,15 @@ void ResultsStore::commit_loop() {
 
 void ResultsStore::wait_for_background(std::unique_lock<std::mutex>& lock) {
   commit_done_.wait(lock, [&] { return !commit_asked_ && !committing_; });
-  if (background_failure_) {
-    ResultsNotWritten failure = std::move(*background_failure_);
-    background_failure_.reset();
-    throw failure;
-  }
+  rethrow_background_failure();
+}
+
+void ResultsStore::rethrow_background_failure(const std::string& also_lost) {
+  if (!background_failure_) return;
+  ResultsNotWritten failure = std::move(*background_failure_);
+  background_failure_.reset();
+  if (!also_lost.empty()) failure.scenario_ids.push_back(also_lost);
+  throw failure;
 }
 
 void ResultsStore::stop_committer() {

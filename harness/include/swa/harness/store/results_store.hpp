@@ -118,6 +118,7 @@ class ResultsStore {
   std::function<void()> told_;
   void commit_loop();
   void wait_for_background(std::unique_lock<std::mutex>& lock);  // no commit asked or running; rethrows its failure
+  void rethrow_background_failure(const std::string& also_lost = {});  // once, naming also_lost too; mutex_ held
   void stop_committer();
 
   enum class Wait { no, for_running_commit };
