@@ -1,0 +1,134 @@
+#pragma once
+// Readings of the spec: the golden computed with one convention read another way, the way a kernel
+// written from the same documents can read it (golden/README.md, "Readings of the spec"). The
+// default Reading is the spec: read_rows with it gives golden::run's rows to fp64 rounding (a test
+// holds it to that). Bisect searches these readings for one that reproduces a DUT's output.
+//
+// A reading is a plain value; the knobs that name and enumerate its settings, with the words a
+// finding uses, are one table (reading_knobs) in harness/src/bisect.
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "swa/params.hpp"
+
+namespace swa::golden {
+
+// Which calls of the schedule read the spec differently; every other call reads it as the spec.
+enum class CallScope : std::uint8_t { every_call, prompt_calls, later_chunks, decode_steps };
+
+// Query head h -> kv head.
+enum class KvHeadRule : std::uint8_t {
+  grouped,            // h / (Hq / Hkv): the spec
+  modulo,             // h % Hkv
+  divided_by_kv_heads,  // h / Hkv (the group size taken as Hkv), clamped to Hkv - 1
+  first,              // every query head reads kv head 0
+};
+
+// The sink logit a row of query head h uses.
+enum class SinkRule : std::uint8_t {
+  own_head,      // sinks[h]: the spec
+  ignored,       // no sink
+  kv_head,       // sinks[h / group]
+  modulo,        // sinks[h % Hkv]
+  first,         // sinks[0]
+  scaled,        // sinks[h] * scale
+  capped,        // cap * tanh(sinks[h] / cap): the sink goes through the soft-cap
+  negated,       // -sinks[h]
+  in_numerator,  // the spec's denominator, and the sink's weight added to every output dim (a key of value 1)
+  doubled_mass,  // the sink's weight counted twice (added once per pass, or per split of two)
+};
+
+// Which keys the softmax's denominator counts (the numerator always counts the visible ones).
+enum class DenominatorScope : std::uint8_t {
+  visible,  // the spec
+  causal,   // every key at or before the query's position, window or not
+  call,     // every key the call holds (cache and chunk), masked or not
+};
+
+// Online softmax over key tiles of `tile` positions (aligned to multiples of it): what the running
+// max's growth rescales.
+enum class TileRescale : std::uint8_t { exact, output_not_rescaled, neither_rescaled };
+
+// Split-KV: the row's visible keys in `splits` equal parts, each a softmax of its own, merged.
+enum class SplitMerge : std::uint8_t {
+  exact,           // by the parts' log-sum-exps: the spec
+  mean,            // the parts' normalised outputs averaged, unweighted
+  max_not_shared,  // each part's output weighted by its own row sum, taken against its own max
+  last_part,       // only the last part kept
+  sink_per_part,   // exact, but the sink joins every part's denominator
+};
+
+// FP8 K/V as a kernel encodes (writes) and decodes (reads) them.
+enum class Fp8Rounding : std::uint8_t { nearest_even, toward_zero, ties_away };
+enum class DescaleRule : std::uint8_t {
+  own,          // encode x / d, decode code * d: the spec
+  other,        // decode with the other tensor's descale (V read with k_descale, K with v_descale)
+  twice,        // decode code * d * d
+  none_on_read,  // decode code alone
+  inverted,     // encode x * d, decode code / d
+};
+
+struct Reading {
+  CallScope scope = CallScope::every_call;
+  // Scores. NaN: the case's own value.
+  double scale = std::numeric_limits<double>::quiet_NaN();
+  double softcap = std::numeric_limits<double>::quiet_NaN();  // 0: no cap
+  bool cap_before_scale = false;  // cap * tanh(q.k / cap) * scale
+  bool exp2 = false;              // 2^(s - max) where e^(s - max) is meant
+  // The window and the query's position.
+  std::int64_t left_delta = 0, right_delta = 0;
+  bool window_ignored = false;      // causal
+  bool right_ignored = false;       // a two-sided window read as causal
+  std::int64_t query_offset = 0;    // the query's position + this
+  bool query_from_call_start = false;  // the query's position counted from its call's first row
+  bool lower_edge_from_call_start = false;  // every row of a call uses its first row's lower window edge
+  int key_tile_lower_edge = 0;   // > 0: the lower edge rounded down to a key tile of this many positions
+  int query_tile_upper_edge = 0;  // > 0: a row sees keys up to the end of its query tile of this many rows
+  int cache_newest_dropped = 0;   // the newest N positions in the cache are not read (a call's own rows are)
+  bool decode_reads_before_write = false;  // a decode step reads its own slot before writing it: the slot's old row
+  // (a slot a reading finds never written is skipped, as a kernel that masks by the slot's position would)
+  KvHeadRule kv_head = KvHeadRule::grouped;
+  SinkRule sink = SinkRule::own_head;
+  // Ring caches: slots allocated (window + this). Any cache: the slot a read of the cache looks in (+ this).
+  std::int64_t ring_capacity_delta = 0, ring_read_shift = 0;
+  // Layouts: the packed [nTokens, heads, D] tensors read (Q, K/V) or written (the output) as
+  // [heads, nTokens, D] over the whole batch.
+  bool q_head_major = false, kv_head_major = false, out_head_major = false;
+  // The softmax.
+  DenominatorScope denominator = DenominatorScope::visible;
+  int tile = 0;
+  TileRescale tile_rescale = TileRescale::exact;
+  int splits = 0;
+  SplitMerge merge = SplitMerge::exact;
+  bool no_max_fp32 = false;  // e^s in fp32 without subtracting the row max (overflows past 88.7)
+  // Rounding to the case's dtype (fp16, bf16) where the spec keeps fp32 or wider.
+  bool round_scores = false, round_probabilities = false, round_row_sum = false, accumulate_in_dtype = false;
+  // FP8 KV (cases with an FP8 format only).
+  KvFormat fp8_format = KvFormat::dtype;  // dtype: the case's own format
+  Fp8Rounding fp8_rounding = Fp8Rounding::nearest_even;
+  bool fp8_saturates = true;  // false: beyond the largest value becomes NaN (e4m3) or inf (e5m2)
+  DescaleRule k_descale = DescaleRule::own, v_descale = DescaleRule::own;
+  bool fp8_chunk_keys_unquantised = false;  // a prompt call's own K/V rows read before the cache's FP8
+};
+
+// One query row: sequence, token within it, query head.
+struct RowRef {
+  int sequence = 0;
+  std::int64_t token = 0;
+  int head = 0;
+};
+
+// Each row's output ([rows.size(), head_size], fp64) as a kernel with that reading computes it,
+// through the schedule in p (its calls, the ring it writes) on p's own inputs. A row with no key and no
+// sink gives 0. Throws std::invalid_argument as validate(p) does.
+std::vector<double> read_rows(const AttnParams& p, const Reading& reading, const std::vector<RowRef>& rows);
+
+// Every row in the output's order ([nTokens, heads_q, head_size]).
+std::vector<double> read_all(const AttnParams& p, const Reading& reading);
+
+// x as an FP8 format holds it after encoding with `rounding`, exactly; beyond the largest value:
+// the largest (saturating), or NaN (e4m3) / inf (e5m2).
+double fp8_round(KvFormat f, Fp8Rounding rounding, bool saturates, double x);
+
+}  // namespace swa::golden

@@ -1,0 +1,374 @@
+// Readings of the spec (readings.hpp): one query row at a time, by the definition, in fp64 unless a
+// reading rounds. Slow next to golden::run and meant for the few hundred rows bisect compares.
+#include "swa/readings.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "swa/ring_slots.hpp"
+
+namespace swa::golden {
+namespace {
+
+// The call of sequence b's schedule that computes token t: rows [s, e).
+struct Call {
+  std::int64_t s = 0, e = 0, index = 0;
+  bool decode = false;
+};
+
+Call call_of(const AttnParams& p, int b, std::int64_t t) {
+  const std::int64_t len = p.seq_lens[b];
+  if (p.mode == RunMode::prefill) return {0, len, 0, false};
+  const std::int64_t prompt = prompt_len(p, b);
+  if (t >= prompt) return {t, t + 1, t - prompt, true};
+  const std::int64_t chunk = p.chunk > 0 ? p.chunk : prompt;
+  const std::int64_t s = t / chunk * chunk;
+  return {s, std::min(prompt, s + chunk), t / chunk, false};
+}
+
+bool in_scope(CallScope scope, const Call& c) {
+  switch (scope) {
+    case CallScope::every_call: return true;
+    case CallScope::prompt_calls: return !c.decode;
+    case CallScope::later_chunks: return !c.decode && c.index > 0;
+    case CallScope::decode_steps: return c.decode;
+  }
+  return true;
+}
+
+bool ring(const AttnParams& p) {
+  return p.mode != RunMode::prefill && (p.cache == CachePolicy::ring_modulo || p.cache == CachePolicy::ring_compact);
+}
+
+double decoded(const AttnParams& p, const Reading& r, bool key, double x) {
+  const KvFormat f = r.fp8_format == KvFormat::dtype ? p.kv_format : r.fp8_format;
+  const double own = key ? p.k_descale : p.v_descale, other = key ? p.v_descale : p.k_descale;
+  const DescaleRule rule = key ? r.k_descale : r.v_descale;
+  auto code = [&](double y) { return fp8_round(f, r.fp8_rounding, r.fp8_saturates, y); };
+  switch (rule) {
+    case DescaleRule::own: return code(x / own) * own;
+    case DescaleRule::other: return code(x / own) * other;
+    case DescaleRule::twice: return code(x / own) * own * own;
+    case DescaleRule::none_on_read: return code(x / own);
+    case DescaleRule::inverted: return code(x * own) / own;
+  }
+  return code(x / own) * own;
+}
+
+// One row's work: the keys it weighs, with their K and V in fp64 as the reading reads them.
+class RowModel {
+ public:
+  RowModel(const AttnParams& p, const Reading& r, const RowRef& row) : p_(p), r_(r), row_(row) {
+    call_ = call_of(p, row.sequence, row.token);
+    const int group = p.heads_q / p.heads_kv;
+    switch (r.kv_head) {
+      case KvHeadRule::grouped: kvh_ = row.head / group; break;
+      case KvHeadRule::modulo: kvh_ = row.head % p.heads_kv; break;
+      case KvHeadRule::divided_by_kv_heads: kvh_ = std::min(row.head / p.heads_kv, p.heads_kv - 1); break;
+      case KvHeadRule::first: kvh_ = 0; break;
+    }
+    scale_ = std::isnan(r.scale) ? p.scale : r.scale;
+    cap_ = std::isnan(r.softcap) ? p.softcap : r.softcap;
+    q_.resize(p.head_size);
+    load(p.q, p.q_row_stride, p.q_head_stride, p.seq_offsets[row.sequence] + row.token, row.head, q_.data(), r.q_head_major,
+         p.heads_q);
+  }
+
+  void compute(double* out) {
+    const std::int64_t len = p_.seq_lens[row_.sequence];
+    const std::int64_t available = p_.mode == RunMode::prefill ? len : call_.e;
+    const std::int64_t qpos = (r_.query_from_call_start ? row_.token - call_.s : row_.token) + r_.query_offset;
+    WindowBand band = p_.band;
+    if (band.left >= 0) band.left = r_.window_ignored ? -1 : std::max<std::int64_t>(-1, band.left + r_.left_delta);
+    if (r_.right_ignored) band.right = 0;
+    else if (band.right >= 0) band.right = std::max<std::int64_t>(0, band.right + r_.right_delta);
+    std::vector<double> k(p_.head_size), v(p_.head_size);
+    constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max() / 4;
+    std::int64_t lo = band.left < 0 ? -kNone : qpos - band.left, hi = band.right < 0 ? kNone : qpos + band.right;
+    if (band.left >= 0 && r_.lower_edge_from_call_start) lo = qpos - (row_.token - call_.s) - band.left;
+    if (band.left >= 0 && r_.key_tile_lower_edge > 0)
+      lo = lo >= 0 ? lo / r_.key_tile_lower_edge * r_.key_tile_lower_edge : lo;
+    if (r_.query_tile_upper_edge > 0) hi = std::max(hi, (row_.token / r_.query_tile_upper_edge + 1) * r_.query_tile_upper_edge - 1);
+    const std::int64_t newest_cached = call_.decode ? row_.token : call_.s - 1;
+    for (std::int64_t j = 0; j < available; ++j) {
+      const bool cached = call_.decode || j < call_.s;
+      if (p_.mode != RunMode::prefill && cached && j > newest_cached - r_.cache_newest_dropped) continue;
+      const bool visible = j >= lo && j <= hi;
+      const bool counted = !visible && (r_.denominator == DenominatorScope::call ||
+                                        (r_.denominator == DenominatorScope::causal && j <= qpos));
+      if (!visible && !counted) continue;
+      if (!kv_row(j, k.data(), v.data())) continue;
+      const double x = score(k.data());
+      if (visible) {
+        positions_.push_back(j);
+        scores_.push_back(x);
+        values_.insert(values_.end(), v.begin(), v.end());
+      } else {
+        extra_.push_back(x);
+      }
+    }
+    softmax(out);
+  }
+
+ private:
+  void load(const void* base, std::int64_t row_stride, std::int64_t head_stride, std::int64_t row, int head,
+            double* out, bool head_major = false, int heads = 1) const {
+    if (head_major) {
+      // Element (row, head) of a [heads, nTokens, D] reading sits where the packed layout keeps
+      // (flat / heads, flat % heads), flat = head * nTokens + row.
+      const std::int64_t flat = head * total_tokens(p_) + row;
+      row = flat / heads;
+      head = static_cast<int>(flat % heads);
+    }
+    const auto* first = static_cast<const unsigned char*>(base) + (row * row_stride + head * head_stride) * dtype_bytes(p_.dtype);
+    for (int d = 0; d < p_.head_size; ++d) out[d] = load_from(p_.dtype, first + d * dtype_bytes(p_.dtype));
+  }
+
+  // Position j's K and V as the reading holds them: through its ring, then its FP8. False when the
+  // slot it reads was never written: a kernel that masks by the slot's position skips it, as the
+  // golden's cache model does.
+  bool kv_row(std::int64_t j, double* k, double* v) const {
+    std::int64_t held = j;
+    const bool own_chunk_key = !call_.decode && j >= call_.s;
+    if (ring(p_) && !own_chunk_key && (r_.ring_capacity_delta != 0 || r_.ring_read_shift != 0)) {
+      const std::int64_t capacity = std::max<std::int64_t>(1, p_.band.left + 1 + r_.ring_capacity_delta);
+      const std::int64_t prompt = prompt_len(p_, row_.sequence);
+      const std::int64_t first_write = p_.chunk > 0 ? std::min<std::int64_t>(p_.chunk, prompt) : prompt;
+      const RingGeometry g{capacity, p_.cache == CachePolicy::ring_compact ? compact_ring_base(first_write, capacity) : 0};
+      const std::int64_t newest = call_.decode ? row_.token : call_.s - 1;
+      const std::int64_t slot = (ring_slot(g, j) + r_.ring_read_shift % capacity + capacity) % capacity;
+      held = ring_slot_position(g, slot, newest);
+    } else if (p_.mode != RunMode::prefill && !own_chunk_key && r_.ring_read_shift != 0) {
+      // A linear (or paged) cache keeps position p at p: a read one slot off finds its neighbour, or
+      // nothing past the newest.
+      const std::int64_t newest = call_.decode ? row_.token : call_.s - 1;
+      held = j + r_.ring_read_shift;
+      if (held > newest) held = -1;
+    }
+    if (call_.decode && j == row_.token && r_.decode_reads_before_write) {
+      // The step's own slot still holds what it held before the write: in a ring the position a full
+      // ring earlier, in a linear or paged cache nothing.
+      held = -1;
+      if (ring(p_)) {
+        const RingGeometry g{p_.band.left + 1, 0};
+        held = p_.cache == CachePolicy::ring_modulo ? ring_slot_position(g, ring_slot(g, j), j - 1) : -1;
+      }
+    }
+    if (held < 0) return false;
+    const std::int64_t row = p_.seq_offsets[row_.sequence] + held;
+    load(p_.k, p_.k_row_stride, p_.k_head_stride, row, kvh_, k, r_.kv_head_major, p_.heads_kv);
+    load(p_.v, p_.v_row_stride, p_.v_head_stride, row, kvh_, v, r_.kv_head_major, p_.heads_kv);
+    if (!is_fp8(p_.kv_format) || (r_.fp8_chunk_keys_unquantised && own_chunk_key)) return true;
+    for (int d = 0; d < p_.head_size; ++d) {
+      k[d] = decoded(p_, r_, true, k[d]);
+      v[d] = decoded(p_, r_, false, v[d]);
+    }
+    return true;
+  }
+
+  double score(const double* k) const {
+    double dot = 0;
+    for (int d = 0; d < p_.head_size; ++d) dot += q_[d] * k[d];
+    double x = r_.cap_before_scale && cap_ > 0 ? scale_ * cap_ * std::tanh(dot / cap_) : scale_ * dot;
+    if (!r_.cap_before_scale && cap_ > 0) x = cap_ * std::tanh(x / cap_);
+    return r_.round_scores ? round_to(p_.dtype, static_cast<float>(x)) : x;
+  }
+
+  // The sink logit, or nullopt-as-NaN when the row has none.
+  double sink() const {
+    if (!p_.sinks || r_.sink == SinkRule::ignored) return std::numeric_limits<double>::quiet_NaN();
+    const int group = p_.heads_q / p_.heads_kv, h = row_.head;
+    const double own = p_.sinks[h];
+    switch (r_.sink) {
+      case SinkRule::kv_head: return p_.sinks[h / group];
+      case SinkRule::modulo: return p_.sinks[h % p_.heads_kv];
+      case SinkRule::first: return p_.sinks[0];
+      case SinkRule::scaled: return own * scale_;
+      case SinkRule::capped: return cap_ > 0 ? cap_ * std::tanh(own / cap_) : own;
+      case SinkRule::negated: return -own;
+      default: return own;
+    }
+  }
+
+  double base(double x) const { return r_.exp2 ? std::exp2(x) : std::exp(x); }
+
+  void softmax(double* out) {
+    const int dims = p_.head_size;
+    std::fill(out, out + dims, 0.0);
+    const double sigma = sink();
+    const bool has_sink = !std::isnan(sigma);
+    const std::size_t n = scores_.size();
+    if (n == 0 && !has_sink) return;
+    if (r_.no_max_fp32) {
+      float l = has_sink ? std::exp(static_cast<float>(sigma)) : 0.f;
+      std::vector<float> acc(dims, 0.f);
+      for (std::size_t j = 0; j < n; ++j) {
+        const float w = std::exp(static_cast<float>(scores_[j]));
+        l += w;
+        for (int d = 0; d < dims; ++d) acc[d] += w * static_cast<float>(values_[j * dims + d]);
+      }
+      for (const double x : extra_) l += std::exp(static_cast<float>(x));
+      for (int d = 0; d < dims; ++d) out[d] = acc[d] / l;
+      return;
+    }
+    if (r_.splits > 1 && n > 0) return split_softmax(sigma, out);
+    double m = has_sink ? sigma : -std::numeric_limits<double>::infinity();
+    for (const double x : scores_) m = std::max(m, x);
+    for (const double x : extra_) m = std::max(m, x);
+    // Each key's weight against the max the reading holds when it weighs it.
+    std::vector<double> numerator_max(n, m);
+    if (r_.tile > 0 && r_.tile_rescale != TileRescale::exact) {
+      double running = -std::numeric_limits<double>::infinity();
+      for (std::size_t j = 0; j < n;) {
+        const std::int64_t t = positions_[j] / r_.tile;
+        std::size_t e = j;
+        while (e < n && positions_[e] / r_.tile == t) running = std::max(running, scores_[e++]);
+        for (; j < e; ++j) numerator_max[j] = running;
+      }
+    }
+    double l = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      const double spec_weight = base(scores_[j] - m);
+      const double w = base(scores_[j] - numerator_max[j]);
+      l += r_.tile_rescale == TileRescale::neither_rescaled ? w : spec_weight;
+      const double p = r_.round_probabilities ? round_to(p_.dtype, static_cast<float>(w)) : w;
+      for (int d = 0; d < dims; ++d) {
+        const double sum = out[d] + p * values_[j * dims + d];
+        out[d] = r_.accumulate_in_dtype ? round_to(p_.dtype, static_cast<float>(sum)) : sum;
+      }
+    }
+    for (const double x : extra_) l += base(x - m);
+    const double sink_weight = has_sink ? base(sigma - m) : 0.0;
+    l += r_.sink == SinkRule::doubled_mass ? 2 * sink_weight : sink_weight;
+    if (r_.round_row_sum) l = round_to(p_.dtype, static_cast<float>(l));
+    if (!(l > 0)) return std::fill(out, out + dims, 0.0);
+    for (int d = 0; d < dims; ++d) out[d] = out[d] / l + (r_.sink == SinkRule::in_numerator ? sink_weight / l : 0.0);
+  }
+
+  void split_softmax(double sigma, double* out) const {
+    const int dims = p_.head_size;
+    const bool has_sink = !std::isnan(sigma);
+    const std::size_t n = scores_.size(), parts = static_cast<std::size_t>(r_.splits);
+    const std::size_t size = (n + parts - 1) / parts;
+    struct Part {
+      double m, l;
+      std::vector<double> o;
+    };
+    std::vector<Part> ps;
+    for (std::size_t a = 0; a < n; a += size) {
+      const std::size_t z = std::min(n, a + size);
+      Part part{-std::numeric_limits<double>::infinity(), 0.0, std::vector<double>(dims, 0.0)};
+      for (std::size_t j = a; j < z; ++j) part.m = std::max(part.m, scores_[j]);
+      for (std::size_t j = a; j < z; ++j) {
+        const double w = base(scores_[j] - part.m);
+        part.l += w;
+        for (int d = 0; d < dims; ++d) part.o[d] += w * values_[j * dims + d];
+      }
+      for (int d = 0; d < dims; ++d) part.o[d] /= part.l;
+      ps.push_back(std::move(part));
+    }
+    std::fill(out, out + dims, 0.0);
+    const double sink_term = has_sink ? 1.0 : 0.0;
+    switch (r_.merge) {
+      case SplitMerge::mean:
+        for (const Part& part : ps)
+          for (int d = 0; d < dims; ++d) out[d] += part.o[d] / static_cast<double>(ps.size());
+        return;
+      case SplitMerge::last_part: {
+        const Part& last = ps.back();
+        const double sink_w = has_sink ? base(sigma - last.m) : 0.0;
+        for (int d = 0; d < dims; ++d) out[d] = last.o[d] * last.l / (last.l + sink_w);
+        return;
+      }
+      case SplitMerge::max_not_shared: {
+        double l = 0, mmax = -std::numeric_limits<double>::infinity();
+        for (const Part& part : ps) l += part.l, mmax = std::max(mmax, part.m);
+        if (has_sink) l += base(sigma - mmax);
+        for (const Part& part : ps)
+          for (int d = 0; d < dims; ++d) out[d] += part.l * part.o[d] / l;
+        return;
+      }
+      default: {
+        double M = has_sink ? sigma : -std::numeric_limits<double>::infinity();
+        for (const Part& part : ps) M = std::max(M, part.m);
+        double L = 0;
+        for (const Part& part : ps) {
+          L += part.l * base(part.m - M);
+          if (r_.merge == SplitMerge::sink_per_part) L += sink_term * base(sigma - M);
+        }
+        if (r_.merge != SplitMerge::sink_per_part && has_sink) L += base(sigma - M);
+        for (const Part& part : ps)
+          for (int d = 0; d < dims; ++d) out[d] += part.l * base(part.m - M) * part.o[d] / L;
+      }
+    }
+  }
+
+  const AttnParams& p_;
+  const Reading& r_;
+  RowRef row_;
+  Call call_;
+  int kvh_ = 0;
+  double scale_ = 0, cap_ = 0;
+  std::vector<double> q_;
+  std::vector<std::int64_t> positions_;
+  std::vector<double> scores_, values_, extra_;
+};
+
+}  // namespace
+
+double fp8_round(KvFormat f, Fp8Rounding rounding, bool saturates, double x) {
+  if (std::isnan(x)) return x;
+  const int mantissa = f == KvFormat::fp8_e4m3 ? 3 : 2, min_exponent = f == KvFormat::fp8_e4m3 ? -6 : -14;
+  const double max = fp8_max(f);
+  const double a = std::fabs(x);
+  if (a == 0) return x;
+  double r;
+  if (std::isinf(a)) {
+    r = a;
+  } else {
+    const int e = std::max(std::ilogb(a), min_exponent);
+    const double quantum = std::ldexp(1.0, e - mantissa), steps = a / quantum;
+    double n = 0;
+    switch (rounding) {
+      case Fp8Rounding::nearest_even: n = std::nearbyint(steps); break;
+      case Fp8Rounding::toward_zero: n = std::trunc(steps); break;
+      case Fp8Rounding::ties_away: n = std::round(steps); break;
+    }
+    r = n * quantum;
+  }
+  if (r > max) r = saturates ? max : (f == KvFormat::fp8_e4m3 ? std::numeric_limits<double>::quiet_NaN()
+                                                               : std::numeric_limits<double>::infinity());
+  return std::signbit(x) ? -r : r;
+}
+
+std::vector<double> read_rows(const AttnParams& p, const Reading& reading, const std::vector<RowRef>& rows) {
+  validate(p);
+  static const Reading spec;
+  std::vector<double> out(rows.size() * static_cast<std::size_t>(p.head_size));
+#pragma omp parallel for schedule(dynamic, 4)
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    RowRef row = rows[i];
+    if (reading.out_head_major) {
+      // The kernel wrote its row (token, head) at flat row head * nTokens + token of the packed output.
+      const std::int64_t flat = (p.seq_offsets[row.sequence] + row.token) * p.heads_q + row.head, n = total_tokens(p);
+      const std::int64_t token = flat % n;
+      row.head = static_cast<int>(flat / n);
+      row.sequence = 0;
+      while (row.sequence + 1 < p.batch && p.seq_offsets[row.sequence + 1] <= token) ++row.sequence;
+      row.token = token - p.seq_offsets[row.sequence];
+    }
+    const Reading& r = in_scope(reading.scope, call_of(p, row.sequence, row.token)) ? reading : spec;
+    RowModel(p, r, row).compute(&out[i * p.head_size]);
+  }
+  return out;
+}
+
+std::vector<double> read_all(const AttnParams& p, const Reading& reading) {
+  std::vector<RowRef> rows;
+  for (int b = 0; b < p.batch; ++b)
+    for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
+      for (int h = 0; h < p.heads_q; ++h) rows.push_back({b, t, h});
+  return read_rows(p, reading, rows);
+}
+
+}  // namespace swa::golden
