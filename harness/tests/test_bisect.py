@@ -53,7 +53,8 @@ class Bisect(unittest.TestCase):
                     self.assertLess(time.time() - start, 600)  # a hang bound, not a speed check (that is swa-bench's)
                     self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
                     self.assertIn(f"Diagnosis: {m}.", r.stdout)
-                    self.assertIn(f"\n\nFinding: {m} (variant)\n", r.stdout)
+                    # The mutant's own variant, or a reading of the spec that computes the same output.
+                    self.assertRegex(r.stdout, rf"\n\nFinding: {m} \((variant|reading reproduced)\)\n")
                     heads = "4 query head(s) / 2 kv head(s)" if m == "gqa_modulo_mapping" else "1 query head(s) / 1 kv head(s)"
                     self.assertIn(f"1 sequence(s), {heads}", r.stdout)
                     for name in ("report.txt", "repro.yaml", "repro.h5"):
@@ -155,7 +156,8 @@ class Bisect(unittest.TestCase):
     DECODE = "mode=decode/seqs=90-1-47/hq=8/hkv=2/d=64/w=8/chunk=5/steps=12/cache=ring-modulo/mask=none/fp32/in=normal/seed=2"
     PLANTED = {
         # 1/D instead of 1/sqrt(D), at whichever head size the fit ran: the DUT's scale is the golden's squared.
-        "scale-one-over-d": (PREFILL, "wrong_scale", r"scales the scores by (\S+) x the golden's scale (\S+) \(that is (\S+)\)", None),
+        # Reproduced by the scale fitted on the DUT's own inputs.
+        "scale-one-over-d": (PREFILL, "wrong_scale", r"scales the scores by (\S+) instead of (\S+) \(x([0-9.e+-]+)", None),
         "packed-rows": (PREFILL, "cross_sequence_leak", r"position \d+ of sequence 0 \(another sequence\) weight", "only sequences after the first fail"),
         "drop-own-key": (PREFILL, "own_key_dropped", r"\(the query's own key\) weight 0;", None),
         # Named by the band measured (one key after the query) or by the recovered attention.
@@ -165,10 +167,12 @@ class Bisect(unittest.TestCase):
         "v-from-k": (PREFILL, "output_outside_the_values", r"no non-negative combination of V rows gives", None),
         "p-bf16": (PREFILL, "quantised_probabilities", r"has a significand of 8 bits: .* \(bf16\)", None),
         "last-key-tile": (PREFILL, "key_tile_dropped", r"gives positions 16\.\.\d+ \(from 16, a multiple of 16, to its last key\) no weight", None),
-        "stale-max": (PREFILL, "tile_rescale_missing", r"within aligned blocks of 16 keys", None),
+        "stale-max": (PREFILL, "tile_rescale_missing", r"key tile of 16", None),
         "chunk-forgets-cache": (CHUNKED, "chunk_prefix_dropped", r"before the query's chunk, which starts at \d+", "only chunks after the first fail"),
-        "decode-window-plus-one": (DECODE, "keys_below_the_window", r"\(one past the window's lower edge\)", "only decode steps fail"),
-        "read-before-write": (DECODE, "stale_slot_read", r"the key the query's ring slot held before the query's own write", "only decode steps fail"),
+        # A reading reproduces it: the window one key wider, in decode steps only.
+        "decode-window-plus-one": (DECODE, "window_plus_one", r"attends W\+1 keys on the left .*, in decode steps only", "only decode steps fail"),
+        # A reading reproduces it (on a ring the same output as each query one position back, listed beside it).
+        "read-before-write": (DECODE, "cache_read_before_write", r"reads a decode step's own slot before writing", "only decode steps fail"),
         "nan-last-row": (DECODE, "non_finite_output", r"The output is not finite: \d+ NaN", None),
     }
 
@@ -194,10 +198,10 @@ class Bisect(unittest.TestCase):
                     self.assertEqual((summary["class"], summary["reproduces"]), (name, True), summary["evidence"])
                     self.assertNotEqual(summary["source"], "variant")
                     self.assertRegex("\n".join(summary["evidence"]), evidence)
-                    if fault == "scale-one-over-d":
-                        ratio, scale, dut_scale = map(float, re.search(evidence, "\n".join(summary["evidence"])).groups())
-                        self.assertAlmostEqual(dut_scale, scale * scale, places=5)
-                        self.assertAlmostEqual(ratio, scale, places=5)
+                    if fault == "scale-one-over-d":  # 1/D is the golden's 1/sqrt(D) squared (4 significant digits)
+                        dut_scale, scale, ratio = map(float, re.search(evidence, "\n".join(summary["evidence"])).groups())
+                        self.assertAlmostEqual(dut_scale / (scale * scale), 1, delta=1e-3)
+                        self.assertAlmostEqual(ratio / scale, 1, delta=1e-3)
                     if rows:
                         self.assertTrue(any(rows in x for x in summary["pattern"]), summary["pattern"])
                     self.assertLess(seconds, 600)  # a hang bound

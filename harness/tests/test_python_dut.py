@@ -137,6 +137,19 @@ class NumpyExample(unittest.TestCase):
             summary = json.loads(r.stdout)
             self.assertEqual((summary["class"], summary["reproduces"]), ("window_plus_one", True), summary["evidence"])
 
+    def test_bisect_finds_nothing_in_the_correct_python_kernels(self):
+        """The numpy and quickstart kernels, on scenarios their faults fail: does_not_reproduce, no class."""
+        cases = (("numpy_kernel.py", "mode=decode/seqs=90-1-47/hq=8/hkv=2/d=64/w=8/chunk=5/steps=12/cache=ring-modulo/mask=none/fp32/in=normal/seed=2"),
+                 ("quickstart_kernel.py", "mode=prefill/seqs=70-1-33/hq=8/hkv=2/d=64/w=16/mask=none/fp32/in=normal/seed=1"))
+        with tempfile.TemporaryDirectory() as tmp:
+            for i, (name, scenario) in enumerate(cases):
+                with self.subTest(name):
+                    dut = f"python:{os.path.join(EXAMPLES, name)}:attention"
+                    r = run("bisect", CI, "--filter", scenario, "--dut", dut, "--out", os.path.join(tmp, str(i)), "--json")
+                    self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                    summary = json.loads(r.stdout)
+                    self.assertEqual((summary["reproduces"], summary["class"]), (False, "does_not_reproduce"))
+
     def test_the_torch_kernel_passes_or_skips_saying_why_and_its_faults_fail(self):
         """Where Debian's python3-torch is installed (scripts/bench-packages.txt) the PyTorch example
         passes feature_pairs and its two faults fail it; elsewhere every row is a skip naming torch."""

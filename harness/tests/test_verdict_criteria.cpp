@@ -5,7 +5,12 @@
 
 #include <vector>
 
+#include <bit>
+#include <cstdint>
+
+#include "swa/dtype.hpp"
 #include "swa/harness/judge/criteria.hpp"
+#include "swa/harness/judge/evaluate.hpp"
 
 using namespace swa::harness;
 
@@ -106,4 +111,25 @@ BOOST_AUTO_TEST_CASE(phases_must_match) {
   const std::vector<ErrorNorms> one = {kBaseline[0]};
   BOOST_CHECK_THROW(assess(kCriteria[0], every_criterion(), one, kBaseline), std::invalid_argument);
   BOOST_CHECK_THROW(assess(kCriteria[0], every_criterion(), {}, {}), std::invalid_argument);
+}
+
+// NaN provenance: the output's fill is told from a NaN a kernel computed by its bits, after the same
+// read-back as run_dut's (the dtype, to float, to double).
+BOOST_AUTO_TEST_CASE(the_output_fill_is_told_from_a_computed_nan_by_its_bits) {
+  for (swa::DType dt : swa::kAllDTypes) {
+    const std::uint32_t fill = output_fill_bits(dt);
+    // Nine elements: load_all's 8-wide path and its tail.
+    const std::vector<std::uint32_t> wide(9, fill);
+    const std::vector<std::uint16_t> narrow(9, static_cast<std::uint16_t>(fill));
+    const void* stored = swa::dtype_bytes(dt) == 4 ? static_cast<const void*>(wide.data()) : narrow.data();
+    const std::vector<float> read = swa::load_all(dt, stored, 9);
+    for (float x : read) BOOST_TEST(is_output_fill(dt, x), swa::dtype_name(dt));
+    // x86's and CUDA's default NaN, NumPy's nan, each stored in the dtype.
+    for (const std::uint32_t computed : {0xffc00000u, 0x7fc00000u}) {
+      std::uint32_t bits = 0;
+      swa::store_as(dt, std::bit_cast<float>(computed), &bits);
+      BOOST_TEST(!is_output_fill(dt, swa::load_from(dt, &bits)), swa::dtype_name(dt) << " " << std::hex << computed);
+    }
+    BOOST_TEST(!is_output_fill(dt, 0.0));
+  }
 }

@@ -1,6 +1,7 @@
 #pragma once
 // What bisect concludes about a failure: a class name first, then the evidence in words. The
 // report's first line, the --json summary and repro.h5's /diagnosis all carry the same value.
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -8,6 +9,7 @@
 namespace swa::harness {
 
 enum class FindingSource {
+  reading_reproduced,  // a reading of the spec (golden/readings.hpp) reproduces every row of the output
   variant,            // the output matches a built-in variant (a reference carrying one known bug)
   recovered_attention,  // the attention the DUT computed, recovered by least squares, against the golden's
   non_finite_output,  // NaN or Inf where the golden is finite
@@ -23,6 +25,23 @@ const char* finding_source_name(FindingSource s);  // "variant", "recovered atte
 // experiment that would tell them apart.
 enum class Confidence { high, medium, abstained };
 const char* confidence_name(Confidence c);  // high | medium | abstained
+
+// The numbers a confidence is read from; confidence_from is the one rule, and its sentence prints
+// the numbers beside the word. High needs every failing row reproduced by computing the cause, and
+// nothing in the finding's own evidence against it; a class no computation reproduced is at most
+// medium, and only when most rows show it; a minority of rows, or a contradiction, abstains.
+struct ConfidenceEvidence {
+  std::int64_t failing_rows = 0;     // rows the finding must explain
+  std::int64_t reproduced_rows = 0;  // of them, reproduced within their limit by computing the cause
+  std::int64_t consistent_rows = -1;  // of them, consistent with the class's description (-1: not counted)
+  int contradictions = 0;            // lines of the finding's own evidence against it
+  bool weak = false;                 // its evidence comes from redrawn inputs or a single row
+};
+struct ConfidenceRule {
+  Confidence confidence;
+  std::string why;  // the numbers, in words
+};
+ConfidenceRule confidence_from(const ConfidenceEvidence& e);
 
 struct Finding {
   Finding() = default;

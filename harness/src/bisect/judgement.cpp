@@ -17,6 +17,21 @@ const char* confidence_name(Confidence c) {
   return "abstained";
 }
 
+ConfidenceRule confidence_from(const ConfidenceEvidence& e) {
+  const std::string of = " of the " + std::to_string(e.failing_rows) + " failing rows";
+  const std::string against = e.contradictions > 0 ? "; " + std::to_string(e.contradictions) + " line(s) of its own evidence against it" : "";
+  if (e.failing_rows > 0 && e.reproduced_rows == e.failing_rows && e.contradictions == 0 && !e.weak)
+    return {Confidence::high, "every one" + of + " reproduced within its limit by computing the cause"};
+  if (e.failing_rows > 0 && e.reproduced_rows == e.failing_rows)
+    return {Confidence::medium, "every one" + of + " reproduced" + against + (e.weak ? "; from redrawn inputs" : "")};
+  if (e.consistent_rows >= 0) {
+    const std::string counted = std::to_string(e.consistent_rows) + of + " show it, none reproduced by computing it" + against;
+    if (2 * e.consistent_rows > e.failing_rows && e.contradictions == 0 && !e.weak) return {Confidence::medium, counted};
+    return {Confidence::abstained, counted};
+  }
+  return {Confidence::medium, "no computation reproduced it; a description of the output, not a cause" + against};
+}
+
 namespace {
 
 struct ClassFeatures {
@@ -76,6 +91,12 @@ ClassFeatures features_of(const std::string& name) {
 
 Finding judge_finding(Finding f, const std::vector<Ablation>& ablations) {
   const std::string needs = needs_sentence(ablations);
+  // A reading that reproduces the output was computed, not resembled: the ablation qualifies it (the
+  // features it needs) and cannot contradict it.
+  if (f.source == FindingSource::reading_reproduced) {
+    f.evidence.push_back(needs);
+    return f;
+  }
   const ClassFeatures cf = features_of(f.name);
   std::vector<std::string> contradictions;
   if (!cf.any) {

@@ -3,6 +3,7 @@
 // The output is poisoned with NaN first (an element the DUT never writes fails), the schedule goes
 // through dut::run_schedule, the KV cache is checked against the golden cache model, and the
 // verdict is verdict.hpp's.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,13 @@
 #include "swa/harness/judge/verdict.hpp"
 
 namespace swa::harness {
+
+// The NaN every output element holds before a DUT runs: a quiet NaN whose payload no arithmetic makes
+// (x86 and CUDA compute 0xffc00000, NumPy's nan is 0x7fc00000): fp32 0x7fc5a5a5, fp16 0x7e5a, bf16
+// 0x7fe5. An element that holds it after the call was never written; any other NaN was computed.
+std::uint32_t output_fill_bits(DType dt);
+// Whether x, an output element as run_dut reads it back (the dtype to float to double), is the fill.
+bool is_output_fill(DType dt, double x);
 
 // What one run of a DUT gave.
 struct DutOutput {

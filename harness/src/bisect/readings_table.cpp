@@ -1,0 +1,340 @@
+// The readings bisect searches: one table (readings_table.hpp).
+#include "readings_table.hpp"
+
+#include <cmath>
+#include <sstream>
+
+namespace swa::harness {
+namespace {
+
+using golden::Reading;
+using Settings = std::vector<ReadingSetting>;
+
+ReadingSetting setting(std::string name, std::string words, const std::function<void(Reading&)>& change) {
+  Reading r;
+  change(r);
+  return {std::move(name), std::move(words), r, change};
+}
+
+bool is_ring(const AttnParams& p) {
+  return p.mode != RunMode::prefill && (p.cache == CachePolicy::ring_modulo || p.cache == CachePolicy::ring_compact);
+}
+bool gqa(const AttnParams& p) { return p.heads_kv > 1 && p.heads_q != p.heads_kv; }
+bool narrow(const AttnParams& p) { return p.dtype != DType::fp32; }
+
+std::string number(double x) {
+  std::ostringstream o;
+  o.precision(4);
+  o << x;
+  return o.str();
+}
+
+// A fitted factor named when it is a familiar one (within 0.2%).
+std::string factor_words(double r) {
+  struct Known {
+    double value;
+    const char* words;
+  };
+  static const Known known[] = {{std::log(2.0), "ln 2: an exponent in base 2 where e is meant"},
+                                {1 / std::log(2.0), "log2(e): the base-2 conversion applied twice"},
+                                {std::sqrt(2.0), "sqrt(2)"}, {1 / std::sqrt(2.0), "1/sqrt(2)"}, {2.0, "2"}, {0.5, "1/2"},
+                                {4.0, "4"}, {0.25, "1/4"}};
+  for (const Known& k : known)
+    if (std::abs(r / k.value - 1) < 2e-3) return k.words;
+  return {};
+}
+
+std::string scale_words(double value, double spec) {
+  std::ostringstream o;
+  o << "scales the scores by " << number(value) << " instead of " << number(spec) << " (x" << number(value / spec);
+  if (const std::string known = factor_words(value / spec); !known.empty()) o << " = " << known;
+  const double n = 1 / (value * value);
+  if (std::round(n) >= 1 && std::round(n) <= 4096 && std::abs(n - std::round(n)) < 0.01) o << "; " << number(value) << " = 1/sqrt(" << std::round(n) << ")";
+  o << ")";
+  return o.str();
+}
+
+std::string cap_words(double value, double spec) {
+  return "soft-caps the scores at " + number(value) + " instead of " + number(spec) + " (x" + number(value / spec) + ")";
+}
+
+}  // namespace
+
+std::vector<std::pair<golden::CallScope, std::string>> scopes_of(const AttnParams& p) {
+  using golden::CallScope;
+  std::vector<std::pair<CallScope, std::string>> s = {{CallScope::every_call, ""}};
+  if (p.mode == RunMode::prefill) return s;
+  bool later_chunks = false;
+  for (int b = 0; b < p.batch; ++b) later_chunks = later_chunks || (p.chunk > 0 && prompt_len(p, b) > p.chunk);
+  if (p.mode == RunMode::decode) {
+    s.push_back({CallScope::decode_steps, "in decode steps only"});
+    s.push_back({CallScope::prompt_calls, "in prompt calls only, not in decode steps"});
+  }
+  if (later_chunks) s.push_back({CallScope::later_chunks, "in chunks after the first only"});
+  return s;
+}
+
+const std::vector<ReadingKnob>& reading_knobs() {
+  using namespace golden;
+  static const std::vector<ReadingKnob> knobs = {
+      {"scale", "the softmax scale: a value fitted in [scale/16, scale*16]", "wrong_scale", {},
+       [](const AttnParams& p) -> std::optional<ContinuousKnob> {
+         return ContinuousKnob{p.scale, p.scale / 16, p.scale * 16, [](Reading& r, double x) { r.scale = x; }};
+       },
+       scale_words, "wrong_scale"},
+      {"softcap", "the soft-cap's value, fitted in [cap/16, cap*16] (cases with a cap)", "softcap_value_differs", {},
+       [](const AttnParams& p) -> std::optional<ContinuousKnob> {
+         if (p.softcap <= 0) return std::nullopt;
+         return ContinuousKnob{p.softcap, p.softcap / 16, p.softcap * 16, [](Reading& r, double x) { r.softcap = x; }};
+       },
+       cap_words, "softcap_value_differs"},
+      {"softcap_rule", "whether and where the cap applies", "softcap_ignored, softcap_before_scale",
+       [](const AttnParams& p) {
+         if (p.softcap <= 0) return Settings{};
+         return Settings{setting("softcap_ignored", "does not soft-cap the scores", [](Reading& r) { r.softcap = 0; }),
+                         setting("softcap_before_scale", "caps q.k before the scale: cap * tanh(q.k / cap) * scale",
+                                 [](Reading& r) { r.cap_before_scale = true; })};
+       }},
+      {"exponent", "the softmax's exponent base", "exp_base_two",
+       [](const AttnParams&) {
+         return Settings{setting("exp_base_two", "computes the softmax's exponent in base 2 (2^x where e^x is meant)",
+                                 [](Reading& r) { r.exp2 = true; })};
+       }},
+      {"window_left", "the window's left edge: W-2 .. W+2 keys, L - R, or none", "window_plus_one, window_minus_one, window_left_off_by_N, window_left_from_right_edge, no_window",
+       [](const AttnParams& p) {
+         Settings s;
+         if (p.band.left < 0) return s;
+         for (int d : {1, -1, 2, -2}) {
+           if (p.band.left + d < 0) continue;
+           const std::string name = d == 1 ? "window_plus_one" : d == -1 ? "window_minus_one" : "window_left_off_by_" + std::to_string(d);
+           s.push_back(setting(name, "attends " + std::string(d > 0 ? "W+" : "W") + std::to_string(d) + " keys on the left (the window's lower edge " + (d > 0 ? "+" : "") + std::to_string(d) + ")",
+                               [d](Reading& r) { r.left_delta = d; }));
+         }
+         if (p.band.right > 0 && p.band.left - p.band.right >= 0) {
+           const std::int64_t d = -p.band.right;
+           s.push_back(setting("window_left_from_right_edge", "measures the left edge from the right one: a left bound of L - R",
+                               [d](Reading& r) { r.left_delta = d; }));
+         }
+         s.push_back(setting("no_window", "ignores the window: plain causal attention", [](Reading& r) { r.window_ignored = true; }));
+         return s;
+       }},
+      {"window_right", "a two-sided window's right edge: R-1, R+1, or causal", "window_right_off_by_one, window_right_minus_one, window_right_ignored",
+       [](const AttnParams& p) {
+         Settings s;
+         if (p.band.right <= 0) return s;
+         s.push_back(setting("window_right_off_by_one", "sees R+1 keys after the query", [](Reading& r) { r.right_delta = 1; }));
+         s.push_back(setting("window_right_minus_one", "sees R-1 keys after the query", [](Reading& r) { r.right_delta = -1; }));
+         s.push_back(setting("window_right_ignored", "ignores the right side of the window (causal)", [](Reading& r) { r.right_ignored = true; }));
+         return s;
+       }},
+      {"cache_newest", "the newest cached positions: read before they are written, or not read (a chunk's previous last key, a decode step's own key)",
+       "cache_read_before_write, cache_newest_keys_dropped",
+       [](const AttnParams& p) {
+         Settings s;
+         if (p.mode == RunMode::prefill) return s;
+         if (p.mode == RunMode::decode)
+           s.push_back(setting("cache_read_before_write",
+                               "reads a decode step's own slot before writing its key there (the slot's old row: a full ring "
+                               "earlier, or nothing)",
+                               [](Reading& r) { r.decode_reads_before_write = true; }));
+         for (int n : {1, 2})
+           s.push_back(setting("cache_newest_keys_dropped",
+                               "does not read the newest " + std::to_string(n) + " position(s) in the cache (a chunk's previous " +
+                                   "last key; a decode step's own new key)",
+                               [n](Reading& r) { r.cache_newest_dropped = n; }));
+         return s;
+       }},
+      {"query_position", "the query's position the mask uses: +-1, +-2, or counted from its call's first row",
+       "query_position_off_by_N, query_position_from_call_start",
+       [](const AttnParams& p) {
+         Settings s;
+         for (int d : {1, -1, 2, -2})
+           s.push_back(setting("query_position_off_by_" + std::to_string(d),
+                               "masks each query as if it sat at its position " + std::string(d > 0 ? "+ " : "- ") + std::to_string(std::abs(d)),
+                               [d](Reading& r) { r.query_offset = d; }));
+         if (p.mode != RunMode::prefill)
+           s.push_back(setting("query_position_from_call_start",
+                               "masks each query by its row within the call (its position counted from the call's first row)",
+                               [](Reading& r) { r.query_from_call_start = true; }));
+         return s;
+       }},
+      {"edges", "the window's edges per tile or per call: the lower edge of a call's first row, rounded to a key tile, "
+                "or a query tile's end as the upper edge",
+       "window_edge_from_call_start, window_edge_per_key_tile, future_keys_in_query_tile",
+       [](const AttnParams& p) {
+         Settings s;
+         if (p.band.left >= 0 && p.mode != RunMode::prefill)
+           s.push_back(setting("window_edge_from_call_start", "uses the call's first row's lower window edge for every row of the call",
+                               [](Reading& r) { r.lower_edge_from_call_start = true; }));
+         for (int t : {16, 32, 64, 128}) {
+           if (p.band.left >= 0)
+             s.push_back(setting("window_edge_per_key_tile",
+                                 "applies the window's lower edge per aligned key tile of " + std::to_string(t) + ": a partly visible tile is kept whole",
+                                 [t](Reading& r) { r.key_tile_lower_edge = t; }));
+           s.push_back(setting("future_keys_in_query_tile",
+                               "lets each row see the keys up to the end of its " + std::to_string(t) + "-row query tile (future keys)",
+                               [t](Reading& r) { r.query_tile_upper_edge = t; }));
+         }
+         return s;
+       }},
+      {"kv_head", "the query-to-kv-head map", "gqa_modulo_mapping, kv_head_divided_by_kv_heads, kv_head_always_first",
+       [](const AttnParams& p) {
+         if (!gqa(p)) return Settings{};
+         return Settings{setting("gqa_modulo_mapping", "maps query head h to kv head h % Hkv instead of h / (Hq/Hkv)",
+                                 [](Reading& r) { r.kv_head = KvHeadRule::modulo; }),
+                         setting("kv_head_divided_by_kv_heads", "maps query head h to kv head h / Hkv (the group size taken as Hkv)",
+                                 [](Reading& r) { r.kv_head = KvHeadRule::divided_by_kv_heads; }),
+                         setting("kv_head_always_first", "reads kv head 0 for every query head",
+                                 [](Reading& r) { r.kv_head = KvHeadRule::first; })};
+       }},
+      {"sink", "the sink's index and how it joins the softmax",
+       "sinks_ignored, sink_wrong_head, sink_scaled, sink_capped, sink_negated, sink_in_numerator, sink_counted_twice",
+       [](const AttnParams& p) {
+         Settings s;
+         if (!p.sinks) return s;
+         s.push_back(setting("sinks_ignored", "leaves the sink out of the softmax", [](Reading& r) { r.sink = SinkRule::ignored; }));
+         if (gqa(p)) {
+           s.push_back(setting("sink_wrong_head", "reads the sink of its kv head (sinks[h / group]) instead of its query head's",
+                               [](Reading& r) { r.sink = SinkRule::kv_head; }));
+           s.push_back(setting("sink_wrong_head", "reads sinks[h % Hkv] instead of sinks[h]", [](Reading& r) { r.sink = SinkRule::modulo; }));
+         }
+         if (p.heads_q > 1)
+           s.push_back(setting("sink_wrong_head", "reads sinks[0] for every head", [](Reading& r) { r.sink = SinkRule::first; }));
+         s.push_back(setting("sink_scaled", "multiplies the sink logit by the score scale", [](Reading& r) { r.sink = SinkRule::scaled; }));
+         if (p.softcap > 0)
+           s.push_back(setting("sink_capped", "soft-caps the sink logit as it caps the scores", [](Reading& r) { r.sink = SinkRule::capped; }));
+         s.push_back(setting("sink_negated", "uses -sink as the sink logit", [](Reading& r) { r.sink = SinkRule::negated; }));
+         s.push_back(setting("sink_in_numerator", "adds the sink's weight to the output as if the sink were a key of value 1",
+                             [](Reading& r) { r.sink = SinkRule::in_numerator; }));
+         s.push_back(setting("sink_counted_twice", "counts the sink's weight twice in the denominator",
+                             [](Reading& r) { r.sink = SinkRule::doubled_mass; }));
+         return s;
+       }},
+      {"ring", "a ring cache's slots: one slot short or long", "ring_one_slot_short, ring_one_slot_long",
+       [](const AttnParams& p) {
+         if (!is_ring(p)) return Settings{};
+         return Settings{setting("ring_one_slot_short", "keeps a ring of W-1 slots (position p in slot p mod (W-1))",
+                                 [](Reading& r) { r.ring_capacity_delta = -1; }),
+                         setting("ring_one_slot_long", "keeps a ring of W+1 slots (position p in slot p mod (W+1))",
+                                 [](Reading& r) { r.ring_capacity_delta = 1; })};
+       }},
+      {"cache_read", "a read of the KV cache one slot off (ring, linear or paged)", "cache_read_slot_shifted",
+       [](const AttnParams& p) {
+         if (p.mode == RunMode::prefill) return Settings{};
+         return Settings{setting("cache_read_slot_shifted", "reads cached position p from the slot of p + 1 (writes it to p's)",
+                                 [](Reading& r) { r.ring_read_shift = 1; }),
+                         setting("cache_read_slot_shifted", "reads cached position p from the slot of p - 1 (writes it to p's)",
+                                 [](Reading& r) { r.ring_read_shift = -1; })};
+       }},
+      {"layout", "a packed [nTokens, heads, D] tensor read or written as [heads, nTokens, D]", "q_layout_head_major, kv_layout_head_major, out_layout_head_major",
+       [](const AttnParams&) {
+         return Settings{setting("q_layout_head_major", "reads Q as [heads, nTokens, D] instead of [nTokens, heads, D]",
+                                 [](Reading& r) { r.q_head_major = true; }),
+                         setting("kv_layout_head_major", "reads K and V as [heads, nTokens, D] instead of [nTokens, heads, D]",
+                                 [](Reading& r) { r.kv_head_major = true; }),
+                         setting("out_layout_head_major", "writes the output as [heads, nTokens, D] instead of [nTokens, heads, D]",
+                                 [](Reading& r) { r.out_head_major = true; })};
+       }},
+      {"denominator", "the keys the softmax's denominator counts", "denominator_counts_masked_keys",
+       [](const AttnParams& p) {
+         Settings s;
+         if (p.band.left >= 0)
+           s.push_back(setting("denominator_counts_masked_keys",
+                               "counts every key at or before the query in the softmax's denominator, the window's or not",
+                               [](Reading& r) { r.denominator = DenominatorScope::causal; }));
+         s.push_back(setting("denominator_counts_masked_keys",
+                             "counts every key the call holds in the softmax's denominator, masked or not",
+                             [](Reading& r) { r.denominator = DenominatorScope::call; }));
+         return s;
+       }},
+      {"online_softmax", "an online softmax over key tiles of 16..128 that does not rescale when the max grows",
+       "tile_rescale_missing",
+       [](const AttnParams&) {
+         Settings s;
+         for (int t : {16, 32, 64, 128}) {
+           s.push_back(setting("tile_rescale_missing",
+                               "does not rescale its output accumulator when a later key tile of " + std::to_string(t) +
+                                   " raises the row max (the row sum is rescaled)",
+                               [t](Reading& r) { r.tile = t, r.tile_rescale = TileRescale::output_not_rescaled; }));
+           s.push_back(setting("tile_rescale_missing",
+                               "rescales neither its output nor its row sum when a later key tile of " + std::to_string(t) +
+                                   " raises the row max",
+                               [t](Reading& r) { r.tile = t, r.tile_rescale = TileRescale::neither_rescaled; }));
+         }
+         return s;
+       }},
+      {"split_kv", "a row's keys in 2..8 parts (split-KV), merged another way", "split_kv_merge_wrong",
+       [](const AttnParams& p) {
+         Settings s;
+         const std::pair<SplitMerge, const char*> merges[] = {
+             {SplitMerge::mean, "averages the parts' outputs unweighted"},
+             {SplitMerge::max_not_shared, "weighs each part by its row sum taken against its own max"},
+             {SplitMerge::last_part, "keeps only the last part"},
+             {SplitMerge::sink_per_part, "adds the sink to every part's denominator"}};
+         for (int n : {2, 3, 4, 8})
+           for (const auto& [merge, words] : merges) {
+             if (merge == SplitMerge::sink_per_part && !p.sinks) continue;
+             const SplitMerge m = merge;
+             s.push_back(setting("split_kv_merge_wrong",
+                                 "splits a row's keys in " + std::to_string(n) + " parts and " + words,
+                                 [n, m](Reading& r) { r.splits = n, r.merge = m; }));
+           }
+         return s;
+       }},
+      {"max", "the row max subtracted before the exponent", "no_max_subtraction",
+       [](const AttnParams&) {
+         return Settings{setting("no_max_subtraction", "computes e^s in fp32 without subtracting the row max",
+                                 [](Reading& r) { r.no_max_fp32 = true; })};
+       }},
+      {"rounding", "where a value is rounded to the case's fp16/bf16: the scores, P, the row sum, the P.V accumulator",
+       "scores_rounded_to_dtype, probabilities_rounded_to_dtype, row_sum_rounded_to_dtype, fp16_pv_accumulation",
+       [](const AttnParams& p) {
+         if (!narrow(p)) return Settings{};
+         return Settings{setting("scores_rounded_to_dtype", "rounds the scores to the inputs' dtype before the softmax",
+                                 [](Reading& r) { r.round_scores = true; }),
+                         setting("probabilities_rounded_to_dtype", "rounds the unnormalised probabilities to the inputs' dtype before P.V",
+                                 [](Reading& r) { r.round_probabilities = true; }),
+                         setting("row_sum_rounded_to_dtype", "rounds the softmax's row sum to the inputs' dtype",
+                                 [](Reading& r) { r.round_row_sum = true; }),
+                         setting("fp16_pv_accumulation", "accumulates P.V in the inputs' dtype",
+                                 [](Reading& r) { r.accumulate_in_dtype = true; })};
+       }},
+      {"fp8", "FP8 K/V: the format, the rounding, saturation, each descale's use, which rows go through FP8",
+       "fp8_other_format, fp8_rounds_toward_zero, fp8_rounds_ties_away, fp8_no_saturation, fp8_v_read_with_k_descale, "
+       "fp8_k_read_with_v_descale, fp8_descale_twice, fp8_descale_not_applied, fp8_descale_inverted, fp8_chunk_keys_unquantised",
+       [](const AttnParams& p) {
+         Settings s;
+         if (!is_fp8(p.kv_format)) return s;
+         const KvFormat other = p.kv_format == KvFormat::fp8_e4m3 ? KvFormat::fp8_e5m2 : KvFormat::fp8_e4m3;
+         s.push_back(setting("fp8_other_format", std::string("quantises K/V to ") + (other == KvFormat::fp8_e4m3 ? "e4m3" : "e5m2"),
+                             [other](Reading& r) { r.fp8_format = other; }));
+         s.push_back(setting("fp8_rounds_toward_zero", "encodes FP8 rounding toward zero", [](Reading& r) { r.fp8_rounding = Fp8Rounding::toward_zero; }));
+         s.push_back(setting("fp8_rounds_ties_away", "encodes FP8 rounding ties away from zero", [](Reading& r) { r.fp8_rounding = Fp8Rounding::ties_away; }));
+         s.push_back(setting("fp8_no_saturation", "encodes FP8 without saturating (beyond the largest: NaN or inf)", [](Reading& r) { r.fp8_saturates = false; }));
+         s.push_back(setting("fp8_v_read_with_k_descale", "reads V with k_descale", [](Reading& r) { r.v_descale = DescaleRule::other; }));
+         s.push_back(setting("fp8_k_read_with_v_descale", "reads K with v_descale", [](Reading& r) { r.k_descale = DescaleRule::other; }));
+         s.push_back(setting("fp8_descale_twice", "multiplies K and V by their descale twice when reading them",
+                             [](Reading& r) { r.k_descale = r.v_descale = DescaleRule::twice; }));
+         s.push_back(setting("fp8_descale_twice", "multiplies V by v_descale twice when reading it", [](Reading& r) { r.v_descale = DescaleRule::twice; }));
+         s.push_back(setting("fp8_descale_twice", "multiplies K by k_descale twice when reading it", [](Reading& r) { r.k_descale = DescaleRule::twice; }));
+         s.push_back(setting("fp8_descale_not_applied", "reads the FP8 codes without multiplying by the descale",
+                             [](Reading& r) { r.k_descale = r.v_descale = DescaleRule::none_on_read; }));
+         s.push_back(setting("fp8_descale_inverted", "stores fp8(x * descale) and reads code / descale",
+                             [](Reading& r) { r.k_descale = r.v_descale = DescaleRule::inverted; }));
+         if (p.mode != RunMode::prefill)
+           s.push_back(setting("fp8_chunk_keys_unquantised", "reads a prompt call's own K/V rows unquantised (before the cache's FP8)",
+                               [](Reading& r) { r.fp8_chunk_keys_unquantised = true; }));
+         return s;
+       }},
+  };
+  return knobs;
+}
+
+std::string reading_table_markdown() {
+  std::ostringstream o;
+  o << "| knob | what a kernel reads differently | classes |\n|---|---|---|\n";
+  for (const ReadingKnob& k : reading_knobs()) o << "| `" << k.name << "` | " << k.meaning << " | " << k.classes << " |\n";
+  return o.str();
+}
+
+}  // namespace swa::harness

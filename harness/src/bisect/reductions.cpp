@@ -1,0 +1,93 @@
+// bisect: the smaller cases a reduction tries.
+#include "steps.hpp"
+
+#include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <utility>
+#include "ablation.hpp"
+#include "band.hpp"
+#include "cache_finding.hpp"
+#include "finding.hpp"
+#include "judgement.hpp"
+#include "readings_search.hpp"
+#include "recover.hpp"
+#include "semantics.hpp"
+#include "swa/baseline.hpp"
+#include "swa/golden.hpp"
+#include "swa/harness/case/case_schema.hpp"
+#include "swa/harness/duts/dut_registry.hpp"
+#include "swa/harness/base/durable_file.hpp"
+#include "swa/harness/judge/evaluate.hpp"
+#include "swa/harness/judge/verdict.hpp"
+#include "swa/harness/case/problem_file.hpp"
+#include "swa/harness/base/join.hpp"
+#include "swa/harness/judge/metrics.hpp"
+
+namespace fs = std::filesystem;
+
+namespace swa::harness {
+
+ReductionFloor floor_for(const Scenario& original) {
+  return {std::min<std::int64_t>(original.window, 8),
+          std::min<std::int32_t>(*std::max_element(original.prompt_lens.begin(), original.prompt_lens.end()), 16)};
+}
+
+// Smaller versions of a scenario, most aggressive first.
+std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq, const dut::Traits& traits,
+                                 const ReductionFloor& floor) {
+  std::vector<Scenario> out;
+  if (s.prompt_lens.size() > 1) {
+    Scenario r = s;
+    r.prompt_lens = {s.prompt_lens[failing_seq]};
+    out.push_back(r);
+  }
+  for (auto [hq, hkv] : {std::pair{1, 1}, {2, 1}, {2, 2}, {4, 2}})
+    if (hq * 1.0 < s.heads || (hq == s.heads && hkv < s.kv_heads)) {
+      Scenario r = s;
+      r.heads = hq;
+      r.kv_heads = hkv;
+      out.push_back(r);
+    }
+  {
+    Scenario r = s;
+    bool shorter = false;
+    for (auto& len : r.prompt_lens)
+      if (len > floor.prompt) {
+        len = std::max((len + 1) / 2, floor.prompt);
+        shorter = true;
+      }
+    if (shorter) out.push_back(r);
+  }
+  if (s.mode == RunMode::decode && s.decode_steps > 1) {
+    Scenario r = s;
+    r.decode_steps = (s.decode_steps + 1) / 2;
+    out.push_back(r);
+  }
+  // The smallest head size the DUT runs (any DUT: 16), never one it would skip.
+  const std::vector<int> head_sizes = traits.head_sizes.empty() ? std::vector<int>{16, 32, 64} : traits.head_sizes;
+  for (int d : head_sizes)
+    if (d < s.head_size) {
+      Scenario r = s;
+      r.head_size = d;
+      out.push_back(r);
+      break;
+    }
+  if (s.window > std::max<std::int64_t>(1, floor.window) && s.mask == MaskFormat::none) {
+    Scenario r = s;
+    r.window = std::max((s.window + 1) / 2, floor.window);
+    if (r.chunk > 0 && s.mode != RunMode::prefill) r.chunk = std::max(1, std::min(r.chunk, static_cast<int>(r.window) + 1));
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace swa::harness

@@ -1,0 +1,161 @@
+// Bisect's search over readings of the spec, on outputs made by a hidden reading: the search names
+// the reading that made them, fits a continuous one, reproduces nothing that no reading made, and
+// the confidence rule reads its numbers. The README's table is the code's table.
+#define BOOST_TEST_MODULE harness_bisect_readings
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "../src/bisect/finding.hpp"
+#include "../src/bisect/readings_search.hpp"
+#include "swa/golden.hpp"
+
+using namespace swa;
+using namespace swa::harness;
+
+namespace swa::harness {
+std::ostream& operator<<(std::ostream& o, Confidence c) { return o << confidence_name(c); }
+}  // namespace swa::harness
+
+namespace {
+
+// A packed problem of fp32 inputs with owned buffers: 3 sequences, GQA 4/2, head size 32.
+struct Case {
+  std::vector<std::int32_t> lens = {41, 14, 30};
+  std::vector<std::int64_t> offsets;
+  std::vector<float> q, k, v, sinks;
+  AttnParams p;
+
+  explicit Case(std::uint64_t seed) {
+    offsets.assign(lens.size() + 1, 0);
+    for (std::size_t b = 0; b < lens.size(); ++b) offsets[b + 1] = offsets[b] + lens[b];
+    const std::int64_t n = offsets.back();
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    auto fill = [&](std::vector<float>& x, std::int64_t count) {
+      x.resize(count);
+      for (float& e : x) e = normal(rng);
+    };
+    fill(q, n * 4 * 32);
+    fill(k, n * 2 * 32);
+    fill(v, n * 2 * 32);
+    fill(sinks, 4);
+    p.q = q.data(), p.k = k.data(), p.v = v.data();
+    p.dtype = DType::fp32;
+    p.batch = 3, p.seq_lens = lens.data(), p.seq_offsets = offsets.data();
+    p.heads_q = 4, p.heads_kv = 2, p.head_size = 32;
+    p.band = {10, 0};  // a window of 11 keys: not a tile multiple
+    p.scale = default_scale(32) * 1.9f;  // scores large enough that a cap bites
+    p.softcap = 4.3f;
+    p.sinks = sinks.data();
+    set_contiguous_strides(p);
+  }
+  void decode(int steps) {
+    p.mode = RunMode::decode;
+    p.cache = CachePolicy::ring_modulo;
+    p.chunk = 7;
+    p.decode_steps = steps;
+  }
+};
+
+std::vector<double> limits(const AttnParams& p, double limit) {
+  return std::vector<double>(static_cast<std::size_t>(total_tokens(p)), limit);
+}
+
+// The DUT: the reading's output, rounded to fp32 as a kernel's output is.
+std::vector<double> dut_output(const AttnParams& p, const golden::Reading& r) {
+  std::vector<double> out = golden::read_all(p, r);
+  for (double& x : out) x = static_cast<float>(x);
+  return out;
+}
+
+ReadingSearch search(const Case& c, const std::vector<double>& out) {
+  return search_readings(c.p, out, golden::run(c.p).out, limits(c.p, 2e-6), [](const std::string&) {});
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_hidden_discrete_reading_is_named_by_reproducing_it) {
+  struct Hidden {
+    const char* name;
+    bool decode;
+    golden::Reading r;
+  };
+  auto with = [](auto set) {
+    golden::Reading r;
+    set(r);
+    return r;
+  };
+  const Hidden hidden[] = {
+      {"sink_wrong_head", false, with([](golden::Reading& r) { r.sink = golden::SinkRule::kv_head; })},
+      {"sink_capped", false, with([](golden::Reading& r) { r.sink = golden::SinkRule::capped; })},
+      {"window_plus_one", false, with([](golden::Reading& r) { r.left_delta = 1; })},
+      {"gqa_modulo_mapping", false, with([](golden::Reading& r) { r.kv_head = golden::KvHeadRule::modulo; })},
+      {"softcap_ignored", true, with([](golden::Reading& r) { r.softcap = 0, r.scope = golden::CallScope::prompt_calls; })},
+      {"ring_one_slot_short", true, with([](golden::Reading& r) { r.ring_capacity_delta = -1; })},
+      {"split_kv_merge_wrong", true,
+       with([](golden::Reading& r) { r.splits = 2, r.merge = golden::SplitMerge::max_not_shared, r.scope = golden::CallScope::decode_steps; })},
+  };
+  for (const Hidden& h : hidden) {
+    Case c(5);
+    if (h.decode) c.decode(9);
+    const ReadingSearch s = search(c, dut_output(c.p, h.r));
+    BOOST_TEST_REQUIRE(!s.reproducing.empty(), h.name << ": closest " << (s.closest ? s.closest->name() : "-"));
+    BOOST_TEST(s.reproducing.front().name() == h.name);
+    BOOST_TEST((s.reproducing.front().reading.scope == h.r.scope), h.name);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_continuous_reading_is_fitted_to_its_value) {
+  Case c(6);
+  golden::Reading r;
+  r.softcap = 3.47;
+  const ReadingSearch s = search(c, dut_output(c.p, r));
+  BOOST_TEST_REQUIRE(!s.reproducing.empty());
+  BOOST_TEST(s.reproducing.front().name() == "softcap_value_differs");
+  BOOST_TEST(s.reproducing.front().words().find("at 3.47 instead of 4.3") != std::string::npos, s.reproducing.front().words());
+}
+
+BOOST_AUTO_TEST_CASE(an_output_no_reading_made_is_not_reproduced) {
+  Case c(7);
+  std::vector<double> out = dut_output(c.p, {});
+  // A kernel whose third sequence reads V one row late: in no table.
+  const std::size_t row = static_cast<std::size_t>(c.p.heads_q) * c.p.head_size;
+  for (std::int64_t t = c.offsets[2] + 12; t < c.offsets[3]; ++t)
+    for (std::size_t i = 0; i < row; ++i) out[t * row + i] = 0.5 * out[t * row + i] + 0.25;
+  const ReadingSearch s = search(c, out);
+  BOOST_TEST(s.reproducing.empty(), (s.reproducing.empty() ? "" : s.reproducing.front().name()));
+  BOOST_TEST_REQUIRE(s.closest.has_value());
+  BOOST_TEST(s.closest->failing_within < s.closest->failing);
+  // The golden's own output has no failing row: nothing to search.
+  BOOST_TEST(search(c, dut_output(c.p, {})).evaluated == 0);
+}
+
+BOOST_AUTO_TEST_CASE(confidence_is_read_from_its_numbers) {
+  ConfidenceEvidence e;
+  e.failing_rows = 48;
+  e.reproduced_rows = 48;
+  BOOST_TEST(confidence_from(e).confidence == Confidence::high);
+  BOOST_TEST(confidence_from(e).why.find("48") != std::string::npos);
+  e.contradictions = 1;
+  BOOST_TEST(confidence_from(e).confidence == Confidence::medium);
+  e = {};
+  e.failing_rows = 48, e.consistent_rows = 2;  // "high" once, beside "2 of the 48 fitted rows"
+  BOOST_TEST(confidence_from(e).confidence == Confidence::abstained);
+  BOOST_TEST(confidence_from(e).why.find("2 of the 48") != std::string::npos);
+  e.consistent_rows = 40;
+  BOOST_TEST(confidence_from(e).confidence == Confidence::medium);
+  e.contradictions = 1;
+  BOOST_TEST(confidence_from(e).confidence == Confidence::abstained);
+}
+
+BOOST_AUTO_TEST_CASE(the_readme_s_table_is_the_code_s) {
+  std::ifstream f(SWA_BISECT_README);
+  std::stringstream text;
+  text << f.rdbuf();
+  BOOST_TEST(text.str().find(reading_table_markdown()) != std::string::npos,
+             "harness/src/bisect/README.md must hold the table exactly as swa-harness prints it:\n" << reading_table_markdown());
+}
