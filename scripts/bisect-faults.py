@@ -2,7 +2,10 @@
 """Judge bisect on the faulty kernels of dut/external/faults: run each through a sweep, bisect its first
 failing scenario, and print a table of what bisect said.
 
-usage: scripts/bisect-faults.py [--build DIR] [--sweep-file FILE] [--out DIR] [--jobs N] [FAULT ...]
+usage: scripts/bisect-faults.py [--build DIR] [--sweep-file FILE] [--out DIR] [--jobs N] [--python-batch FILE] [FAULT ...]
+
+--python-batch FILE: the faults are the functions of a Python kernel file named in its FAULTS dict
+(name -> what it does wrong), each run as --dut python:FILE:NAME (dut/external/faults/outside/).
 
 For each fault (every line of dut/external/faults/faults.txt but `none`, or the ones named):
   swa-harness run SWEEP --dut plugin:BUILD/dut/external/faults/libswa_fault_NAME.so --out OUT/NAME/run.h5
@@ -35,6 +38,17 @@ def faults():
                 yield name, where, what
 
 
+def python_faults(path):
+    """The FAULTS dict of a Python kernel file, read without importing it (ast.literal_eval)."""
+    import ast
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "FAULTS" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise SystemExit(f"bisect-faults.py: {path} has no FAULTS dict")
+
+
 def first_failure(path):
     with h5py.File(path) as f:
         rows = results_table(f)
@@ -48,10 +62,14 @@ def main():
     ap.add_argument("--sweep-file", default=os.path.join(ROOT, "scenarios", "ci.yaml"))
     ap.add_argument("--out", default="bisect-faults")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--python-batch", help="a Python kernel file with a FAULTS dict: one DUT per entry")
     ap.add_argument("names", nargs="*")
     a = ap.parse_args()
     harness = os.path.join(a.build, "harness", "swa-harness")
-    known = dict((n, (w, d)) for n, w, d in faults())
+    if a.python_batch:
+        known = dict((n, ("python", d)) for n, d in python_faults(a.python_batch).items())
+    else:
+        known = dict((n, (w, d)) for n, w, d in faults())
     unknown = [n for n in a.names if n not in known]
     if unknown:
         print(f"bisect-faults.py: unknown fault(s) {', '.join(unknown)}; allowed: {', '.join(known)}", file=sys.stderr)
@@ -62,8 +80,10 @@ def main():
     os.makedirs(a.out)
     entries = []
     for name in a.names or list(known):
-        lib = os.path.join(a.build, "dut", "external", "faults", f"libswa_fault_{name}.so")
-        dut = "plugin:" + lib
+        if a.python_batch:
+            dut = f"python:{os.path.abspath(a.python_batch)}:{name}"
+        else:
+            dut = "plugin:" + os.path.join(a.build, "dut", "external", "faults", f"libswa_fault_{name}.so")
         work = os.path.join(a.out, name)
         os.makedirs(work)
         results = os.path.join(work, "run.h5")
