@@ -118,3 +118,19 @@ BOOST_AUTO_TEST_CASE(cache_differences_are_named_by_what_the_slots_hold) {
   BOOST_TEST(contains(t.evidence, "does not count every row"));
   BOOST_TEST(cache_finding({}, q).confidence == Confidence::abstained);
 }
+
+// A cause that reproduced the output is qualified by where it shows, never contradicted: a soft-cap
+// missing only in chunked-prefill calls needs the chunked prefill, and that is where it is.
+BOOST_AUTO_TEST_CASE(a_reproduced_cause_is_qualified_by_the_mode_it_needs_not_contradicted) {
+  Finding f{"softcap_ignored", FindingSource::variant, {"the output matches the variant softcap_ignored"}, Confidence::high, "exact"};
+  f.reproduced = true;
+  const std::vector<Ablation> ablations = {ablation("soft-cap", AblationOutcome::passes),
+                                           ablation("chunked prefill", AblationOutcome::passes)};
+  const Finding judged = judge_finding(f, ablations);
+  BOOST_TEST(judged.name == "softcap_ignored");
+  BOOST_TEST(judged.confidence == Confidence::high);
+  BOOST_TEST(contains(judged.evidence, "It shows only with soft-cap and chunked prefill"));
+  // The same class, not reproduced, is contradicted by the mode it cannot involve.
+  f.reproduced = false;
+  BOOST_TEST(judge_finding(f, ablations).name == "not_told");
+}

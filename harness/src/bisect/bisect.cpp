@@ -250,6 +250,7 @@ Finding Bisection::reading_finding() const {
          << t.failing << " failing ones included; worst |DUT - reading| " << t.worst_difference << ", at most " << t.worst_share
          << " of a row's limit (" << summary_.readings->evaluated << " readings evaluated).";
   Finding f{reading_->name(), FindingSource::reading_reproduced, {first.str(), second.str()}, rule.confidence, rule.why};
+  f.reproduced = t.reproduces;
   {
     std::vector<std::string> others;
     for (std::size_t i = 1; i < summary_.readings->reproducing.size(); ++i)
@@ -396,6 +397,7 @@ void Bisection::conclude() {
                           suspicious_ ? Confidence::medium : Confidence::high,
                           suspicious_ ? "the variant matches only within 1% of the DUT's error"
                                       : "the output matches the variant to the baseline-level threshold"};
+    summary_.finding.reproduced = diag_.explained && !suspicious_ && diag_.ranked.front().first <= first_.threshold;
     if (!diag_.explained || suspicious_) {
       r_ << step_++ << ". Recover: which keys the DUT attended, and how\n";
       const Finding f = find_without_variant(minimal_, minimal_eval_, o_, &recovery_);

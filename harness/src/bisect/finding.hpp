@@ -53,6 +53,9 @@ struct Finding {
   std::vector<std::string> evidence;  // sentences, most telling first
   Confidence confidence = Confidence::high;
   std::string why;  // why that confidence, in one sentence
+  // A computation of the cause reproduced the output (a reading of the spec, a variant to the
+  // baseline-level threshold): the ablation then says where it shows, and cannot contradict it.
+  bool reproduced = false;
 };
 
 }  // namespace swa::harness

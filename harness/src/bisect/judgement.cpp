@@ -91,9 +91,12 @@ ClassFeatures features_of(const std::string& name) {
 
 Finding judge_finding(Finding f, const std::vector<Ablation>& ablations) {
   const std::string needs = needs_sentence(ablations);
-  // A reading that reproduces the output was computed, not resembled: the ablation qualifies it (the
+  // A cause that reproduces the output was computed, not resembled: the ablation qualifies it (the
   // features it needs) and cannot contradict it.
-  if (f.source == FindingSource::reading_reproduced) {
+  if (f.reproduced) {
+    // A mode or call kind it needs is where it shows, not a contradiction.
+    if (const std::vector<std::string> where = needed_features(ablations, false); !where.empty())
+      f.evidence.push_back("It shows only with " + join(where, " and ") + ": without each, same inputs, the DUT passes.");
     f.evidence.push_back(needs);
     return f;
   }

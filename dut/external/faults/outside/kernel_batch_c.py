@@ -1,7 +1,7 @@
 """Sliding-window attention for the swa-harness python: DUT, plus planted faults.
 
-    swa-harness run scenarios/ci.yaml --dut python:/tmp/outside_team/kernel_batch.py:attention
-    swa-harness run scenarios/ci.yaml --dut python:/tmp/outside_team/kernel_batch.py:fault_07
+    swa-harness run scenarios/ci.yaml --dut python:dut/external/faults/outside/kernel_batch_c.py:attention
+    swa-harness run scenarios/ci.yaml --dut python:dut/external/faults/outside/kernel_batch_c.py:fault_07
 
 The correct kernel is written the way a ported device kernel is organised, so that each planted
 fault has a realistic place to live:
