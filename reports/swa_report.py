@@ -285,10 +285,18 @@ def perf_figures(perf):
 
 
 # ---- html and markdown -------------------------------------------------------------------------
-def rerun_command(meta_by_id, r):
-    sweep = meta_by_id.get(r["scenario_id"], "SWEEP.yaml")
+def rerun_command(meta_by_row, r):
+    """The command that reruns the row: `run` on its file's sweep file; where the file names none (a
+    pytest session's --swa-out whose rows came from several sweep files, or from no swa_sweep mark),
+    the command that wrote the row and the test's ID, since no `run` command can be made up for it."""
+    meta = meta_by_row.get((r["scenario_id"], r["dut"]), {})
+    sweep = meta.get("sweep_file", "")
     scenario = "'" + r["scenario_id"].replace("'", "'\\''") + "'"  # always quoted, as the console's line
-    return f"swa-harness run {shlex.quote(sweep)} --filter {scenario} --dut {shlex.quote(r['dut'])}"
+    if sweep:
+        return f"swa-harness run {shlex.quote(sweep)} --filter {scenario} --dut {shlex.quote(r['dut'])}"
+    command = meta.get("command", "")
+    return (f"no sweep file recorded for this row: rerun {command or 'the command that wrote it'} "
+            f"(the test named [{r['scenario_id']}], DUT {r['dut']})")
 
 
 BISECT_FIELDS = ("dut", "scenario", "reproduces", "class", "source", "evidence", "pattern")
@@ -346,10 +354,10 @@ def write_report(paths, out_dir, bisects=()):
     counts = verdict_counts(results)
     by_feature, worst_by_feature = feature_counts(results, scenarios)
     totals = Counter(r["status"] for r in results)
-    sweep_of = {}
+    sweep_of = {}  # (scenario, DUT) -> the meta of the file that holds the row
     for d in files:
         for r in d["results"]:
-            sweep_of[r["scenario_id"]] = d["meta"].get("sweep_file", "SWEEP.yaml")
+            sweep_of[(r["scenario_id"], r["dut"])] = d["meta"]
     failing = [r for r in results if r["status"] in ("fail", "error")]
     warned = [r for r in results if r["status"] == "warn"]
 

@@ -24,6 +24,7 @@
 #include "abi_convert.hpp"
 #include "swa/platform/child_process.hpp"
 #include "swa/platform/outside_text.hpp"
+#include "swa/platform/process_memory.hpp"
 #include "worker_protocol.hpp"
 
 #ifndef SWA_DUT_WORKER_PATH
@@ -107,7 +108,7 @@ class Worker {
   ~Worker() { stop(); }
 
   // Starts a worker for `plugin` and loads it; throws std::runtime_error saying why not.
-  static std::unique_ptr<Worker> start(const std::string& path, double timeout, const PluginHosting& hosting) {
+  static std::unique_ptr<Worker> start(const std::string& path, const WorkerLimits& limits, const PluginHosting& hosting) {
     const std::string plugin = hosting.subject(path);
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0)
@@ -163,7 +164,7 @@ class Worker {
     Request hello;
     hello.spin_us = spin ? kWorkerSpinMicroseconds : 0;
     std::string failure;
-    const std::optional<Reply> r = w->call(hello, timeout, failure);
+    const std::optional<Reply> r = w->call(hello, limits, failure);
     if (!r) {
       if (failure.find("exited with status 127") != std::string::npos)
         failure = "cannot start " + exe + " (set SWA_DUT_WORKER to its path, or use --in-process)";
@@ -178,8 +179,8 @@ class Worker {
 
   // One request and its reply. nullopt when the worker died or timed out (it is then gone), with
   // `failure` saying which: "was killed by signal 11 (Segmentation fault)", "timed out after 5 s".
-  std::optional<Reply> call(Request req, double timeout, std::string& failure) {
-    std::optional<Reply> reply = exchange(req, timeout, failure);
+  std::optional<Reply> call(Request req, const WorkerLimits& limits, std::string& failure) {
+    std::optional<Reply> reply = exchange(req, limits, failure);
     print_output();
     return reply;
   }
@@ -197,7 +198,7 @@ class Worker {
   }
 
  private:
-  std::optional<Reply> exchange(Request& req, double timeout, std::string& failure) {
+  std::optional<Reply> exchange(Request& req, const WorkerLimits& limits, std::string& failure) {
     int arena_fd = -1;
     req.sequence = ++sequence_;
     if (req.op != Op::load) {
@@ -209,11 +210,13 @@ class Worker {
       failure = reap("stopped answering");
       return std::nullopt;
     }
-    if (!await_reply(timeout)) {
+    if (const Overrun over = await_reply(limits); over != Overrun::none) {
       process_.kill();
       close(sock_);
       sock_ = -1;
-      failure = with_output(platform::Ending{platform::Ending::Kind::timed_out, 0, timeout}.describe());
+      failure = with_output(over == Overrun::time
+                                ? platform::Ending{platform::Ending::Kind::timed_out, 0, limits.call_seconds}.describe()
+                                : memory_overrun_text(limits.memory_bytes));
       return std::nullopt;
     }
     Reply r;
@@ -276,27 +279,44 @@ class Worker {
     return sendmsg(sock_, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof req);
   }
 
+  enum class Overrun { none, time, memory };
+
   // Waits until the socket can be read (a reply, or its end), reading the worker's output meanwhile:
-  // a plugin that prints more than a pipe holds must not block on it. False when `timeout` seconds
-  // (0: no bound) passed first.
-  bool await_reply(double timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  // a plugin that prints more than a pipe holds must not block on it. Says which limit was passed
+  // first, if one was: the call's time, or the worker's memory, sampled every kMemorySample while
+  // it waits (a call that ends sooner is never sampled: the reads cost nothing on the fast path).
+  Overrun await_reply(const WorkerLimits& limits) {
+    constexpr int kMemorySampleMs = 25;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limits.call_seconds);
     const auto spin_until = std::chrono::steady_clock::now() + reply_spin_;
     for (pollfd p{sock_, POLLIN, 0}; poll(&p, 1, 0) == 0 && std::chrono::steady_clock::now() < spin_until;) {
     }
     for (;;) {
       int ms = -1;
-      if (timeout > 0) {
+      if (limits.call_seconds > 0) {
         const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
-        if (left <= 0) return false;
+        if (left <= 0) return Overrun::time;
         ms = static_cast<int>(std::ceil(left * 1000));
       }
+      if (limits.memory_bytes > 0) ms = ms < 0 ? kMemorySampleMs : std::min(ms, kMemorySampleMs);
       pollfd p[2] = {{sock_, POLLIN, 0}, {process_.output_fd(), POLLIN, 0}};
       const int ready = poll(p, p[1].fd >= 0 ? 2 : 1, ms);
-      if (ready < 0 && errno != EINTR) return true;  // the recv that follows says what is wrong
-      if (ready > 0 && p[0].revents) return true;
+      if (ready < 0 && errno != EINTR) return Overrun::none;  // the recv that follows says what is wrong
+      if (ready > 0 && p[0].revents) return Overrun::none;
       if (ready > 0 && p[1].revents) process_.read_output_now();
+      if (limits.memory_bytes > 0) {
+        const std::optional<std::int64_t> held = platform::resident_anonymous_bytes(process_.pid());
+        if (held && *held > limits.memory_bytes) {
+          peak_bytes_ = *held;
+          return Overrun::memory;
+        }
+      }
     }
+  }
+
+  std::string memory_overrun_text(std::int64_t limit) const {
+    return "held " + std::to_string(peak_bytes_ >> 20) + " MiB of memory, over its limit of " +
+           std::to_string(limit >> 20) + " MiB (--dut-memory-mb), and was killed";
   }
 
   // What the worker printed since the last call ended (stdout and stderr, the last 600 bytes), after `what`:
@@ -333,6 +353,7 @@ class Worker {
   std::uint64_t mapped_id_ = 0;
   uint32_t abi_version_ = 0;
   swa_dut_v2_traits traits_{};
+  std::int64_t peak_bytes_ = 0;  // what the last memory overrun saw
 };
 
 // Idle workers per plugin, so that a plugin is loaded once per run and not once per scenario.
@@ -342,7 +363,7 @@ class WorkerPool {
     static WorkerPool pool;
     return pool;
   }
-  std::unique_ptr<Worker> acquire(const std::string& path, double timeout, const PluginHosting& hosting) {
+  std::unique_ptr<Worker> acquire(const std::string& path, const WorkerLimits& limits, const PluginHosting& hosting) {
     const std::string plugin = hosting.key(path);
     {
       std::lock_guard lock(mutex_);
@@ -353,7 +374,7 @@ class WorkerPool {
         if (w->alive()) return w;
       }
     }
-    return Worker::start(path, timeout, hosting);
+    return Worker::start(path, limits, hosting);
   }
   void release(const std::string& plugin, std::unique_ptr<Worker> w) {
     if (!w || !w->alive()) return;
@@ -408,12 +429,12 @@ class Layout {
 
 class IsolatedPluginDut final : public Dut {
  public:
-  IsolatedPluginDut(std::string path, double timeout, PluginHosting hosting)
+  IsolatedPluginDut(std::string path, WorkerLimits limits, PluginHosting hosting)
       : path_(std::move(path)),
         hosting_(std::move(hosting)),
         subject_(hosting_.subject(path_)),
-        timeout_(timeout),
-        worker_(WorkerPool::instance().acquire(path_, timeout_, hosting_)),
+        limits_(limits),
+        worker_(WorkerPool::instance().acquire(path_, limits_, hosting_)),
         abi_version_(worker_->abi_version()),
         described_(worker_->traits()) {}
   ~IsolatedPluginDut() override { WorkerPool::instance().release(hosting_.key(path_), std::move(worker_)); }
@@ -514,7 +535,7 @@ class IsolatedPluginDut final : public Dut {
   // next call starts a new one.
   Status call(Op op, const AttnParams& p, KvCache* cache, int index, Reply& reply) const {
     if (!worker_) try {
-        worker_ = Worker::start(path_, timeout_, hosting_);
+        worker_ = Worker::start(path_, limits_, hosting_);
         shared_.reset();  // a new worker has mapped nothing
       } catch (const std::exception& e) {
         return Status::failure(e.what());
@@ -545,7 +566,7 @@ class IsolatedPluginDut final : public Dut {
     req.params.sinks = e.sinks;
     if (cache) req.cache = shared_->cache;
     std::string failure;
-    const std::optional<Reply> r = worker_->call(req, timeout_, failure);
+    const std::optional<Reply> r = worker_->call(req, limits_, failure);
     if (!r) {
       worker_.reset();
       shared_.reset();
@@ -563,7 +584,7 @@ class IsolatedPluginDut final : public Dut {
   std::string path_;
   PluginHosting hosting_;
   std::string subject_;
-  double timeout_;
+  WorkerLimits limits_;
   mutable std::unique_ptr<Worker> worker_;
   uint32_t abi_version_;
   swa_dut_v2_traits described_;
@@ -574,8 +595,8 @@ class IsolatedPluginDut final : public Dut {
 
 }  // namespace
 
-std::unique_ptr<Dut> load_isolated_plugin(const std::string& path, double timeout_seconds, const PluginHosting& hosting) {
-  return std::make_unique<IsolatedPluginDut>(path, timeout_seconds, hosting);
+std::unique_ptr<Dut> load_isolated_plugin(const std::string& path, const WorkerLimits& limits, const PluginHosting& hosting) {
+  return std::make_unique<IsolatedPluginDut>(path, limits, hosting);
 }
 
 }  // namespace swa::dut

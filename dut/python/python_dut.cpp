@@ -9,8 +9,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <pybind11/embed.h>
 #include <pybind11/stl.h>
@@ -48,6 +51,48 @@ void say(swa_dut_v2_status* status, const std::string& text) {
   if (status) std::snprintf(status->message, sizeof status->message, "%s", text.c_str());
 }
 
+// str() of a Python object as UTF-8, whatever it holds: a lone surrogate is written as a backslash
+// escape (a plain cast would fail with pybind11's "Unable to cast Python instance to C++ type" and
+// lose the text), and a __str__ that raises gives `fallback`.
+std::string text_of(py::handle h, const std::string& fallback = "<its text cannot be read>") {
+  try {
+    return py::bytes(py::str(h).attr("encode")("utf-8", "backslashreplace")).cast<std::string>();
+  } catch (const std::exception&) {
+    return fallback;
+  }
+}
+
+// What an exception the glue let through says: its type and its text.
+std::string exception_text(const py::error_already_set& e) {
+  return text_of(e.type().attr("__name__"), "an exception") + ": " + text_of(e.value());
+}
+
+// The first key of the checked description that python_fields' traits_from_description cannot read,
+// with its value: what a cast failure there could not read.
+std::string unreadable_key(const py::dict& d) {
+  auto readable = [&](const char* key, auto as) {
+    if (!d.contains(key)) return true;
+    try {
+      as(d[key]);
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  const auto text = [](py::handle v) { (void)v.cast<std::string>(); };
+  const auto names = [](py::handle v) { (void)v.cast<std::vector<std::string>>(); };
+  const auto ints = [](py::handle v) { (void)v.cast<std::vector<int>>(); };
+  const auto int32 = [](py::handle v) { (void)v.cast<int32_t>(); };
+  const auto boolean = [](py::handle v) { (void)v.cast<bool>(); };
+  const std::pair<const char*, std::function<void(py::handle)>> keys[] = {
+      {"name", text},          {"dtypes", names},     {"modes", names},         {"cache_policies", names},
+      {"mask_formats", names}, {"head_sizes", ints},  {"query_tile", int32},    {"key_tile", int32},
+      {"cache_private", boolean}};
+  for (const auto& [key, as] : keys)
+    if (!readable(key, as)) return std::string("'") + key + "' = " + text_of(py::repr(d[key]));
+  return "no key stands out";
+}
+
 // Starts the interpreter (or joins the one this process already runs) and loads the target.
 std::string load(swa_dut_v2_traits* traits) {
   const char* spec = std::getenv("SWA_PYTHON_DUT");
@@ -72,12 +117,20 @@ std::string load(swa_dut_v2_traits* traits) {
       module_spec.attr("loader").attr("exec_module")(module);
       host = new Host{module, spec};
     }
-    const py::dict d = host->glue.attr("load")(spec, python::describe_choices());
-    *traits = python::traits_from_description(d);
+    const py::object answer = host->glue.attr("load")(spec, python::describe_choices());
+    if (!py::isinstance<py::dict>(answer))
+      return "cannot be loaded: swa_python_dut.py's load() returned " + text_of(py::repr(answer)) + ", not a dict";
+    const py::dict d = answer.cast<py::dict>();
+    try {
+      *traits = python::traits_from_description(d);
+    } catch (const py::cast_error&) {  // its what() is pybind11's bare "Unable to cast ..."
+      return "cannot be loaded: its description (as swa_python_dut.py checked it) could not be read as the "
+             "plugin's traits at " + unreadable_key(d);
+    }
     return {};
   } catch (py::error_already_set& e) {
-    const std::string kind = py::str(e.type().attr("__name__"));
-    return "cannot be loaded: " + (kind == "LoadError" ? std::string(py::str(e.value())) : std::string(e.what()));
+    const std::string kind = text_of(e.type().attr("__name__"));
+    return "cannot be loaded: " + (kind == "LoadError" ? text_of(e.value()) : exception_text(e));
   } catch (const std::exception& e) {
     return std::string("cannot be loaded: ") + e.what();
   }
@@ -90,13 +143,27 @@ int call(const char* op, const swa_dut_v2_params* p, swa_dut_v2_cache* cache, in
   }
   py::gil_scoped_acquire gil;
   try {
-    const py::tuple r = host->glue.attr("call")(host->target, op, index, python::params_fields(*p),
-                                                cache ? py::object(python::cache_fields(*cache)) : py::none());
-    say(status, r[1].cast<std::string>());
-    status->kernel_ms = r[2].cast<double>();
-    return r[0].cast<int>();
+    const py::object answer = host->glue.attr("call")(host->target, op, index, python::params_fields(*p),
+                                                      cache ? py::object(python::cache_fields(*cache)) : py::none());
+    int rc = 0;
+    std::string message;
+    double kernel_ms = -1;
+    try {
+      const py::tuple r = answer.cast<py::tuple>();
+      if (r.size() != 3) throw py::cast_error("not 3 items");
+      rc = r[0].cast<int>();
+      message = r[1].cast<std::string>();
+      kernel_ms = r[2].cast<double>();
+    } catch (const py::cast_error&) {
+      say(status, std::string("swa_python_dut.py's answer to ") + op + " could not be read as (rc, message, kernel_ms): " +
+                      text_of(py::repr(answer)));
+      return std::string(op) == "supports" ? 1 : 2;
+    }
+    say(status, message);
+    if (status) status->kernel_ms = kernel_ms;
+    return rc;
   } catch (py::error_already_set& e) {
-    say(status, std::string("swa_python_dut.py failed: ") + e.what());
+    say(status, "swa_python_dut.py failed: " + exception_text(e));
   } catch (const std::exception& e) {
     say(status, std::string("swa_python_dut failed: ") + e.what());
   }

@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import re
 import sys
 import threading
 import time
@@ -25,10 +26,71 @@ _FEATURES = ("sinks", "softcap", "two-sided")
 _LIST_KEYS = ("dtypes", "modes", "cache_policies", "kv_formats", "mask_formats")
 _DESCRIBE_KEYS = ("name", "head_sizes", "features", "query_tile", "key_tile", "cache_private") + _LIST_KEYS
 _TRACEBACKS_SHOWN = 3
+_INT32_MAX = 2**31 - 1  # query_tile and key_tile are int32_t in swa_dut_v2_traits
+_SUPPORTS_ANSWERS = "True, False, None, or a string (a decline, the string its reason)"
 
 
 class LoadError(Exception):
     """What is wrong with the target, for the harness's refusal (exit 2)."""
+
+
+class _KernelExit(BaseException):
+    """os._exit() called by the user's code in the process that loaded it (see _exit_guard)."""
+
+    def __init__(self, status):
+        super().__init__(f"called os._exit({status})")
+        self.status = status
+
+
+def _text(value, limit=None):
+    """`value` as text that crosses to C++ intact: str() of it (or what str() raised), every character
+    UTF-8 can encode kept, the others (a lone surrogate) written as backslash escapes."""
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except BaseException as e:  # noqa: B036 - a __str__ that raises (or exits) still gets a message
+        try:
+            text = f"<str() of the {type(value).__name__} raised {type(e).__name__}>"
+        except BaseException:  # noqa: B036
+            text = "<str() failed>"
+    if not isinstance(text, str):  # a str subclass's __str__ may return anything
+        text = "<str() did not return text>"
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if limit is None or len(text) <= limit else text[:limit] + "..."
+
+
+def _shown(value, limit=60):
+    """repr() of a value a kernel returned, safe to show: its type where repr() itself fails."""
+    try:
+        shown = repr(value)
+    except BaseException:  # noqa: B036
+        shown = f"<a {type(value).__name__} whose repr() raised>"
+    return _text(shown, limit)
+
+
+class _exit_guard:
+    """While the user's code runs (its import, describe(), supports(), the function), os._exit() in
+    the process that loaded it raises _KernelExit instead of ending the process: under --in-process
+    that process is the harness, which would end with status 0 and no rows. In another process (a
+    child the kernel forked: multiprocessing ends its children with os._exit) it still exits."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def __enter__(self):
+        self.saved = os._exit
+        real, pid = self.saved, self.pid
+
+        def _exit(status):
+            if os.getpid() != pid:
+                real(status)
+            raise _KernelExit(status)
+
+        os._exit = _exit
+        return self
+
+    def __exit__(self, *exc):
+        os._exit = self.saved
+        return False
 
 
 class _Target:
@@ -40,7 +102,24 @@ class _Target:
         self.label = ""
         self.pending = None  # an exception supports() raised, reported by the scenario's first call
         self.tracebacks = 0
+        self.pid = os.getpid()  # the process that loaded it (_exit_guard)
 
+
+def _printable_streams():
+    """A kernel's print() of any text works in the plugin's worker as under `python3`: an embedding
+    process that never set its locale gives Python ASCII streams (print("\u00e9") would raise);
+    they become UTF-8, and what UTF-8 cannot encode (a lone surrogate) is escaped. The harness
+    cleans what the worker prints before showing it."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None and stream.encoding.lower() in ("ascii", "ansi_x3.4-1968", "us-ascii"):
+                stream.reconfigure(encoding="utf-8", errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):
+            pass  # a replaced stream: the kernel's own
+
+
+if __name__ == "_swa_python_dut":  # loaded by the python: plugin (python_dut.cpp), not by swa_harness
+    _printable_streams()
 
 _targets = {}  # spec -> _Target: a worker hosts one; the swa_harness module in a test session hosts many
 faulthandler.enable()  # a kernel that crashes the worker leaves its Python stack on stderr
@@ -77,6 +156,22 @@ def _import_target(target):
     return importlib.import_module(target)
 
 
+def _split_spec(spec):
+    """TARGET, FUNCTION and the key=value items of TARGET:FUNCTION[:key=value...]. A TARGET that is a
+    .py file whose path holds ':' (python:/data/run:3/k.py:f) is the longest prefix of the spec
+    ending in .py, followed by ':', that is a file; else TARGET ends at the first ':'."""
+    ends = sorted((m.end() for m in re.finditer(r"\.py(?=:)", spec) if ":" in spec[:m.end()]), reverse=True)
+    for end in ends:
+        if os.path.isfile(spec[:end]):
+            return [spec[:end]] + spec[end + 1:].split(":")
+    if spec.endswith(".py") and ":" in spec and os.path.isfile(spec):
+        raise LoadError(f"'python:{spec}' names the file {spec} but no FUNCTION: python:TARGET:FUNCTION[:key=value...]")
+    parts = spec.split(":")
+    if ends and len(parts) > 1 and not parts[1].isidentifier():  # FUNCTION would be "3/k.py": a path was meant
+        raise LoadError(f"no Python file {os.path.abspath(spec[:ends[0]])}")
+    return parts
+
+
 def _names(value, key, allowed):
     if isinstance(value, str):
         value = [value]
@@ -86,7 +181,7 @@ def _names(value, key, allowed):
         raise LoadError(f"describe()['{key}'] must be a list of names from {'|'.join(allowed)}") from None
     for item in items:
         if item not in allowed:
-            raise LoadError(f"describe()['{key}']: {str(item)[:40]!r} is not one of {'|'.join(allowed)}")
+            raise LoadError(f"describe()['{key}']: {_shown(item, 42)} is not one of {'|'.join(allowed)}")
     return items
 
 
@@ -96,7 +191,7 @@ def _check_description(d, choices):
     out = {}
     for key, value in d.items():
         if key not in _DESCRIBE_KEYS:
-            raise LoadError(f"describe() returned the key {str(key)[:40]!r}; allowed: {', '.join(_DESCRIBE_KEYS)}")
+            raise LoadError(f"describe() returned the key {_shown(key, 42)}; allowed: {', '.join(_DESCRIBE_KEYS)}")
         if key in _LIST_KEYS:
             out[key] = _names(value, key, choices[key])
         elif key == "features":
@@ -107,13 +202,13 @@ def _check_description(d, choices):
                 raise LoadError("describe()['head_sizes'] must be at most 16 head sizes (integers 1..99999)")
             out[key] = sorted(sizes)
         elif key == "name":
-            out[key] = str(value)
+            out[key] = _text(value, 63)  # the traits' char[64]
         elif key == "cache_private":
             out[key] = bool(value)
-        elif not isinstance(value, int) or value < 0:
-            raise LoadError(f"describe()['{key}'] must be a non-negative integer")
+        elif isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= _INT32_MAX:
+            raise LoadError(f"describe()['{key}'] must be an integer 0..{_INT32_MAX}, not {_shown(value, 40)}")
         else:
-            out[key] = value
+            out[key] = int(value)
     return out
 
 
@@ -122,19 +217,20 @@ def load(spec, choices):
     an exception at import time) as a LoadError of one line naming the user's file and line."""
     try:
         return _load_target(spec, choices)
-    except LoadError:
-        raise
+    except LoadError as e:
+        raise LoadError(_text(e)) from None
     except BaseException as e:  # noqa: B036 - a module that calls exit() at import cannot be loaded either
         frames = [f for f in traceback.extract_tb(e.__traceback__)
                   if "importlib" not in f.filename and f.filename != __file__]
         where = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
-        raise LoadError(f"{type(e).__name__}: {e}{where}") from None
+        what = _text(e) if isinstance(e, _KernelExit) else f"{type(e).__name__}: {_text(e)}"
+        raise LoadError(_text(what + where)) from None
 
 
 def _load_target(spec, choices):
     """Imports TARGET, finds FUNCTION, checks the key=value arguments against its signature and reads
     the module's describe(). Returns the description (a dict); raises LoadError or the import's error."""
-    parts = spec.split(":")
+    parts = _split_spec(spec)
     if len(parts) < 2 or not parts[0] or not parts[1]:
         raise LoadError(f"'python:{spec}' is not python:TARGET:FUNCTION[:key=value...] (TARGET a module or a .py file)")
     target, function = parts[0], parts[1]
@@ -144,7 +240,9 @@ def _load_target(spec, choices):
         if not eq or not key.isidentifier():
             raise LoadError(f"'{item[:60]}' in python:{spec} is not key=value (key a Python identifier)")
         kwargs[key] = _parse_value(value)
-    module = _import_target(target)
+    guard = _exit_guard(os.getpid())
+    with guard:
+        module = _import_target(target)
     fn = getattr(module, function, None)
     if not callable(fn):
         found = ", ".join(n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_"))
@@ -156,7 +254,8 @@ def _load_target(spec, choices):
     except ValueError:
         pass  # a builtin without a signature: trust it
     describe = getattr(module, "describe", None)
-    described = _check_description(describe() if callable(describe) else (describe or {}), choices)
+    with guard:
+        described = _check_description(describe() if callable(describe) else (describe or {}), choices)
     supports = getattr(module, "supports", None)
     target = _Target()
     target.function, target.kwargs, target.described = fn, kwargs, described
@@ -275,7 +374,7 @@ def _outside(target, fields):
 
 
 def _where(error):
-    frames = traceback.extract_tb(error.__traceback__)
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename != __file__]
     if not frames:
         return ""
     f = frames[-1]
@@ -290,8 +389,10 @@ def _describe_error(target, error, what):
         if target.tracebacks == _TRACEBACKS_SHOWN:
             print(f"{target.label}: later tracebacks are not printed (the rows keep each message)", file=sys.stderr)
         sys.stderr.flush()
-    text = str(error)
-    return f"{what} raised {type(error).__name__}" + (f": {text}" if text else "") + _where(error)
+    if isinstance(error, _KernelExit):
+        return f"{what} {error}{_where(error)}"
+    text = _text(error)
+    return f"{what} raised {_text(type(error).__name__)}" + (f": {text}" if text else "") + _where(error)
 
 
 def _to_out(target, p, result):
@@ -323,8 +424,25 @@ def _leaked(before):
 
 def call(spec, op, index, fields, cache):
     """One ABI call of the target loaded as `spec`. Returns (rc, message, kernel_ms) with the ABI's
-    meaning of rc for `op`."""
+    meaning of rc for `op`; the message is text C++ can read (_text)."""
     target = _targets[spec]
+    with _exit_guard(target.pid):
+        rc, message, ms = _call(target, op, index, fields, cache)
+    return int(rc), _text(message), float(ms)
+
+
+def _supports_answer(answer):
+    """(rc, message) for what supports(p) returned; None where it is not an answer the glue reads."""
+    if answer is None:
+        return 1, ""
+    if isinstance(answer, (bool, np.bool_)):
+        return (1, "") if bool(answer) else (0, "declined by supports()")
+    if isinstance(answer, str):
+        return 0, _text(answer, 400) or "declined by supports()"
+    return None
+
+
+def _call(target, op, index, fields, cache):
     if op == "supports":
         target.pending = None
         why = _outside(target, fields)
@@ -338,9 +456,12 @@ def call(spec, op, index, fields, cache):
         except BaseException as e:  # noqa: B036 - a kernel's exit() or Ctrl-C is its failure, not ours
             target.pending = _describe_error(target, e, "supports()")
             return 1, "", -1.0
-        if isinstance(answer, str):
-            return 0, answer or "declined by supports()", -1.0
-        return (1, "", -1.0) if answer is None or answer else (0, "declined by supports()", -1.0)
+        read = _supports_answer(answer)
+        if read is None:
+            target.pending = f"supports() returned {_shown(answer)} (a {_text(type(answer).__name__)}); " \
+                             f"it must return {_SUPPORTS_ANSWERS}"
+            return 1, "", -1.0
+        return read[0], read[1], -1.0
     if target.pending:
         message, target.pending = target.pending, None
         return 1, message, -1.0
@@ -366,5 +487,5 @@ def call(spec, op, index, fields, cache):
             return 1, why, -1.0
     own = p.kernel_ms
     if own is not None and not (isinstance(own, (int, float)) and own >= 0):
-        return 1, f"p.kernel_ms must be None or a non-negative number of milliseconds, not {own!r}", -1.0
+        return 1, f"p.kernel_ms must be None or a non-negative number of milliseconds, not {_shown(own)}", -1.0
     return 0, "", float(own) if own is not None else wall_ms

@@ -8,6 +8,7 @@
 
 #include "cases.hpp"
 #include "cuda_bench.hpp"
+#include "swa/harness/run/meta.hpp"
 #include "swa/harness/run/ceilings.hpp"
 #include "swa/harness/duts/dut_registry.hpp"
 #include "torch_cpu.hpp"
@@ -138,7 +139,7 @@ int main(int argc, char** argv) {
   po::options_description desc(
       "swa-bench: SWA kernel timings (warm-ups, then the median), GFLOP/s = 4 D pairs Hq / time with pairs "
       "counted exactly, each against the same run's Eigen SGEMM");
-  desc.add_options()("help,h", "show this help")
+  desc.add_options()("help,h", "show this help")("version", "print the version and exit")
       ("dut", po::value(&dut)->default_value(dut),
        "the DUT to time (cpu, baseline, mutant:none; cuda: its kernels by device events, beside PyTorch)")
       ("torch-python", po::value(&cuda_options.torch_python)->default_value(cuda_options.torch_python),
@@ -166,6 +167,10 @@ int main(int argc, char** argv) {
   }
   if (vm.count("help")) {
     std::cout << desc << "\n";
+    return 0;
+  }
+  if (vm.count("version")) {
+    std::cout << harness::version_line("swa-bench") << "\n";
     return 0;
   }
   std::optional<harness::IdPattern> filter;

@@ -14,12 +14,14 @@
 
 #include "swa/dtype.hpp"
 #include "swa/dut/dut.hpp"
+#include "swa/harness/store/results_store.hpp"
 #include "swa/harness/case/case_schema.hpp"
 #include "swa/harness/case/sweep_file.hpp"
 #include "swa/harness/case/tolerance.hpp"
 #include "swa/harness/judge/evaluate.hpp"
 #include "swa/harness/run/meta.hpp"
 #include "swa/harness/store/junit.hpp"
+#include "swa/harness/store/output_guard.hpp"
 #include "swa/harness/store/results_file.hpp"
 #include "swa/kv_format.hpp"
 #include "abi_convert.hpp"
@@ -249,7 +251,10 @@ struct Session {
     c.meta = collect_meta(sweep_file, "", command);
     c.scenarios = scenarios;
     c.results = results;
-    if (!path.empty()) write_results(path, c);
+    if (!path.empty()) {
+      const ResultsFileLock lock(path, command);  // a run writing the same file: refused, naming it
+      write_results(path, c);
+    }
     if (!junit.empty()) write_junit(junit, "swa_harness", results);
   }
 };
@@ -276,6 +281,7 @@ PYBIND11_MODULE(_core, m) {
         }
       },
       py::arg("path"), py::arg("sweep") = py::none(), py::arg("filter") = py::none());
+  m.def("version", [] { return version_line("swa_harness"); }, "the version line --version prints");
   m.def("choices", &dut::python::describe_choices,
         "the names of dtypes, modes, cache policies, KV formats and mask formats, as sweep files, describe() "
         "and the exec protocol spell them");
@@ -287,6 +293,22 @@ PYBIND11_MODULE(_core, m) {
       .def("add", &Session::add)
       .def("__len__", [](const Session& s) { return s.results.size(); })
       .def("write", &Session::write, py::arg("path"), py::arg("junit"), py::arg("sweep_file"), py::arg("command"));
+  m.def(
+      "guard_output",
+      [](const std::string& option, const std::string& path, const std::string& kind, bool force,
+         const std::vector<std::pair<std::string, std::string>>& others, const std::string& force_option) {
+        if (kind != "results" && kind != "junit") throw py::value_error("kind '" + kind + "' is not one of results|junit");
+        try {
+          check_output_path(option, path, kind == "results" ? OutputFileKind::results : OutputFileKind::junit, force,
+                            others, force_option);
+        } catch (const std::invalid_argument& e) {
+          throw py::value_error(e.what());
+        }
+      },
+      py::arg("option"), py::arg("path"), py::arg("kind"), py::arg("force"), py::arg("others"),
+      py::arg("force_option") = "--force",
+      "run's checks of an output path (kind: results|junit; others: [(what it is, path)]): ValueError naming the "
+      "option, the path and why it would destroy something");
   py::class_<PyReference>(m, "Reference")
       .def(py::init([](const Scenario& s) {
              auto r = std::make_unique<PyReference>();

@@ -221,6 +221,61 @@ class BadInput(unittest.TestCase):
                                text=True, timeout=600, env={**os.environ, "SWA_CPU_ISA": allowed})
             self.assertEqual(r.returncode, 0, f"SWA_CPU_ISA={allowed!r}: {r.stderr}")
 
+    def test_the_printed_commands_paste_from_any_folder(self):
+        """The console's rerun and bisect lines, pasted in another folder with the build off PATH: they
+        name the binary and the files absolutely, write beside the results, and never over them."""
+        with tempfile.TemporaryDirectory() as here, tempfile.TemporaryDirectory() as elsewhere:
+            sweep = os.path.relpath(os.path.join(ROOT, "scenarios", "ci.yaml"), here)
+            r = subprocess.run([HARNESS, "run", sweep, "--sweep", "window_edges", "--filter", "mode=prefill/.*/w=(16|50)/",
+                                "--dut", "mutant:window_plus_one", "--out", "r.h5"],
+                               cwd=here, capture_output=True, text=True, timeout=600)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            with open(os.path.join(here, "r.h5"), "rb") as f:
+                before = f.read()
+            lines = [l.strip() for l in r.stdout.splitlines()]
+            reruns = [l for l in lines if l.startswith(HARNESS + " run ")]
+            diagnoses = [l[len("diagnose: "):] for l in lines if l.startswith("diagnose: ")]
+            self.assertGreater(len(reruns), 0, r.stdout)
+            self.assertEqual(len(diagnoses), 1, r.stdout)  # one group: one DUT, mode and dtype
+            self.assertRegex(r.stdout, r"failures: \d+ in 1 group")
+            env = dict(os.environ, PATH="/usr/bin:/bin")
+            for line in (reruns[0], diagnoses[0]):
+                with self.subTest(line.split()[1]):
+                    p = subprocess.run(line, shell=True, cwd=elsewhere, capture_output=True, text=True, timeout=600,
+                                       env=env)
+                    self.assertEqual(p.returncode, 1, line + "\n" + p.stdout[-1500:] + p.stderr[-1500:])
+            self.assertTrue(os.path.exists(os.path.join(here, "rerun.h5")))
+            self.assertTrue(os.path.exists(os.path.join(here, "bisect-1", "report.txt")))
+            self.assertEqual(os.listdir(elsewhere), [])
+            with open(os.path.join(here, "r.h5"), "rb") as f:
+                self.assertEqual(f.read(), before, "a pasted command rewrote the run's results")
+
+    def test_version(self):
+        r = run("--version")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"^swa-harness \d+\.\d+\.\d+ \(commit \w+, .+\)\n$")
+
+    def test_output_that_cannot_be_written_fails_the_command(self):
+        """stdout on a full device (/dev/full): exit 3 and a message, never exit 0 with the list lost."""
+        sweep = os.path.join(ROOT, "scenarios", "ci.yaml")
+        for args in (["list", sweep], ["list", sweep, "--coverage"], ["mask-check", "--windows", "3"]):
+            with self.subTest(args[-1]), open("/dev/full", "w") as full:
+                r = subprocess.run([HARNESS, *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=600)
+                self.assertEqual(r.returncode, 3, r.stderr)
+                self.assertRegex(r.stderr, r"cannot write to standard output \(No space left on device\)")
+
+    def test_dut_memory_limit_refusals_name_the_option(self):
+        sweep = os.path.join(ROOT, "scenarios", "ci.yaml")
+        with tempfile.TemporaryDirectory() as tmp:
+            for command in ("run", "bisect"):
+                args = [command, sweep, "--dut", "cpu", "--dut-memory-mb", "-5", "--out", os.path.join(tmp, "x")]
+                if command == "bisect":
+                    args += ["--filter", "no-such-id"]
+                r = run(*args)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertRegex(r.stderr, r"--dut-memory-mb must be in \[0, \d+\]")
+                self.assertEqual(os.listdir(tmp), [])
+
     def test_unknown_command(self):
         r = run("frobnicate")
         self.assertEqual(r.returncode, 2)

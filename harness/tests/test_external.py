@@ -246,9 +246,10 @@ class ProcessProtocol(unittest.TestCase):
                 self.assertEqual(status, "error")
                 self.assertIn(message, reason)
                 # The console's rerun line pastes into a shell as the same command (the DUT has spaces).
-                rerun = [line.strip() for line in r.stdout.splitlines() if line.strip().startswith("swa-harness run ")]
+                rerun = [line.strip() for line in r.stdout.splitlines() if line.strip().startswith(HARNESS + " run ")]
                 self.assertEqual([shlex.split(line) for line in rerun],
-                                 [["swa-harness", "run", CI, "--filter", scenario, "--dut", dut]], r.stdout)
+                                 [[HARNESS, "run", CI, "--filter", scenario, "--dut", dut, "--out",
+                                   os.path.join(tmp, "rerun.h5")]], r.stdout)
 
     def test_the_cache_is_checked_after_every_call_and_the_end_only_limit_is_exact(self):
         # cache-slip-repaired leaves a wrong slot after every call but the last. Returned call by call

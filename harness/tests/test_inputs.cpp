@@ -141,6 +141,46 @@ BOOST_AUTO_TEST_CASE(values_are_rounded_to_the_dtype_and_stored_bit_exactly) {
   BOOST_TEST(pr.params.scale == 1.0f / std::sqrt(8.0f));
 }
 
+// FP8 descales as a calibration computes them (inputs.hpp): never a power of two nor a value a
+// 16-bit float holds, V's never a power of two times K's, and both kinds drawn: headroom (amax below
+// the largest code) and saturation (the largest values clip).
+BOOST_AUTO_TEST_CASE(fp8_descales_are_calibration_scales_that_bend_the_fp8_grid) {
+  int headroom = 0, clipping = 0, checked = 0;
+  auto log2_off_integer = [](double x) { return std::abs(std::log2(x) - std::round(std::log2(x))); };
+  auto amax = [](const std::vector<float>& t) {
+    double m = 0;
+    for (float x : t) m = std::max(m, static_cast<double>(std::fabs(x)));
+    return m;
+  };
+  for (const KvFormat f : {KvFormat::fp8_e4m3, KvFormat::fp8_e5m2})
+    for (std::uint64_t seed = 1; seed <= 64; ++seed) {
+      ProblemSpec spec;
+      spec.seq_lens = {9, 4};
+      spec.heads_q = 2;
+      spec.heads_kv = 1;
+      spec.head_size = 16;
+      spec.dtype = seed % 3 == 0 ? DType::fp32 : seed % 3 == 1 ? DType::bf16 : DType::fp16;
+      spec.kv_format = f;
+      spec.seed = seed;
+      Problem pr;
+      build_problem(spec, pr);
+      for (const bool value : {false, true}) {
+        const float d = value ? pr.params.v_descale : pr.params.k_descale;
+        std::uint32_t bits = 0;
+        std::memcpy(&bits, &d, sizeof bits);
+        BOOST_TEST(log2_off_integer(d) > 0.05, kv_format_name(f) << " seed " << seed << " descale " << d);
+        BOOST_TEST((bits & 0x1fffu) != 0u, "descale " << d << " is exact in fp16 or bf16");
+        (amax(value ? pr.v : pr.k) / d > fp8_max(f) ? clipping : headroom)++;
+        ++checked;
+      }
+      BOOST_TEST(log2_off_integer(pr.params.v_descale / pr.params.k_descale) > 0.1,
+                 "seed " << seed << ": v_descale / k_descale = " << pr.params.v_descale / pr.params.k_descale);
+    }
+  BOOST_TEST(checked == 256);
+  BOOST_TEST(headroom > 64);
+  BOOST_TEST(clipping > 64);
+}
+
 // A golden cache hit builds the problem from the stored Q, K and V: the same problem as drawing them
 // (the FP8 descales from the storage's amax), without the float copies.
 BOOST_AUTO_TEST_CASE(a_problem_from_given_tensors_equals_the_drawn_one_and_wrong_sizes_are_refused) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The python: DUT end to end: the NumPy example through ci.yaml, its faulty variants caught and
-diagnosed, and careless or hostile Python kernels (a segfault through ctypes, an exception, a hang, a
-leaked thread, exit()) as error rows naming the cause, with the sweep finished and nothing left running.
+"""The python: DUT end to end: the NumPy example through ci.yaml and its faulty variants caught and
+diagnosed; the arrays a kernel is given (p.mask, p.sinks) as dut/python/README.md says. Careless or
+hostile kernels (raise, hang, exit, fork, print, allocate, wrong shapes and dtypes) and refused
+targets are test_python_hostile.py's table.
 
 The swa_harness module too: judge() against run on every ci.yaml scenario, and the pytest plugin
 with the example kernels and a faulty variant.
@@ -16,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 import unittest
 
 import h5py
@@ -25,9 +25,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_h5 import results_table  # noqa: E402
 
 HARNESS = CI = EXAMPLES = PACKAGE = None
-# Two small prefill scenarios and one decode scenario of ci.yaml.
-FEW = "mode=prefill/seqs=70-1-33/hq=8/hkv=2/d=64/w=(1|16)/mask=none/fp32/|" \
-      "mode=decode/seqs=90-1-47/hq=8/hkv=2/d=64/w=8/chunk=5/steps=12/cache=ring-modulo/mask=none/fp32/"
 
 
 def run(*args, timeout=900):
@@ -51,61 +48,6 @@ def rows(path):
     with h5py.File(path) as f:
         table = results_table(f)
     return {text(r["scenario_id"]): (text(r["status"]), text(r["reason"])) for r in table}
-
-
-def processes_with(marker):
-    """PIDs of this machine's processes whose environment holds `marker` (this test's own target)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if marker.encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
-def kernel_file(tmp, body):
-    """TMP/kernels.py holding BODY, a kernel module; its path."""
-    path = os.path.join(tmp, "kernels.py")
-    with open(path, "w") as f:
-        f.write(textwrap.dedent(body))
-    return path
-
-
-HOSTILE = """
-    import ctypes, os, sys, threading, time
-    import numpy as np
-
-    def describe():
-        return {"name": "hostile"}
-
-    def segfault(p):
-        ctypes.string_at(0)
-
-    def raises(p):
-        raise KeyError("no such tile")
-
-    def hangs(p):
-        time.sleep(3600)
-
-    def leaks_thread(p):
-        threading.Thread(target=time.sleep, args=(3600,), name="forgotten", daemon=True).start()
-        p.out[...] = 0
-
-    def exits(p):
-        sys.exit(0)
-
-    def os_exit(p):
-        os._exit(0)
-
-    def wrong_shape(p):
-        return np.zeros((1, 2))
-
-    def fills_zeros(p):
-        p.out[...] = 0
-"""
 
 
 class NumpyExample(unittest.TestCase):
@@ -208,99 +150,52 @@ class NumpyExample(unittest.TestCase):
                     self.assertRegex(reason, r"describes itself as running|it does not describe (sinks|softcap|two-sided)")
 
 
-class HostileKernels(unittest.TestCase):
-    def run_hostile(self, function, *extra):
+class KernelArrays(unittest.TestCase):
+    """p.mask and p.sinks as dut/python/README.md and harness/README.md say: in every call of a
+    scenario with a mask format (each chunk, each decode step, an ATB decode with swa-norm too) a
+    read-only float32 [mask_rows, mask_rows] (the longest sequence, or 512 for swa-compress); sinks
+    float32 [heads_q]; None when absent."""
+
+    RECORDER = """
+        import json, os
+        def record(p):
+            shape = lambda x: None if x is None else [str(x.dtype), list(x.shape), bool(x.flags.writeable)]
+            with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.jsonl"), "a") as f:
+                f.write(json.dumps({"call": p.call, "mode": p.mode, "mask_format": p.mask_format, "mask": shape(p.mask),
+                                    "mask_rows": p.mask_rows, "sinks": shape(p.sinks), "heads_q": p.heads_q,
+                                    "longest": int(max(p.seq_lens))}) + "\\n")
+            p.out[...] = 0
+    """
+    SCENARIOS = ("mode=decode/seqs=21-1-9/hq=4/hkv=4/d=64/w=6/chunk=0/steps=3/cache=ring-modulo/mask=swa-norm/fp32/|"
+                 "mode=chunked_prefill/seqs=21-1-9/hq=6/hkv=2/d=64/w=6/chunk=4/cache=ring-modulo/mask=swa-(norm|compress)/fp32/|"
+                 "mode=prefill/seqs=90-1-47/hq=8/hkv=2/d=64/w=16/mask=none/sinks=learned/fp32/in=normal/seed=8")
+
+    def test_masks_and_sinks_in_every_call_as_documented(self):
         with tempfile.TemporaryDirectory() as tmp:
-            path = kernel_file(tmp, HOSTILE)
-            out = os.path.join(tmp, "r.h5")
-            start = time.time()
-            r = run("run", CI, "--filter", FEW, "--dut", f"python:{path}:{function}", "--out", out, *extra)
-            seconds = time.time() - start
-            self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
-            got = rows(out)
-            self.assertEqual(len(got), 3, got)  # the sweep finished: a row per scenario
-            self.assertEqual(processes_with(path), [], "a process of this test's kernel is still running")
-            return got, r, seconds
-
-    def assert_errors(self, got, pattern):
-        for scenario, (status, reason) in got.items():
-            self.assertEqual(status, "error", scenario)
-            self.assertRegex(reason, pattern)
-
-    def test_a_segfault_through_ctypes_is_an_error_row_naming_the_signal(self):
-        got, r, _ = self.run_hostile("segfault")
-        self.assert_errors(got, r"killed by signal 11 \(Segmentation fault\)")
-        self.assertIn("Fatal Python error: Segmentation fault", r.stderr)  # faulthandler's Python stack
-
-    def test_an_exception_is_an_error_row_naming_it_and_where(self):
-        got, r, _ = self.run_hostile("raises")
-        self.assert_errors(got, r"raises\(\) raised KeyError: 'no such tile' \(at kernels\.py:\d+ in raises\)")
-        self.assertIn("Traceback (most recent call last)", r.stderr)
-
-    def test_a_hang_is_an_error_row_naming_the_timeout(self):
-        got, _, _ = self.run_hostile("hangs", "--dut-timeout", "2")
-        self.assert_errors(got, r"timed out after 2 s")
-
-    def test_a_leaked_thread_is_an_error_row_naming_it(self):
-        got, _, _ = self.run_hostile("leaks_thread")
-        self.assert_errors(got, r"left 1 thread\(s\) running after it returned: forgotten")
-
-    def test_exit_is_an_error_row(self):
-        got, _, _ = self.run_hostile("exits")
-        self.assert_errors(got, r"raised SystemExit")
-        got, _, _ = self.run_hostile("os_exit")
-        self.assert_errors(got, r"exited with status 0|closed its socket")
-
-    def test_a_wrong_return_value_is_an_error_row(self):
-        got, _, _ = self.run_hostile("wrong_shape")
-        self.assert_errors(got, r"returned an array of shape \(1, 2\); p\.out is \(\d+, \d+, 64\)")
-
-    def test_the_users_own_SWA_PYTHON_DUT_does_not_change_the_target(self):
-        """The worker's target comes from --dut, whatever SWA_PYTHON_DUT the harness's environment holds."""
-        with tempfile.TemporaryDirectory() as tmp:
-            path = kernel_file(tmp, HOSTILE)
-            out = os.path.join(tmp, "r.h5")
-            env = dict(os.environ, SWA_PYTHON_DUT=f"{path}:segfault")
-            r = subprocess.run([HARNESS, "run", CI, "--filter", FEW, "--dut", f"python:{path}:raises", "--out", out],
-                               capture_output=True, text=True, timeout=300, env=env)
-            self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
-            self.assert_errors(rows(out), r"raises\(\) raised KeyError")
-
-    def test_a_wrong_but_quiet_kernel_fails_in_process_too(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = kernel_file(tmp, HOSTILE)
-            out = os.path.join(tmp, "r.h5")
-            r = run("run", CI, "--filter", FEW, "--dut", f"python:{path}:fills_zeros", "--out", out, "--in-process")
-            self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
-            self.assertEqual({s for s, _ in rows(out).values()}, {"fail"})
-
-
-class BadTargets(unittest.TestCase):
-    def refused(self, dut, pattern, files=None):
-        with tempfile.TemporaryDirectory() as tmp:
-            for name, body in (files or {}).items():
-                with open(os.path.join(tmp, name), "w") as f:
-                    f.write(textwrap.dedent(body))
-            r = subprocess.run([HARNESS, "run", CI, "--filter", FEW, "--dut", dut.format(tmp=tmp),
-                                "--out", os.path.join(tmp, "r.h5")], capture_output=True, text=True, timeout=300)
-            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
-            self.assertRegex(r.stderr, pattern)
-            self.assertNotIn("At:", r.stderr)  # one line, not the embedding's trace
-            self.assertFalse(os.path.exists(os.path.join(tmp, "r.h5")))
-
-    def test_bad_targets_are_refused_with_exit_2_naming_the_problem(self):
-        self.refused("python:{tmp}/k.py", r"is not python:TARGET:FUNCTION")
-        self.refused("python:{tmp}/none.py:f", r"no Python file .*none\.py")
-        self.refused("python:no_such_module_here:f", r"ModuleNotFoundError: No module named 'no_such_module_here'")
-        self.refused("python:{tmp}/k.py:f", r"SyntaxError: .*k\.py, line 2", {"k.py": "def f(p):\n  x = = 1\n"})
-        self.refused("python:{tmp}/k.py:f", r"RuntimeError: no device \(at k\.py:1\)", {"k.py": "raise RuntimeError('no device')\n"})
-        self.refused("python:{tmp}/k.py:g", r"has no function g \(its functions: f\)", {"k.py": "def f(p): pass\n"})
-        self.refused("python:{tmp}/k.py:f:colour=red", r"unexpected keyword argument 'colour'", {"k.py": "def f(p): pass\n"})
-        self.refused("python:{tmp}/k.py:f:=red", r"is not key=value", {"k.py": "def f(p): pass\n"})
-        self.refused("python:{tmp}/k.py:f", r"describe\(\)\['dtypes'\]: 'fp64' is not one of fp32\|fp16\|bf16",
-                     {"k.py": "def describe(): return {'dtypes': ['fp64']}\ndef f(p): pass\n"})
-        self.refused("python:{tmp}/k.py:f", r"describe\(\) returned the key 'colour'; allowed: name, ",
-                     {"k.py": "def describe(): return {'colour': 1}\ndef f(p): pass\n"})
+            path = os.path.join(tmp, "recorder.py")
+            with open(path, "w") as f:
+                f.write(textwrap.dedent(self.RECORDER))
+            r = run("run", CI, "--filter", self.SCENARIOS, "--dut", f"python:{path}:record", "--out", os.path.join(tmp, "r.h5"))
+            self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])  # zeros: every row fails
+            with open(os.path.join(tmp, "calls.jsonl")) as f:
+                calls = [json.loads(line) for line in f]
+        kinds = {(c["mode"], c["mask_format"], c["call"]) for c in calls}
+        self.assertEqual(kinds, {("decode", "swa-norm", "chunked_prefill"), ("decode", "swa-norm", "decode_step"),
+                                 ("chunked_prefill", "swa-norm", "chunked_prefill"),
+                                 ("chunked_prefill", "swa-compress", "chunked_prefill"), ("prefill", "none", "prefill")})
+        for c in calls:
+            if c["mask_format"] == "none":
+                self.assertIsNone(c["mask"], c)
+            else:
+                rows = 512 if c["mask_format"] == "swa-compress" else c["longest"]
+                self.assertEqual(c["mask"], ["float32", [rows, rows], False], c)
+                self.assertEqual(c["mask_rows"], rows, c)
+            self.assertEqual(c["sinks"], ["float32", [c["heads_q"]], False] if c["mode"] == "prefill" else None, c)
+        # ... and the README says so: an ATB decode with swa-norm gets the tensor.
+        with open(os.path.join(os.path.dirname(CI), "..", "harness", "README.md")) as f:
+            readme = " ".join(f.read().split())
+        self.assertNotIn("no tensor is passed", readme)
+        self.assertIn("the harness still passes the swa-norm tensor", readme)
 
 
 class Module(unittest.TestCase):
@@ -358,6 +253,12 @@ class Module(unittest.TestCase):
         harness_names, adapter_names = json.loads(r.stdout.strip().splitlines()[-1])
         self.assertTrue(all(harness_names.values()), harness_names)
         self.assertEqual(adapter_names, harness_names)
+
+    def test_the_version_is_the_tools(self):
+        r = self.python("import swa_harness\nprint(swa_harness.__version__)")
+        tool = subprocess.run([HARNESS, "--version"], capture_output=True, text=True, timeout=60).stdout.split()[1]
+        self.assertEqual(r.stdout.strip(), tool, r.stderr)
+        self.assertRegex(tool, r"^\d+\.\d+\.\d+$")
 
     def test_errors_are_exceptions_with_the_command_lines_words(self):
         r = self.python("import swa_harness\ntry:\n    swa_harness.scenarios('ci.yaml', sweep='nope')\n"

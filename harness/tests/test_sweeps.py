@@ -347,15 +347,18 @@ class Mutants(unittest.TestCase):
             r = run("run", CI_YAML, "--sweep", "paged", "--jobs", "2", "--out", out,
                     "--dut", f"exec:/usr/bin/python3 {numpy_dut} --fault page-table-ignored --no-cache-per-call")
             self.assertEqual(r.returncode, 1, r.stdout[-1500:])
-            # Its cache returned once (the describe answer's cache_per_call = 0): checked at the end.
-            self.assertRegex(r.stdout, r"KV cache differs from the golden cache model in \d+ places, first at the end of "
-                                       r"the schedule, .*: sequence 0 position \d+ \(physical page \d+ slot \d+\) holds "
-                                       r"position \d+, expected position \d+")
+            # Its cache returned once (the describe answer's cache_per_call = 0): checked at the end. The
+            # console shows a few rows per group: the reasons are read from the file.
+            with h5py.File(out) as f:
+                reasons = [x.decode() if isinstance(x, bytes) else x for x in results_table(f)["reason"]]
+            pattern = (r"KV cache differs from the golden cache model in \d+ places, first at the end of the schedule, "
+                       r".*: sequence 0 position \d+ \(physical page \d+ slot \d+\) holds position \d+, expected position \d+")
+            self.assertTrue(any(re.search(pattern, x) for x in reasons), reasons[:5])
 
     def test_fp8_kv_mutants_are_caught_and_the_descales_recorded(self):
         """The FP8 faults fail the fp8_kv sweep and pass a sweep without FP8 (there they are correct
         kernels); the controls, the numpy exec DUT (protocol 4) and the C example plugin pass it; the
-        exec DUT's planted FP8 faults fail; /scenarios records kv_dtype and power-of-two descales."""
+        exec DUT's planted FP8 faults fail; /scenarios records kv_dtype and descales that are not powers of two."""
         numpy_dut = os.path.join(os.path.dirname(CI_YAML), "..", "dut", "external", "examples", "numpy_dut.py")
         with tempfile.TemporaryDirectory() as tmp:
             for m in ("fp8_no_saturation", "fp8_descale_twice"):
@@ -373,7 +376,11 @@ class Mutants(unittest.TestCase):
             self.assertEqual(kinds, {"fp8-e4m3", "fp8-e5m2"})
             descales = np.concatenate([s["k_descale"], s["v_descale"]])
             self.assertTrue(np.all(descales > 0))
-            self.assertTrue(np.all(np.exp2(np.round(np.log2(descales))) == descales), descales)
+            # Calibration scales, not powers of two (which FP8's grid is blind to), V's not a power
+            # of two times K's (harness/src/case/inputs.cpp).
+            off = lambda x: np.abs(np.log2(x) - np.round(np.log2(x)))
+            self.assertTrue(np.all(off(descales) > 0.05), descales)
+            self.assertTrue(np.all(off(s["v_descale"] / s["k_descale"]) > 0.1))
             self.assertGreater(len(set(s["k_descale"].tolist())), 2)  # seeds draw different descales
             for fault, every in (("fp8-descale-twice", True), ("fp8-no-saturation", False)):
                 with self.subTest(fault):

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,7 +63,12 @@ void let_an_interrupt_of_this_process_land(const Ending& ending) {
 
 // In the child, between fork and exec: async-signal-safe calls only.
 [[noreturn]] void become_child(const ChildSpec& spec, char* const* argv, char* const* envp, int dev_null,
-                               int capture_write, int* moved_fds) {
+                               int capture_write, int* moved_fds, pid_t parent) {
+  if (spec.die_with_parent) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // The parent may have died between the fork and the prctl: then nothing will send the signal.
+    if (::getppid() != parent) ::_exit(127);
+  }
   if (spec.own_group) ::setpgid(0, 0);
   // A blocked mask and ignored signals survive exec; handlers do not, but a body runs before any exec.
   struct sigaction default_action {};
@@ -159,8 +165,10 @@ Child Child::start(ChildSpec spec) {
         ++it;
       }
     }
-    token = new_scope_token();
-    env.push_back(scope_entry(inherited, token));
+    if (!spec.outside_scope) {
+      token = new_scope_token();
+      env.push_back(scope_entry(inherited, token));
+    }
     spec.env = std::move(env);
   }
   std::vector<char*> envp;
@@ -184,10 +192,11 @@ Child Child::start(ChildSpec spec) {
 
   // Held across the fork: a scan for orphans must not take this child, not yet recorded, for one.
   StartedChildren::lock();
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0)
     become_child(spec, argv.data(), spec.env ? envp.data() : nullptr, dev_null.fd, capture_write.fd,
-                 moved_fds.data());
+                 moved_fds.data(), parent);
   if (pid > 0) StartedChildren::add(pid);
   StartedChildren::unlock();
   if (pid < 0) throw std::system_error(errno, std::generic_category(), "cannot fork to start " + what);

@@ -10,10 +10,15 @@
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "swa/platform/child_process.hpp"
+#include "swa/platform/lock_file.hpp"
+#include "swa/platform/process_scope.hpp"
+
+extern char** environ;
 
 using swa::platform::Child;
 using swa::platform::ChildSpec;
@@ -273,4 +278,176 @@ BOOST_AUTO_TEST_CASE(a_child_this_process_forked_itself_is_not_taken_for_an_orph
   BOOST_TEST(!gone(own), "a child forked outside Child was killed");
   ::kill(own, SIGKILL);
   ::waitpid(own, nullptr, 0);
+}
+
+// A harness killed outright (kill -9, the OOM killer) runs no clean-up: what it started must die with
+// it or be found by the next run.
+namespace {
+
+using swa::platform::OwnerState;
+
+// `spec` started from a forked process that then exits without ending it (as a process killed
+// outright does) and is reaped: returns the started child's pid. The child comes to this process
+// (a subreaper).
+pid_t started_by_a_process_that_died(ChildSpec spec) {
+  int fds[2];
+  BOOST_TEST_REQUIRE(::pipe(fds) == 0);
+  const pid_t middle = ::fork();
+  if (middle == 0) {
+    ::close(fds[0]);
+    try {
+      Child c = Child::start(std::move(spec));
+      const pid_t pid = c.pid();
+      (void)::write(fds[1], &pid, sizeof pid);
+      ::_exit(0);  // ~Child does not run: the child is left running
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  ::close(fds[1]);
+  pid_t pid = -1;
+  if (::read(fds[0], &pid, sizeof pid) != static_cast<ssize_t>(sizeof pid)) pid = -1;
+  ::close(fds[0]);
+  ::waitpid(middle, nullptr, 0);
+  return pid;
+}
+
+// SIGKILL and reap a process of a test that outlived it (it is this process's child, adopted or not).
+void end_left_over(pid_t pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+// The environment of this process, plus `entry` (a marker of this test's own processes).
+std::vector<std::string> environment_with(const std::string& entry) {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  env.push_back(entry);
+  return env;
+}
+
+std::string marker(const char* what) { return "SWA_CHILD_PROCESS_TEST=" + std::string(what) + "-" + std::to_string(::getpid()); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_child_that_dies_with_its_parent_is_killed_when_the_parent_dies) {
+  ChildSpec s;
+  s.argv = {"sleep", "300"};
+  s.die_with_parent = true;
+  const pid_t pid = started_by_a_process_that_died(s);
+  BOOST_TEST_REQUIRE(pid > 0);
+  BOOST_TEST(gone_within(pid, 5.0), "pid " << pid << " outlived the process that started it");
+  end_left_over(pid);
+}
+
+BOOST_AUTO_TEST_CASE(by_default_a_child_outlives_its_parent) {
+  // The plugin workers must not die with the job thread that started them (child_process.hpp).
+  ChildSpec s;
+  s.argv = {"sleep", "300"};
+  const pid_t pid = started_by_a_process_that_died(s);
+  BOOST_TEST_REQUIRE(pid > 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  BOOST_TEST(!gone(pid));
+  end_left_over(pid);
+}
+
+BOOST_AUTO_TEST_CASE(an_owner_tag_tells_a_live_owner_from_a_dead_one_and_a_reused_pid) {
+  const std::string own = swa::platform::owner_tag();
+  BOOST_TEST((swa::platform::owner_state(own) == OwnerState::alive));
+  const std::size_t first = own.find('-'), second = own.find('-', first + 1);
+  BOOST_TEST_REQUIRE(second != std::string::npos);
+  const std::string pid = own.substr(0, first), ns = own.substr(second + 1);
+  // This pid, started at another time: a process that took the pid of a dead one.
+  BOOST_TEST((swa::platform::owner_state(pid + "-1-" + ns) == OwnerState::dead));
+  const pid_t done = ::fork();
+  if (done == 0) ::_exit(0);
+  ::waitpid(done, nullptr, 0);
+  BOOST_TEST((swa::platform::owner_state(std::to_string(done) + "-1-" + ns) == OwnerState::dead));
+  BOOST_TEST((swa::platform::owner_state(pid + "-1-" + ns + "1") == OwnerState::unknown));  // another pid namespace
+  BOOST_TEST((swa::platform::owner_state(pid) == OwnerState::unknown));                      // a token of the old form
+  BOOST_TEST((swa::platform::owner_state("12-x-3") == OwnerState::unknown));
+  BOOST_TEST(swa::platform::scope_prefix().rfind(own + "x", 0) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(the_scopes_of_a_dead_owner_are_ended_and_a_live_owners_are_not) {
+  const std::string mark = marker("orphans");
+  ChildSpec s;
+  s.argv = {"sleep", "300"};
+  s.env = environment_with(mark);
+  // Left by a process that died: its token names a dead owner.
+  const pid_t orphan = started_by_a_process_that_died(s);
+  BOOST_TEST_REQUIRE(orphan > 0);
+  // A token naming this process's pid with another start time: its owner died and the pid was reused.
+  const std::string own = swa::platform::owner_tag();
+  const std::size_t first = own.find('-'), second = own.find('-', first + 1);
+  ChildSpec reused = s;
+  reused.env->push_back(std::string(swa::platform::kScopeVariable) + "=" + own.substr(0, first) + "-1-" +
+                        own.substr(second + 1) + "x0000000000000000.0");
+  Child of_reused = Child::start(reused);
+  Child live = Child::start(s);  // this process's: alive
+  BOOST_TEST(!gone(orphan));
+  const int ended = swa::platform::end_orphaned_scopes(mark);
+  // Another harness run on the machine may reap a dead owner's processes first: what counts is that
+  // they are gone, and the live one is not.
+  BOOST_TEST(ended <= 2);
+  BOOST_TEST(gone_within(orphan, 5.0), "pid " << orphan << " of a dead owner's scope was not ended");
+  BOOST_TEST(!of_reused.running(), "a process whose token's pid was reused was not ended");
+  BOOST_TEST(live.running(), "a live owner's child was ended");
+  live.kill();
+  end_left_over(orphan);
+}
+
+BOOST_AUTO_TEST_CASE(a_lock_file_is_taken_once_says_who_holds_it_and_goes_with_the_lock) {
+  using swa::platform::LockFile;
+  char dir_template[] = "/tmp/swa_lock_file_test.XXXXXX";
+  BOOST_TEST_REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string dir = dir_template, path = dir + "/r.h5.lock";
+  std::string held_by;
+  std::optional<LockFile> first = LockFile::try_lock(path, "swa-harness run a.yaml\n--out r.h5", held_by);
+  BOOST_TEST_REQUIRE(first.has_value());
+  // Another open of the file, in this process or another, finds it taken and who took it.
+  BOOST_TEST(!LockFile::try_lock(path, "second", held_by).has_value());
+  BOOST_TEST(held_by.rfind("pid " + std::to_string(::getpid()) + " on ", 0) == 0, held_by);
+  BOOST_TEST(held_by.find(" since ") != std::string::npos, held_by);
+  BOOST_TEST(held_by.find(": swa-harness run a.yaml --out r.h5") != std::string::npos, held_by);
+  const pid_t other = ::fork();
+  if (other == 0) {
+    std::string seen;
+    ::_exit(LockFile::try_lock(path, "child", seen).has_value() ? 1 : 0);
+  }
+  int status = 0;
+  ::waitpid(other, &status, 0);
+  BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0), "another process took a held lock");
+  first.reset();
+  BOOST_TEST(::access(path.c_str(), F_OK) != 0, "the lock file outlived its lock");
+
+  // A holder killed outright leaves its file behind, unlocked: the next one takes it over.
+  int ready[2];
+  BOOST_TEST_REQUIRE(::pipe(ready) == 0);
+  const pid_t holder = ::fork();
+  if (holder == 0) {
+    std::string seen;
+    auto lock = LockFile::try_lock(path, "killed", seen);
+    (void)::write(ready[1], "x", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char byte;
+  BOOST_TEST_REQUIRE(::read(ready[0], &byte, 1) == 1);
+  BOOST_TEST(!LockFile::try_lock(path, "while it lives", held_by).has_value());
+  BOOST_TEST(held_by.find("pid " + std::to_string(holder) + " ") == 0, held_by);
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  BOOST_TEST(::access(path.c_str(), F_OK) == 0);
+  std::optional<LockFile> next = LockFile::try_lock(path, "next", held_by);
+  BOOST_TEST_REQUIRE(next.has_value());
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  BOOST_TEST(line.find(": next") != std::string::npos, line);
+  next.reset();
+  ::close(ready[0]);
+  ::close(ready[1]);
+  ::rmdir(dir.c_str());
 }

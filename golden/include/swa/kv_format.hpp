@@ -31,10 +31,11 @@ std::uint8_t fp8_encode(KvFormat f, double x);
 double fp8_decode(KvFormat f, std::uint8_t code);
 
 // The value attention reads for an input K or V element x: x itself for KvFormat::dtype, else
-// fp8_decode(fp8_encode(x / descale)) * descale, exact in double (descale is a power of two).
+// fp8_decode(fp8_encode(x / descale)) * descale: the product is exact in double (an FP8 value has
+// at most 4 significant bits, a float descale 24); the quotient is rounded once, in double.
 double kv_read_value(KvFormat f, double descale, double x);
-// Each of values[0, count) replaced by its kv_read_value, rounded to float (exact: an FP8 value
-// times a power of two), in place: the fp32 baseline's K and V.
+// Each of values[0, count) replaced by its kv_read_value, rounded to float, in place: the fp32
+// baseline's K and V, what a kernel gets multiplying the decoded code by the descale in fp32.
 void kv_read_values(KvFormat f, double descale, float* values, std::size_t count);
 
 }  // namespace swa

@@ -17,6 +17,9 @@ import subprocess
 from . import _core
 from ._paths import HARNESS
 
+# "0.1.0": the project's version, as `swa-harness --version` and every results file's /meta say it.
+__version__ = _core.version().split()[1]
+
 __all__ = ["Error", "Scenario", "Problem", "Verdict", "scenarios", "problem", "judge", "check", "run", "sweep",
            "python_target", "golden_cache", "choices", "HARNESS"]
 
@@ -132,6 +135,8 @@ def python_target(kernel):
     path = getattr(module, "__file__", None)
     if not path:
         raise Error(f"{kernel.__name__} comes from no file")
+    if ":" in path and not path.endswith(".py"):  # python: finds a TARGET holding ':' by its ending .py
+        raise Error(f"{kernel.__name__} comes from {path}: a path with ':' must be a .py file for python:")
     for key, value in kwargs.items():
         if ":" in str(value) or "=" in str(value):
             raise Error(f"keyword argument {key}={value!r}: a value for python: has no ':' or '='")

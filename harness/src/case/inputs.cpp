@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <numbers>
 #include <numeric>
 
@@ -108,12 +110,28 @@ std::vector<float> generate_sinks(std::uint64_t seed, int heads_q, DType dtype) 
   return sinks;
 }
 
+float off_coarse_grids(double descale, double away) {
+  const double fraction = std::log2(descale) - std::floor(std::log2(descale));
+  if (fraction < 0.07 || fraction > 0.93) descale *= away;
+  auto f = static_cast<float>(std::clamp(descale, 0x1p-120, 0x1p120));
+  // A low mantissa bit set, so that no 16-bit float (fp16's 11 bits, bf16's 8) holds it exactly.
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &f, sizeof bits);
+  bits |= 1u;
+  std::memcpy(&f, &bits, sizeof bits);
+  return f;
+}
+
 float draw_kv_descale(std::uint64_t seed, KvFormat format, int tensor_index, double amax) {
-  if (!(amax > 0.0) || !std::isfinite(amax)) return 1.f;
+  if (!(amax > 0.0) || !std::isfinite(amax)) return off_coarse_grids(1.0, 1.2);
   const PhiloxBlock r = draw(seed, TensorRole::descales, static_cast<std::uint64_t>(tensor_index));
-  const int headroom = static_cast<int>(r[0] & 1u);
-  const int exponent = static_cast<int>(std::ceil(std::log2(amax / fp8_max(format)))) - headroom;
-  return std::ldexp(1.f, std::clamp(exponent, -126, 127));
+  const bool headroom = (r[0] & 1u) != 0;
+  const double u = static_cast<double>(r[1]) * 0x1p-32;
+  // Headroom: amax maps to 0.63..0.95 of the largest code. Saturation: to 1.05..1.8 of it, past
+  // the midpoint to the next binade's first value, so the largest values clip.
+  const double margin = headroom ? 1.05 + 0.55 * u : 0.55 + 0.4 * u;
+  // Moved away from a power of two in the direction that keeps the draw's kind.
+  return off_coarse_grids(amax / fp8_max(format) * margin, headroom ? 1.2 : 1 / 1.2);
 }
 
 std::vector<std::int32_t> draw_page_order(std::uint64_t seed, int pages) {

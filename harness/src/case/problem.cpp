@@ -126,9 +126,14 @@ void finish_problem(const ProblemSpec& spec, Problem& pr) {
   if (is_fp8(spec.kv_format)) {
     p.k_descale = draw_kv_descale(spec.seed, spec.kv_format, 0, amax_of_storage(pr.k_storage, spec.dtype));
     p.v_descale = draw_kv_descale(spec.seed, spec.kv_format, 1, amax_of_storage(pr.v_storage, spec.dtype));
-    // K and V are drawn alike, so their descales often tie; then a kernel that reads V with
-    // k_descale passes. Twice the descale leaves V unsaturated (K keeps its drawn headroom).
-    if (p.v_descale == p.k_descale) p.v_descale *= 2.f;
+    // K and V are drawn alike, so their descales can come out at a power of two of each other;
+    // then a kernel that reads V with k_descale differs only at saturation and in subnormals.
+    const double ratio = std::log2(static_cast<double>(p.v_descale) / p.k_descale);
+    if (std::abs(ratio - std::round(ratio)) < 0.15) {
+      const bool clips = amax_of_storage(pr.v_storage, spec.dtype) / p.v_descale > fp8_max(spec.kv_format);
+      const double away = clips ? 1 / 1.3 : 1.3;  // V keeps its kind: clipping, or headroom
+      p.v_descale = off_coarse_grids(p.v_descale * away, away);
+    }
   }
   pr.sinks = spec.sinks ? generate_sinks(spec.seed, spec.heads_q, spec.dtype) : std::vector<float>{};
   p.sinks = spec.sinks ? pr.sinks.data() : nullptr;

@@ -47,6 +47,7 @@ int cmd_bisect(const std::vector<std::string>& args) {
   harness::BisectOptions o;
   std::string out_dir = "bisect-out";
   double dut_timeout = 300;
+  std::int64_t dut_memory_mb = 0;
   po::options_description desc(
       "swa-harness bisect (--from results.h5 --id ID | SWEEP.yaml --filter ID) --dut NAME [--against golden|DUT] "
       "[--out DIR] [--json]\nReproduce, localize, diagnose, reduce, recover, and write DIR/report.txt, DIR/summary.json, "
@@ -62,6 +63,7 @@ int cmd_bisect(const std::vector<std::string>& args) {
       ("reruns", po::value(&o.reruns)->default_value(3), "runs of the original case (the spread exposes races)")
       ("out", po::value(&out_dir)->default_value(out_dir), "output directory")
       ("dut-timeout", po::value(&dut_timeout)->default_value(300), "seconds one call of a plugin: or python: DUT may take")
+      ("dut-memory-mb", po::value(&dut_memory_mb)->default_value(0), kDutMemoryHelp)
       ("json", "print DIR/summary.json (the finding, for CI bots) instead of the report")
       ("in-process", "load plugin: and python: DUTs into this process (for gdb, pdb) instead of a worker");
   po::positional_options_description positional;
@@ -72,6 +74,7 @@ int cmd_bisect(const std::vector<std::string>& args) {
   if (!(dut_timeout > 0)) throw UsageError("option --dut-timeout must be > 0 seconds");
   o.dut_options.plugins_in_process = vm.count("in-process") > 0;
   o.dut_options.plugin_call_timeout_seconds = dut_timeout;
+  o.dut_options.worker_memory_bytes = worker_memory_from_option(dut_memory_mb, 1);
   o.out_dir = out_dir;
   o.json = vm.count("json") > 0;
   for (const std::string& d : {o.dut, o.against})

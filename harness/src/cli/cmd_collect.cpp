@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "swa/harness/base/host.hpp"
 #include "options.hpp"
 #include "swa/harness/base/durable_file.hpp"
 #include "swa/harness/store/junit.hpp"
@@ -50,7 +51,9 @@ int cmd_collect(const std::vector<std::string>& args) {
     std::cerr << "swa-harness collect: the merged files could not be written: " << e.what() << "\n";
     return kNotStored;
   }
-  if (c.any_results()) harness::print_summary(std::cout, c.merged.results, s.sweep_source);
+  if (c.any_results())
+    harness::print_summary(std::cout, c.merged.results, s.sweep_source, {},
+                           {harness::command_word("swa-harness"), harness::slurm::merged_results(s).string()});
   std::cout << harness::slurm::summary_text(s, c);
   if (!c.unfinished().empty()) return kShardsUnfinished;
   for (const auto& r : c.merged.results)

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "swa/harness/store/results_store.hpp"
 #include "options.hpp"
 #include "swa/harness/store/results_file.hpp"
 
@@ -27,6 +28,7 @@ int cmd_merge(const std::vector<std::string>& args) {
     named.emplace_back("an input", in);
   }
   guard_output("--out", out, OutputKind::results, vm.count("force") > 0, named);
+  const harness::ResultsFileLock lock(out, "swa-harness merge");  // a run writing --out meanwhile: exit 2
   std::vector<std::string> warnings;
   const harness::ResultsContents merged = harness::merge_results(paths, warnings);
   harness::write_results(out, merged);

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
@@ -18,6 +19,8 @@
 #include "swa/harness/run/meta.hpp"
 #include "swa/harness/run/runner.hpp"
 #include "swa/harness/store/summary.hpp"
+#include "swa/harness/base/host.hpp"
+#include "swa/harness/base/text.hpp"
 #include "swa/harness/judge/verdict.hpp"
 
 namespace swa::cli {
@@ -26,7 +29,7 @@ int cmd_run(const std::vector<std::string>& args) {
   std::string path, sweep, filter, duts_text, out = "results.h5", junit, shard_text, dump_text = "failures", profile_text;
   int jobs = 1, perf_repeats = 5;
   double exec_timeout = 300, dut_timeout = 300;
-  std::int64_t memory_limit_mb = 0;
+  std::int64_t memory_limit_mb = 0, dut_memory_mb = 0;
   std::int64_t max_scenarios = harness::SweepLoadOptions{}.max_scenarios;
   GoldenCacheArgs golden_cache_args;
   po::options_description desc(
@@ -36,7 +39,7 @@ int cmd_run(const std::vector<std::string>& args) {
       ("sweep-file", po::value(&path)->required(), "the sweep file (positional)")
       ("sweep", po::value(&sweep), "only this named sweep (default: every sweep of the file)")
       ("filter", po::value(&filter), "an exact scenario ID, or a regex searched in the IDs")
-      ("dut", po::value(&duts_text), "comma-separated DUTs, replacing the sweep's: baseline, cpu, cuda, mutant:<fault>, plugin:PATH.so; or one exec:'COMMAND ...' (the rest of the value is its command)")
+      ("dut", po::value(&duts_text), harness::dut_option_help().c_str())
       ("out", po::value(&out)->default_value(out), "results HDF5 file")
       ("junit", po::value(&junit), "also write JUnit XML here")
       ("resume", "keep the rows already in --out and run only what is missing")
@@ -48,6 +51,7 @@ int cmd_run(const std::vector<std::string>& args) {
       ("exec-timeout", po::value(&exec_timeout)->default_value(300), "seconds an exec: DUT may run per scenario")
       ("dut-timeout", po::value(&dut_timeout)->default_value(300),
        "seconds one call of a plugin: or python: DUT may take in its worker process; over it the call is an error row")
+      ("dut-memory-mb", po::value(&dut_memory_mb)->default_value(0), kDutMemoryHelp)
       ("in-process", "load plugin: and python: DUTs into this process (for gdb, pdb) instead of a worker; a crash ends the run")
       ("tolerance-profile", po::value(&profile_text), ("strict|default|loose: replaces the sweeps' tolerances (harness/README.md)"))
       ("no-cache-check", "do not compare the DUTs' KV caches with the golden cache model (for private cache layouts)")
@@ -61,8 +65,8 @@ int cmd_run(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_options("run", args, desc, vm, &positional)) return kOk;
   {
-    std::string again = "swa-harness run";
-    for (const auto& a : args) again += " '" + a + "'";
+    std::string again = harness::shell_quote(harness::command_word("swa-harness")) + " run";
+    for (const auto& a : args) again += " " + harness::shell_quote(a);
     if (std::find(args.begin(), args.end(), "--resume") == args.end()) again += " --resume";
     harness::install_interrupt_handler("continue with: " + again);
   }
@@ -81,7 +85,8 @@ int cmd_run(const std::vector<std::string>& args) {
   if (!(exec_timeout > 0)) throw UsageError("option --exec-timeout must be > 0 seconds");
   if (!(dut_timeout > 0)) throw UsageError("option --dut-timeout must be > 0 seconds");
   harness::RunOptions options;
-  options.dut_options = {exec_timeout, vm.count("in-process") > 0, dut_timeout};
+  options.dut_options = {exec_timeout, vm.count("in-process") > 0, dut_timeout,
+                         worker_memory_from_option(dut_memory_mb, jobs)};
   options.jobs = jobs;
   if (vm.count("perf")) options.perf = harness::PerfSettings{1, static_cast<int>(require_range("--perf-repeats", perf_repeats, 1, 1000))};
   const bool timing = options.perf || std::any_of(scenarios.begin(), scenarios.end(), [](const auto& s) { return s.perf.has_value(); });
@@ -105,7 +110,7 @@ int cmd_run(const std::vector<std::string>& args) {
   // Every DUT named anywhere must exist before anything runs (--dut's even when a shard is empty).
   std::set<std::string> checked;
   auto check_dut = [&](const std::string& d, const std::string& named_by) {
-    if (checked.insert(d).second) require_dut_exists(d, named_by);
+    if (checked.insert(d).second) require_dut_exists(d, named_by, options.dut_options);
   };
   for (const auto& d : options.duts) check_dut(d, "option --dut: ");
   if (options.duts.empty())
@@ -164,7 +169,9 @@ int cmd_run(const std::vector<std::string>& args) {
   const std::vector<std::string> labels = harness::console_labels(names);
   std::map<std::string, std::string> label_of;
   for (std::size_t i = 0; i < names.size(); ++i) label_of[names[i]] = labels[i];
-  harness::print_summary(std::cout, rows, path, label_of);
+  // The printed commands name both files absolutely: they paste from any folder.
+  harness::print_summary(std::cout, rows, std::filesystem::absolute(path).string(), label_of,
+                         {harness::command_word("swa-harness"), std::filesystem::absolute(out).string()});
   std::cout << "results: " << out << (vm.count("junit") && junit_error.empty() ? ", junit: " + junit : std::string()) << "\n";
   if (!junit_error.empty()) std::cerr << "swa-harness: JUnit not written: " << junit_error << "\n";
   if (!outcome.storage_error.empty()) {

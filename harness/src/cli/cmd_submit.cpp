@@ -28,6 +28,7 @@ platform::Finished run_captured(const std::vector<std::string>& argv) {
   spec.argv = argv;
   spec.stderr_to = platform::Stream::inherit;
   spec.own_group = false;  // in the terminal's group, as a command typed there: Ctrl-C reaches it too
+  spec.outside_scope = true;  // the jobs it submits are the scheduler's, not this process's descendants
   try {
     return platform::run_to_end(std::move(spec));
   } catch (const std::system_error& e) {
@@ -90,6 +91,7 @@ int cmd_submit(const std::vector<std::string>& args) {
   std::vector<std::string> sbatch_args;
   int shards = 0, max_parallel = 0, cpus_per_task = 1, gpus_per_task = 0;
   double exec_timeout = 300, dut_timeout = 300;
+  std::int64_t dut_memory_mb = 0;
   GoldenCacheArgs golden_cache_args;
   po::options_description desc(
       "swa-harness submit SWEEP.yaml --slurm --shards N --out DIR: run a sweep as a Slurm job array\n"
@@ -109,12 +111,13 @@ int cmd_submit(const std::vector<std::string>& args) {
       ("cpus-per-task", po::value(&cpus_per_task)->default_value(1), "CPUs per array task (its OMP_NUM_THREADS)")
       ("max-parallel", po::value(&max_parallel)->default_value(0), "array tasks running at once (0: no limit)")
       ("sbatch-arg", po::value(&sbatch_args), "another #SBATCH option for both jobs, e.g. --account=lab (repeatable)")
-      ("dut", po::value(&duts_text), "DUTs replacing the sweep's, as for run (plugin:PATH.so, exec:'COMMAND', ...)")
+      ("dut", po::value(&duts_text), harness::dut_option_help().c_str())
       ("sweep", po::value(&sweep), "only this named sweep")
       ("filter", po::value(&filter), "an exact scenario ID, or a regex searched in the IDs")
       ("tolerance-profile", po::value(&profile_text), "strict|default|loose, as for run")
       ("exec-timeout", po::value(&exec_timeout)->default_value(300), "as for run")
       ("dut-timeout", po::value(&dut_timeout)->default_value(300), "as for run")
+      ("dut-memory-mb", po::value(&dut_memory_mb)->default_value(0), "as for run (0: half of each node's RAM)")
       ("dry-run", "print the two scripts and the sbatch commands; write and submit nothing");
   add_golden_cache_options(desc, golden_cache_args);  // for every task; a shared folder serves them all
   po::positional_options_description positional;
@@ -183,20 +186,23 @@ int cmd_submit(const std::vector<std::string>& args) {
   s.harness = fs::canonical("/proc/self/exe", ec);
   if (ec) throw UsageError("cannot find this swa-harness binary's path (/proc/self/exe): " + ec.message());
 
+  const harness::DutOptions dut_check_options{exec_timeout, false, dut_timeout,
+                                              worker_memory_from_option(dut_memory_mb, 1)};
   if (vm.count("dut")) {
-    for (const auto& d : parse_dut_option(duts_text)) require_dut_exists(d, "option --dut: ");
+    for (const auto& d : parse_dut_option(duts_text)) require_dut_exists(d, "option --dut: ", dut_check_options);
     s.run_args.insert(s.run_args.end(), {"--dut", duts_text});
   } else {
     std::set<std::string> checked;
     for (const auto& sc : scenarios) {
       if (sc.duts.empty()) throw UsageError("sweep " + sc.sweep + " names no duts: add 'duts:' to it or pass --dut");
       for (const auto& d : sc.duts)
-        if (checked.insert(d).second) require_dut_exists(d, "sweep " + sc.sweep + " duts: ");
+        if (checked.insert(d).second) require_dut_exists(d, "sweep " + sc.sweep + " duts: ", dut_check_options);
     }
   }
   if (vm.count("tolerance-profile")) s.run_args.insert(s.run_args.end(), {"--tolerance-profile", profile_text});
   if (!vm["exec-timeout"].defaulted()) s.run_args.insert(s.run_args.end(), {"--exec-timeout", std::to_string(exec_timeout)});
   if (!vm["dut-timeout"].defaulted()) s.run_args.insert(s.run_args.end(), {"--dut-timeout", std::to_string(dut_timeout)});
+  if (!vm["dut-memory-mb"].defaulted()) s.run_args.insert(s.run_args.end(), {"--dut-memory-mb", std::to_string(dut_memory_mb)});
   check_golden_cache_options(vm, golden_cache_args);  // the folder itself is each task's to open
   if (vm.count("no-golden-cache")) s.run_args.push_back("--no-golden-cache");
   if (vm.count("golden-cache"))

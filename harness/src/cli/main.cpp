@@ -2,6 +2,9 @@
 #include <csignal>
 #include <malloc.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <string_view>
@@ -10,6 +13,7 @@
 #include "options.hpp"
 #include "swa/harness/base/text.hpp"
 #include "swa/harness/duts/dut_registry.hpp"
+#include "swa/harness/run/meta.hpp"
 
 namespace {
 
@@ -38,7 +42,8 @@ constexpr Subcommand kSubcommands[] = {
 };
 
 void print_usage(std::ostream& out) {
-  out << "usage: swa-harness <command> [options]   (swa-harness <command> --help for its options)\n\ncommands:\n";
+  out << "usage: swa-harness <command> [options]   (swa-harness <command> --help for its options;\n"
+         "       swa-harness --version)\n\ncommands:\n";
   for (const auto& s : kSubcommands) out << "  " << s.name << std::string(12 - s.name.size(), ' ') << s.summary << "\n";
 }
 
@@ -49,6 +54,18 @@ void print_usage(std::ostream& out) {
 void keep_freed_tensors_in_the_heap() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
+
+// A command's exit status once what it printed has reached stdout: output that could not be written
+// (`list > /dev/full`, a closed pipe) is the command's failure, never an exit 0 with a truncated list.
+int stdout_written(std::string_view command, int status) {
+  std::cout.flush();
+  const bool failed = !std::cout.good() || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (!failed) return status;
+  const int error = errno;
+  std::cerr << "swa-harness " << command << ": error: cannot write to standard output ("
+            << (error ? std::strerror(error) : "write error") << "): what it printed is incomplete\n";
+  return status == swa::cli::kOk || status == swa::cli::kCheckFailed ? swa::cli::kNotStored : status;
 }
 
 }  // namespace
@@ -63,6 +80,10 @@ int main(int argc, char** argv) {
     print_usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? swa::cli::kBadInput : swa::cli::kOk;
   }
+  if (std::string_view(argv[1]) == "--version" || std::string_view(argv[1]) == "-V") {
+    std::cout << swa::harness::version_line("swa-harness") << "\n";
+    return stdout_written("--version", swa::cli::kOk);
+  }
   const std::string_view name = argv[1];
   for (const auto& s : kSubcommands) {
     if (s.name != name) continue;
@@ -71,7 +92,7 @@ int main(int argc, char** argv) {
       return swa::cli::kBadInput;
     }
     try {
-      return s.run(std::vector<std::string>(argv + 2, argv + argc));
+      return stdout_written(name, s.run(std::vector<std::string>(argv + 2, argv + argc)));
     } catch (const swa::cli::UsageError& e) {
       // Cleaned, not cut: a message quotes what it refuses (a path, a plugin's or a file's text), which
       // may hold escape codes or bytes that are not UTF-8; a DUT's own text was capped where it entered.

@@ -15,6 +15,7 @@
 
 #include "swa/harness/base/durable_file.hpp"
 #include "swa/harness/duts/dut_registry.hpp"
+#include "swa/harness/store/output_guard.hpp"
 #include "swa/harness/store/results_file.hpp"
 
 namespace swa::cli {
@@ -89,9 +90,14 @@ std::vector<std::string> parse_dut_option(const std::string& text) {
   return duts;
 }
 
-void require_dut_exists(const std::string& dut, const std::string& named_by) {
+std::int64_t worker_memory_from_option(std::int64_t mb, int jobs) {
+  require_range("--dut-memory-mb", mb, 0, std::int64_t{1} << 30);
+  return mb > 0 ? mb << 20 : harness::default_worker_memory_bytes(jobs);
+}
+
+void require_dut_exists(const std::string& dut, const std::string& named_by, const harness::DutOptions& options) {
   try {
-    harness::make_dut(dut);
+    harness::make_dut(dut, options);
   } catch (const std::invalid_argument& e) {
     throw UsageError(named_by + e.what());
   }
@@ -114,44 +120,19 @@ std::string human_bytes(std::int64_t bytes) {
   return o.str();
 }
 
-namespace {
-
 namespace fs = std::filesystem;
-
-bool same_file(const fs::path& a, const fs::path& b) {
-  std::error_code ec;
-  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
-  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
-}
-
-bool looks_like_junit(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string head(4096, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<std::size_t>(in.gcount()));
-  return head.rfind("<?xml", 0) == 0 && head.find("<testsuites") != std::string::npos;
-}
-
-}  // namespace
 
 void guard_output(const std::string& option, const std::string& path, OutputKind kind, bool force,
                   const std::vector<std::pair<std::string, std::string>>& others) {
-  for (const auto& [name, other] : others)
-    if (!other.empty() && same_file(path, other))
-      throw UsageError("option " + option + ": " + path + " is also " + name + "; give it a path of its own");
-  std::error_code ec;
-  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
-  if (!fs::is_directory(dir, ec)) throw UsageError("option " + option + ": folder " + dir.string() + " does not exist");
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw UsageError("option " + option + ": folder " + dir.string() + " is not writable");
-  if (!fs::exists(path, ec)) return;
-  if (fs::is_directory(path, ec)) throw UsageError("option " + option + ": " + path + " is a folder");
-  if (fs::is_regular_file(path, ec) && fs::file_size(path, ec) == 0) return;  // e.g. made by mktemp
-  const bool ours = kind == OutputKind::results ? harness::looks_like_results_file(path) : looks_like_junit(path);
-  if (!ours && !force)
-    throw UsageError("option " + option + ": " + path + " exists and is not " +
-                     (kind == OutputKind::results ? "a swa-harness results file" : "a JUnit XML file") +
-                     "; refusing to replace it (pass --force to replace it anyway)");
+  // The checks are the store layer's, shared with the pytest plugin's --swa-out and --swa-junit.
+  try {
+    harness::check_output_path(option, path,
+                               kind == OutputKind::results ? harness::OutputFileKind::results
+                                                           : harness::OutputFileKind::junit,
+                               force, others);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
 }
 
 void add_golden_cache_options(po::options_description& desc, GoldenCacheArgs& args) {

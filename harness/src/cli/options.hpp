@@ -4,6 +4,7 @@
 
 #include "swa/harness/judge/golden_cache.hpp"
 #include "swa/harness/case/sweep_file.hpp"
+#include "swa/harness/duts/dut_registry.hpp"
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -56,7 +57,16 @@ void guard_output(const std::string& option, const std::string& path, OutputKind
 // --dut's value: one exec:'COMMAND ...' (its commas included) or comma-separated names, each once.
 std::vector<std::string> parse_dut_option(const std::string& text);
 // Throws UsageError, prefixed by `named_by` ("option --dut: "), when no DUT of that name can be made.
-void require_dut_exists(const std::string& dut, const std::string& named_by);
+// Makes the DUT once with the command's own options (so --dut-timeout bounds a plugin's or a python:
+// target's load, and --dut-memory-mb its memory, here too); a bad name or a load failure is a UsageError.
+// --dut-memory-mb MB (0: default_worker_memory_bytes for `jobs` workers): what a plugin: or python:
+// worker may hold. Returns bytes; out of range is a UsageError.
+std::int64_t worker_memory_from_option(std::int64_t mb, int jobs);
+inline constexpr char kDutMemoryHelp[] =
+    "MiB of its own memory a plugin: or python: DUT's worker may hold; over it the call is an error row (0: half "
+    "the RAM shared among --jobs, at least 1024)";
+
+void require_dut_exists(const std::string& dut, const std::string& named_by, const harness::DutOptions& options);
 
 // --golden-cache DIR, --no-golden-cache, --golden-cache-max-mb N, --golden-cache-key FILE:
 // harness/README.md, "Golden cache".

@@ -10,6 +10,7 @@
 #include "isolated_plugin.hpp"
 #include "plugin_dut.hpp"
 #include "swa/harness/duts/exec_dut.hpp"
+#include "swa/platform/process_memory.hpp"
 #ifndef SWA_HAVE_CUDA_DUT
 #define SWA_HAVE_CUDA_DUT 0
 #endif
@@ -44,6 +45,11 @@ class CudaNotBuilt final : public dut::Dut {
 
 std::string cpu_kernel_path() { return dut::cpu_kernel_path(); }
 
+std::int64_t default_worker_memory_bytes(int jobs) {
+  const std::int64_t half = platform::physical_memory_bytes() / 2 / std::max(jobs, 1);
+  return std::max<std::int64_t>(half, std::int64_t{1} << 30);
+}
+
 std::string cpu_sgemm_name() { return dut::cpu_sgemm_name(); }
 
 std::optional<std::string> cpu_isa_setting_error() { return dut::cpu_isa_setting_error(); }
@@ -68,12 +74,14 @@ double cuda_copy_bandwidth_gbps() {
 
 namespace {
 
+dut::WorkerLimits worker_limits(const DutOptions& o) { return {o.plugin_call_timeout_seconds, o.worker_memory_bytes}; }
+
 std::unique_ptr<dut::Dut> make_plugin(std::string_view path, const DutOptions& o) {
   // dlopen("") would be the harness itself, and its message about missing symbols a puzzle.
   if (path.empty()) throw std::invalid_argument("'plugin:' needs the path of the plugin after the colon (plugin:PATH.so)");
   try {
     return o.plugins_in_process ? dut::load_plugin(std::string(path))
-                                : dut::load_isolated_plugin(std::string(path), o.plugin_call_timeout_seconds);
+                                : dut::load_isolated_plugin(std::string(path), worker_limits(o));
   } catch (const std::runtime_error& e) {
     throw std::invalid_argument(e.what());
   }
@@ -90,7 +98,7 @@ std::unique_ptr<dut::Dut> make_python(std::string_view target, const DutOptions&
   dut::PluginHosting hosting{"python:" + std::string(target), {"SWA_PYTHON_DUT=" + std::string(target)}};
   try {
     return o.plugins_in_process ? dut::load_plugin(library, hosting)
-                                : dut::load_isolated_plugin(library, o.plugin_call_timeout_seconds, hosting);
+                                : dut::load_isolated_plugin(library, worker_limits(o), hosting);
   } catch (const std::runtime_error& e) {
     throw std::invalid_argument(e.what());
   }
@@ -131,6 +139,13 @@ std::string dut_choices() {
     out += (out.empty() ? "" : "|") +
            (k.name == "mutant:" ? "mutant:<" + dut::fault_choices() + ">" : std::string(k.choice));
   return out;
+}
+
+std::string dut_option_help() {
+  std::string kinds;
+  for (const DutKind& k : dut_kinds()) kinds += (kinds.empty() ? "" : ", ") + std::string(k.choice);
+  return "comma-separated DUTs, replacing the sweep's: " + kinds +
+         " (exec: only alone, the rest of the value is its command); LABEL=NAME names one on the console";
 }
 
 LabeledDut split_dut_label(const std::string& name) {

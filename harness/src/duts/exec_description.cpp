@@ -10,6 +10,7 @@
 #include "swa/harness/base/h5.hpp"
 #include "swa/harness/base/h5_probe.hpp"
 #include "swa/harness/base/interrupt.hpp"
+#include "swa/platform/process_scope.hpp"
 
 namespace fs = std::filesystem;
 
@@ -19,6 +20,7 @@ platform::Ending run_exec_command(const std::string& command, const fs::path& re
                                   double timeout_seconds, std::string& output) {
   platform::ChildSpec spec;
   spec.argv = {"/bin/sh", "-c", command + " \"$1\" \"$2\"", "swa-exec", request.string(), response.string()};
+  spec.die_with_parent = true;  // a harness killed outright takes the command with it (this thread waits for it)
   platform::Child child = platform::Child::start(std::move(spec));
   const TrackedProcessGroup group(child.pid());  // an interrupt ends it too
   const platform::Ending ending = child.wait(timeout_seconds);
@@ -108,7 +110,7 @@ ExecDescription parse_description(const fs::path& response) {
 
 // The describe request: a file with attribute request = "describe", named describe.h5.
 ExecDescription describe(const std::string& command, double timeout_seconds) {
-  const ScratchFolder scratch("swa-exec-describe");
+  const ScratchFolder scratch("swa-exec-describe." + platform::owner_tag());  // named as exec_dut.cpp's
   const fs::path& dir = scratch.path();
   const fs::path request = dir / "describe.h5", response = dir / "response.h5";
   {

@@ -1,7 +1,11 @@
 #include "swa/harness/duts/exec_dut.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <sstream>
 
@@ -11,6 +15,7 @@
 #include "swa/harness/case/problem_file.hpp"
 #include "swa/harness/duts/exec_description.hpp"
 #include "swa/platform/child_process.hpp"
+#include "swa/platform/process_scope.hpp"
 
 namespace fs = std::filesystem;
 
@@ -19,6 +24,43 @@ namespace {
 
 // An `error` attribute that starts so declines the case (EXEC_PROTOCOL.md): a skip row, not an error.
 constexpr std::string_view kDeclined = "not supported:";
+
+// The exec DUT's scratch folders are TMPDIR/swa-exec.OWNER-PID-N (a request's) and
+// TMPDIR/swa-exec-describe.OWNER-PID-N (the describe request's, exec_description.cpp), OWNER the
+// harness's platform::owner_tag(), so that a later run can tell the folders of a dead run.
+constexpr std::string_view kScratchName = "swa-exec";
+
+// The owner tag in the name of a scratch folder of the exec DUT ("" when it is not one).
+std::string scratch_owner(const std::string& name) {
+  if (name.rfind(kScratchName, 0) != 0) return {};
+  std::size_t dot = kScratchName.size();
+  if (name.compare(dot, 9, "-describe") == 0) dot += 9;
+  if (dot >= name.size() || name[dot] != '.') return {};
+  // OWNER is "<pid>-<start>-<pidns>": the first three of the five '-' fields that follow.
+  std::size_t end = dot + 1;
+  for (int dash = 0; dash < 3 && end != std::string::npos; ++dash) end = name.find('-', end + 1);
+  return end == std::string::npos ? std::string() : name.substr(dot + 1, end - dot - 1);
+}
+
+// What a harness killed outright (kill -9, the OOM killer, a node's watchdog) left of its exec DUTs:
+// the processes of its calls that were not the command itself (which dies with the harness,
+// ChildSpec::die_with_parent), a shell's children and setsid daemons found by their scope token, and
+// then their scratch folders. Only what names a dead owner: another run on the machine is not touched.
+void end_what_dead_runs_left() {
+  platform::end_orphaned_scopes();
+  std::error_code ec;
+  const fs::path tmp = fs::temp_directory_path(ec);
+  if (ec) return;
+  for (fs::directory_iterator it(tmp, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string(), owner = scratch_owner(name);
+    struct stat st {};
+    if (owner.empty() || ::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid())
+      continue;
+    if (platform::owner_state(owner) != platform::OwnerState::dead) continue;
+    std::error_code ignored;
+    fs::remove_all(it->path(), ignored);
+  }
+}
 
 // The calls of a schedule: the chunks, then the decode steps.
 int schedule_calls(const AttnParams& p) {
@@ -94,7 +136,7 @@ class ExecDut final : public dut::Dut {
   dut::Status run(const AttnParams& p, dut::KvCache* cache) {
     if (!description().problem.empty()) return dut::Status::failure("exec: " + description().problem);
     const bool per_call = cache && description().cache_per_call;
-    const ScratchFolder scratch("swa-exec");
+    const ScratchFolder scratch(std::string(kScratchName) + "." + platform::owner_tag());
     const fs::path& dir = scratch.path();
     const fs::path request = dir / "request.h5", response = dir / "response.h5";
     write_problem_file(request, problem_inputs(p));
@@ -246,6 +288,9 @@ class ExecDut final : public dut::Dut {
 }  // namespace
 
 std::unique_ptr<dut::Dut> make_exec_dut(const std::string& command, double timeout_seconds) {
+  // Once per process, before its first exec DUT's first command (the describe request).
+  static std::once_flag cleaned;
+  std::call_once(cleaned, end_what_dead_runs_left);
   return std::make_unique<ExecDut>(command, timeout_seconds);
 }
 

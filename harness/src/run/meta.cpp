@@ -17,6 +17,11 @@
 
 namespace swa::harness {
 
+std::string version_line(const std::string& program) {
+  const Meta m = collect_meta("", "", "");
+  return program + " " + m.tool_version + " (commit " + m.git_commit + ", " + m.compiler + ")";
+}
+
 Meta collect_meta(const std::string& sweep_file, const std::string& sweep_text, const std::string& command) {
   Meta m;
   m.tool_version = SWA_VERSION;

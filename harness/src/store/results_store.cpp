@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <iostream>
 #include <limits>
+#include <system_error>
 
 #include "swa/harness/base/durable_file.hpp"
 #include "swa/harness/base/h5.hpp"
+#include "swa/harness/base/interrupt.hpp"
+#include "swa/platform/lock_file.hpp"
 
 namespace fs = std::filesystem;
 
@@ -16,10 +19,48 @@ using Clock = std::chrono::steady_clock;
 constexpr double kCommitCostShare = 0.1;                  // rewriting stays under about this share of the run
 constexpr std::chrono::duration<double> kMaxDelay{1.0};  // and nothing finished waits longer than this
 
+// PATH.lock, or why another run holds it.
+platform::LockFile lock_results_file(const fs::path& path, const std::string& command) {
+  const fs::path lock_path = path.string() + ".lock";
+  std::string held_by;
+  std::optional<platform::LockFile> lock;
+  try {
+    lock = platform::LockFile::try_lock(lock_path, command, held_by);
+  } catch (const std::system_error& e) {
+    throw std::runtime_error(path.string() + ": " + e.what());
+  }
+  if (!lock)
+    throw std::runtime_error(path.string() + " is being written by another run: " + held_by +
+                             "; wait for it or give another --out");
+  return std::move(*lock);
+}
+
 }  // namespace
 
+// The lock file, and its removal by an interrupt (which exits without running destructors: the
+// handler removes the file while this process still holds the lock).
+struct ResultsStore::Lock {
+  platform::LockFile file;
+  TrackedPath tracked;
+  Lock(const fs::path& results, const std::string& command)
+      : file(lock_results_file(results, command)), tracked(file.path()) {}
+};
+
+struct ResultsFileLock::Held {
+  platform::LockFile file;
+  TrackedPath tracked;
+  Held(const fs::path& results, const std::string& command)
+      : file(lock_results_file(results, command)), tracked(file.path()) {}
+};
+
+ResultsFileLock::ResultsFileLock(const fs::path& results, const std::string& command)
+    : held_(std::make_unique<Held>(results, command)) {}
+ResultsFileLock::~ResultsFileLock() = default;
+
 ResultsStore::ResultsStore(fs::path path, Meta meta, bool resume, bool other_sweep_text_ok)
-    : path_(std::move(path)), in_flight_marker_(path_.string() + ".inflight") {
+    : path_(std::move(path)),
+      lock_(std::make_unique<Lock>(path_, meta.command)),
+      in_flight_marker_(path_.string() + ".inflight") {
   // Temporaries of earlier runs killed while writing (kill -9, power loss) go now.
   remove_orphaned_temporaries(path_);
   if (resume && fs::exists(path_)) {

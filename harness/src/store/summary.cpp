@@ -1,5 +1,6 @@
 #include "swa/harness/store/summary.hpp"
 
+#include <filesystem>
 #include <iomanip>
 #include <map>
 #include <ostream>
@@ -11,7 +12,7 @@
 namespace swa::harness {
 
 void print_summary(std::ostream& out, const std::vector<ResultRow>& rows, const std::string& sweep_file,
-                   const std::map<std::string, std::string>& labels) {
+                   const std::map<std::string, std::string>& labels, const SummaryCommands& commands) {
   auto label = [&](const std::string& dut) {
     const auto it = labels.find(dut);
     return it == labels.end() ? dut : it->second;
@@ -31,15 +32,49 @@ void print_summary(std::ostream& out, const std::vector<ResultRow>& rows, const 
     }
     out << "\n";
   }
+  const std::string program = shell_quote(commands.program);
+  const std::filesystem::path results(commands.results);
+  const std::string rerun_out = shell_quote((results.has_parent_path() ? results.parent_path() / "rerun.h5"
+                                                                       : std::filesystem::path("rerun.h5")).string());
   auto list = [&](const char* title, auto keep) {
+    // Groups in the order their first row comes; within a group, the rows in order.
+    std::vector<std::tuple<std::string, std::string, std::string>> order;
+    std::map<std::tuple<std::string, std::string, std::string>, std::vector<const ResultRow*>> groups;
     int n = 0;
     for (const auto& r : rows) {
       if (!keep(r)) continue;
-      if (n++ == 0) out << "\n" << title << " (each line reruns exactly that case):\n";
-      // The rerun line is pasted into a shell: every word quoted (an exec: DUT's command has spaces).
-      out << "  " << verdict_name(r.status) << " " << r.dut << " " << r.scenario_id << "\n    " << r.reason
-          << "\n    swa-harness run " << shell_quote(sweep_file) << " --filter " << shell_quote_always(r.scenario_id)
-          << " --dut " << shell_quote(r.dut) << "\n";
+      ++n;
+      const auto key = std::tuple(r.dut, r.mode, r.dtype);
+      auto& group = groups[key];
+      if (group.empty()) order.push_back(key);
+      group.push_back(&r);
+    }
+    if (n == 0) return 0;
+    out << "\n" << title << ": " << n << " in " << order.size() << " group(s) of DUT, mode and dtype (each run line "
+        << "reruns exactly that case):\n";
+    int group_number = 0;
+    for (const auto& key : order) {
+      const auto& group = groups[key];
+      ++group_number;
+      const auto& [dut, mode, dtype] = key;
+      out << "  " << label(dut) << ", " << mode << ", " << dtype << ": " << group.size() << " scenario"
+          << (group.size() == 1 ? "" : "s") << "\n";
+      for (std::size_t i = 0; i < group.size() && i < static_cast<std::size_t>(kGroupShown); ++i) {
+        const ResultRow& r = *group[i];
+        // Pasted into a shell: every word quoted (an exec: DUT's command has spaces).
+        out << "    " << verdict_name(r.status) << " " << r.scenario_id << "\n      " << r.reason << "\n      " << program
+            << " run " << shell_quote(sweep_file) << " --filter " << shell_quote_always(r.scenario_id) << " --dut "
+            << shell_quote(r.dut) << " --out " << rerun_out << "\n";
+      }
+      if (group.size() > static_cast<std::size_t>(kGroupShown))
+        out << "    ... and " << group.size() - kGroupShown << " more like these"
+            << (commands.results.empty() ? "" : " (every row is in " + commands.results + ")") << "\n";
+      if (!commands.results.empty())
+        out << "    diagnose: " << program << " bisect --from " << shell_quote(commands.results) << " --id "
+            << shell_quote_always(group.front()->scenario_id) << " --dut " << shell_quote(dut) << " --out "
+            << shell_quote(((results.has_parent_path() ? results.parent_path() : std::filesystem::path()) /
+                            ("bisect-" + std::to_string(group_number))).string())
+            << "\n";
     }
     return n;
   };

@@ -45,6 +45,19 @@ struct ChildSpec {
   std::size_t capture_limit = 64 * 1024;  // the last this many bytes are kept; the rest is counted
   std::vector<int> pass_fds;              // the parent's fds that become 3, 4, ... in the child; no other fd stays open
   bool own_group = true;                  // the child leads a new process group, which the kill ends as a whole
+  // SIGKILL to the child when this process dies first, killed outright (kill -9, the OOM killer) with
+  // no chance to end it (prctl PR_SET_PDEATHSIG). Off by default: the kernel sends it when the
+  // *thread* that forked the child ends, not the process, so a child that outlives the call that
+  // started it and is used from other threads (a pooled plugin or python: worker, started by
+  // whichever job thread needed it first) would die when that thread does. Those workers end anyway
+  // when this process dies: they read end-of-file on their socket. For a child waited on by the
+  // thread that started it (the exec DUT's command).
+  bool die_with_parent = false;
+  // The program hands its work to something outside this process tree (sbatch: the jobs are the
+  // scheduler's, started by slurmd, and sbatch passes its environment into them). It gets no scope
+  // token and loses the inherited ones: else the jobs would carry a token of this process, and once
+  // it has ended, a harness's sweep of dead owners' scopes (end_orphaned_scopes) would kill them.
+  bool outside_scope = false;
 };
 
 // A started child. Before the child runs anything of its own, every signal is unblocked and set to

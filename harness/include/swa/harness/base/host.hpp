@@ -8,4 +8,9 @@ namespace swa::harness {
 // a golden cache entry's key (fp64 results can differ between CPUs' libm).
 std::string cpu_model();
 
+// The word that runs this program again from any folder, for the commands it prints: its name when
+// the PATH's first program of that name is this very file (an installed swa-harness), else its
+// absolute path ("/home/me/swa/build/harness/swa-harness"). `name` is the installed name.
+std::string command_word(const std::string& name);
+
 }  // namespace swa::harness

@@ -38,12 +38,18 @@ std::vector<float> generate_tensor(std::uint64_t seed, TensorRole role, InputDis
 // K and V, so that some heads' sinks outweigh their keys and some do not; rounded to the dtype.
 std::vector<float> generate_sinks(std::uint64_t seed, int heads_q, DType dtype);
 
-// Per-tensor descale factor of an FP8 KV cache for a K or V tensor of absolute maximum `amax`: a
-// power of two (so x / descale is exact everywhere), 2^(ceil(log2(amax / fp8_max)) - u) with u in
-// {0, 1} drawn from the seed (index 0 for K, 1 for V). u = 0 maps amax to at most fp8_max, the
-// scale a calibrated serving stack picks; u = 1 doubles every value, so the largest ones saturate.
-// amax 0 gives 1.
+// Per-tensor descale factor of an FP8 KV cache for a K or V tensor of absolute maximum `amax`, as a
+// calibration computes it: amax / fp8_max times a margin drawn from the seed (index 0 for K, 1 for
+// V). Half the draws leave headroom (margin 1.05..1.6: amax maps below the largest code, what a
+// serving stack picks); the others saturate (0.55..0.95: the largest values clip, where a kernel
+// without saturation makes NaN or inf). Never a power of two nor a 16-bit float (off_coarse_grids):
+// FP8's grid is invariant under powers of two, so such a descale hides a kernel that reads V with
+// K's descale or applies a descale rounded to fp16/bf16. amax 0 gives about 1.
 float draw_kv_descale(std::uint64_t seed, KvFormat format, int tensor_index, double amax);
+// `descale` moved off the grids a power-of-two or 16-bit-float descale would sit on: times `away`
+// (1.2 keeps headroom, 1/1.2 saturation) when within 0.07 of a power of two in log2, and with its
+// lowest mantissa bit set.
+float off_coarse_grids(double descale, double away);
 
 // The initial order of a paged cache's pool (AttnParams::page_order): a permutation of 0..pages-1,
 // Fisher-Yates with Philox draws (role `pages`), so physical pages differ from logical ones.

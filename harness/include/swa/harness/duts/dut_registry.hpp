@@ -1,4 +1,5 @@
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string_view>
 #include <optional>
@@ -16,7 +17,14 @@ struct DutOptions {
   // plugins_in_process loads them into the harness instead (for gdb; a crash then ends the run).
   bool plugins_in_process = false;
   double plugin_call_timeout_seconds = 300;
+  // The resident memory a plugin: or python: worker may hold of its own (0: no bound); over it the
+  // worker is killed and the call is an error row naming the limit. run and bisect set it from
+  // --dut-memory-mb (default_worker_memory_bytes). In-process DUTs have no bound.
+  std::int64_t worker_memory_bytes = 0;
 };
+
+// --dut-memory-mb's default: half the machine's memory shared among `jobs` workers, at least 1 GiB.
+std::int64_t default_worker_memory_bytes(int jobs);
 
 // A kind of DUT by its --dut name: "cpu", or a prefix and its argument ("plugin:" PATH).
 struct DutKind {
@@ -47,6 +55,8 @@ LabeledDut split_dut_label(const std::string& name);
 // --dut names. Files and rerun commands always use the --dut names.
 std::vector<std::string> console_labels(const std::vector<std::string>& names);
 std::string dut_choices();
+// --dut's help, from the table: each kind's form, and how a list and a label are written.
+std::string dut_option_help();
 // Whether this build has the CUDA DUT, and its device ("NVIDIA H100 ... (sm_90, 132 SMs)") or why none.
 bool cuda_dut_built();
 std::string cuda_device();

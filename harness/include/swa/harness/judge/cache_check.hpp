@@ -84,12 +84,22 @@ class CacheChecker final : public dut::ScheduleObserver {
   const unsigned char* stored_k_ = nullptr;
   const unsigned char* stored_v_ = nullptr;
   std::vector<unsigned char> fp8_k_, fp8_v_;
+  // Per element, the other FP8 code a correct kernel may store: the one of value / descale computed
+  // in fp32 (a division, or a product with the reciprocal) where that rounding moves the quotient
+  // across a rounding midpoint of the format; the code itself elsewhere. Descales are not powers of
+  // two (inputs.cpp), so the quotient is rounded before it is encoded.
+  std::vector<unsigned char> fp8_k_other_, fp8_v_other_;
+  // Whether `got` (one row of every kv head, as the cache stores it) is the row `want` holds, up to
+  // those codes where the model holds input row `input_row` in every head (held[g]).
+  bool same_row(const unsigned char* got, const unsigned char* want, std::int64_t input_row,
+                const std::vector<unsigned char>& other, const std::vector<char>& held) const;
   // count values of one row as the cache stores them (the dtype, or FP8 codes of value / descale).
   void store(const double* values, std::size_t count, float descale, unsigned char* dst) const;
   // store() of one head's row the model holds for input row `input_row`: when it holds that row's
   // values (as it should), their stored bytes (the problem's storage, or the FP8 codes prepare()
   // made) are copied.
-  void store_held(const double* values, std::int64_t input_row, int head, const std::vector<double>& input,
+  // Returns whether it held that row.
+  bool store_held(const double* values, std::int64_t input_row, int head, const std::vector<double>& input,
                   const unsigned char* input_stored, float descale, unsigned char* dst) const;
   std::int64_t mismatches_ = 0;
   std::string first_;

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -44,10 +45,30 @@ struct ResultsNotWritten : std::runtime_error {
   std::vector<std::string> scenario_ids;
 };
 
+// RESULTS.h5.lock held for a writer that is not a ResultsStore (merge --out, a pytest session's
+// --swa-out): two writers of one results file exclude each other as two runs do. Throws
+// std::runtime_error naming the file and who holds it.
+class ResultsFileLock {
+ public:
+  ResultsFileLock(const std::filesystem::path& results, const std::string& command);
+  ~ResultsFileLock();
+  ResultsFileLock(const ResultsFileLock&) = delete;
+  ResultsFileLock& operator=(const ResultsFileLock&) = delete;
+
+ private:
+  struct Held;
+  std::unique_ptr<Held> held_;
+};
+
 class ResultsStore {
  public:
   // With resume, the rows already in `path` are kept and reported as done.
   // With resume, a file written from another sweep text is refused unless other_sweep_text_ok.
+  // The file is locked for the life of the store (PATH.lock beside it, platform/lock_file.hpp),
+  // before anything is read or written: a second store on it, in this process or another, throws
+  // std::runtime_error naming the file and who writes it (the holder's pid, host, start time and
+  // meta.command), and never writes. Two runs on one --out would otherwise each rewrite the file
+  // from their own rows, and one run's rows would be lost.
   ResultsStore(std::filesystem::path path, Meta meta, bool resume, bool other_sweep_text_ok = false);
   ~ResultsStore();  // commits what is pending; a failure there is only reported on stderr
   ResultsStore(const ResultsStore&) = delete;
@@ -94,6 +115,8 @@ class ResultsStore {
     std::size_t scenarios = 0, results = 0, perf = 0;
   };
   std::filesystem::path path_;
+  struct Lock;                  // PATH.lock, held from before the first read to after the last write
+  std::unique_ptr<Lock> lock_;  // after path_, before in_flight_marker_: built first, released last
   mutable std::mutex mutex_;
   ResultsContents contents_;  // committed, then pending
   Sizes committed_;
