@@ -70,7 +70,8 @@ class RowModel {
     scale_ = std::isnan(r.scale) ? p.scale : r.scale;
     cap_ = std::isnan(r.softcap) ? p.softcap : r.softcap;
     q_.resize(p.head_size);
-    load(p.q, p.q_row_stride, p.q_head_stride, p.seq_offsets[row.sequence] + row.token, row.head, q_.data(), r.q_head_major,
+    const std::int64_t q_token = call_.decode ? decode_source(row.token) : row.token;
+    load(p.q, p.q_row_stride, p.q_head_stride, p.seq_offsets[row.sequence] + q_token, row.head, q_.data(), r.q_head_major,
          p.heads_q);
   }
 
@@ -86,9 +87,14 @@ class RowModel {
     constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max() / 4;
     std::int64_t lo = band.left < 0 ? -kNone : qpos - band.left, hi = band.right < 0 ? kNone : qpos + band.right;
     if (band.left >= 0 && r_.lower_edge_from_call_start) lo = qpos - (row_.token - call_.s) - band.left;
-    if (band.left >= 0 && r_.key_tile_lower_edge > 0)
-      lo = lo >= 0 ? lo / r_.key_tile_lower_edge * r_.key_tile_lower_edge : lo;
+    if (band.left >= 0 && r_.left_from_right && band.right > 0) lo = qpos - band.right;
+    if (band.left >= 0 && r_.key_tile_lower_edge > 0) {
+      const std::int64_t t = r_.key_tile_lower_edge;
+      if (lo >= 0) lo = r_.key_tile_rounds_up ? (lo + t - 1) / t * t : lo / t * t;
+    }
     if (r_.query_tile_upper_edge > 0) hi = std::max(hi, (row_.token / r_.query_tile_upper_edge + 1) * r_.query_tile_upper_edge - 1);
+    if (r_.query_tile_upper_cap > 0) hi = std::min(hi, (row_.token / r_.query_tile_upper_cap + 1) * r_.query_tile_upper_cap - 1);
+    if (r_.call_upper_edge && !call_.decode) hi = std::max(hi, call_.e - 1);
     const std::int64_t newest_cached = call_.decode ? row_.token : call_.s - 1;
     for (std::int64_t j = 0; j < available; ++j) {
       const bool cached = call_.decode || j < call_.s;
@@ -124,18 +130,36 @@ class RowModel {
     for (int d = 0; d < p_.head_size; ++d) out[d] = load_from(p_.dtype, first + d * dtype_bytes(p_.dtype));
   }
 
+  // The row a decode step at position t reads (and stores) as its own.
+  std::int64_t decode_source(std::int64_t t) const {
+    const std::int64_t len = p_.seq_lens[row_.sequence], prompt = prompt_len(p_, row_.sequence);
+    switch (r_.decode_row) {
+      case DecodeRow::own: return t;
+      case DecodeRow::sequence_last: return len - 1;
+      case DecodeRow::previous: return std::max<std::int64_t>(0, t - 1);
+      case DecodeRow::prompt_last: return std::max<std::int64_t>(0, prompt - 1);
+    }
+    return t;
+  }
+
   // Position j's K and V as the reading holds them: through its ring, then its FP8. False when the
   // slot it reads was never written: a kernel that masks by the slot's position skips it, as the
   // golden's cache model does.
   bool kv_row(std::int64_t j, double* k, double* v) const {
     std::int64_t held = j;
     const bool own_chunk_key = !call_.decode && j >= call_.s;
-    if (ring(p_) && !own_chunk_key && (r_.ring_capacity_delta != 0 || r_.ring_read_shift != 0)) {
+    const bool written_first = r_.chunk_written_before_read && !call_.decode;
+    // With ring_reads_slots a ring is read as a kernel that reads it reads it: a key the reading
+    // reaches for (one past the window, a masked key it counts) is whatever its slot holds, e.g. the
+    // step's own key one ring later. Without, such a key is the input's (a kernel that keeps them).
+    if (ring(p_) && !own_chunk_key &&
+        (r_.ring_reads_slots || r_.ring_capacity_delta != 0 || r_.ring_read_shift != 0 || written_first)) {
       const std::int64_t capacity = std::max<std::int64_t>(1, p_.band.left + 1 + r_.ring_capacity_delta);
       const std::int64_t prompt = prompt_len(p_, row_.sequence);
       const std::int64_t first_write = p_.chunk > 0 ? std::min<std::int64_t>(p_.chunk, prompt) : prompt;
       const RingGeometry g{capacity, p_.cache == CachePolicy::ring_compact ? compact_ring_base(first_write, capacity) : 0};
-      const std::int64_t newest = call_.decode ? row_.token : call_.s - 1;
+      // A prompt call that stores its rows first reads slots that already hold them.
+      const std::int64_t newest = call_.decode ? row_.token : written_first ? call_.e - 1 : call_.s - 1;
       const std::int64_t slot = (ring_slot(g, j) + r_.ring_read_shift % capacity + capacity) % capacity;
       held = ring_slot_position(g, slot, newest);
     } else if (p_.mode != RunMode::prefill && !own_chunk_key && r_.ring_read_shift != 0) {
@@ -155,6 +179,8 @@ class RowModel {
       }
     }
     if (held < 0) return false;
+    // What a decode step stored at its position is the row it read as its own.
+    if (p_.mode == RunMode::decode && held >= prompt_len(p_, row_.sequence)) held = decode_source(held);
     const std::int64_t row = p_.seq_offsets[row_.sequence] + held;
     load(p_.k, p_.k_row_stride, p_.k_head_stride, row, kvh_, k, r_.kv_head_major, p_.heads_kv);
     load(p_.v, p_.v_row_stride, p_.v_head_stride, row, kvh_, v, r_.kv_head_major, p_.heads_kv);
@@ -174,8 +200,9 @@ class RowModel {
     return r_.round_scores ? round_to(p_.dtype, static_cast<float>(x)) : x;
   }
 
-  // The sink logit, or nullopt-as-NaN when the row has none.
-  double sink() const {
+  // The sink logit, or NaN when the row has none.
+  double sink() const { return r_.sink_factor * sink_by_rule(); }
+  double sink_by_rule() const {
     if (!p_.sinks || r_.sink == SinkRule::ignored) return std::numeric_limits<double>::quiet_NaN();
     const int group = p_.heads_q / p_.heads_kv, h = row_.head;
     const double own = p_.sinks[h];
@@ -190,7 +217,11 @@ class RowModel {
     }
   }
 
-  double base(double x) const { return r_.exp2 ? std::exp2(x) : std::exp(x); }
+  double base(double x) const {
+    if (r_.max_from_zero)  // weights in fp32, so what the max does not bring near 0 underflows
+      return static_cast<double>(r_.exp2 ? std::exp2(static_cast<float>(x)) : std::exp(static_cast<float>(x)));
+    return r_.exp2 ? std::exp2(x) : std::exp(x);
+  }
 
   void softmax(double* out) {
     const int dims = p_.head_size;
@@ -211,8 +242,9 @@ class RowModel {
       for (int d = 0; d < dims; ++d) out[d] = acc[d] / l;
       return;
     }
-    if (r_.splits > 1 && n > 0) return split_softmax(sigma, out);
+    if ((r_.splits > 1 || r_.split_size > 0) && n > 0) return split_softmax(sigma, out);
     double m = has_sink ? sigma : -std::numeric_limits<double>::infinity();
+    if (r_.max_from_zero) m = 0;
     for (const double x : scores_) m = std::max(m, x);
     for (const double x : extra_) m = std::max(m, x);
     // Each key's weight against the max the reading holds when it weighs it.
@@ -226,11 +258,17 @@ class RowModel {
         for (; j < e; ++j) numerator_max[j] = running;
       }
     }
+    // Weighed against the max it held then (not rescaled), or against the final max.
+    const bool stale_output = r_.tile_rescale == TileRescale::output_not_rescaled ||
+                              r_.tile_rescale == TileRescale::neither_rescaled;
+    const bool stale_sum = r_.tile_rescale == TileRescale::row_sum_not_rescaled ||
+                           r_.tile_rescale == TileRescale::neither_rescaled;
     double l = 0;
     for (std::size_t j = 0; j < n; ++j) {
       const double spec_weight = base(scores_[j] - m);
-      const double w = base(scores_[j] - numerator_max[j]);
-      l += r_.tile_rescale == TileRescale::neither_rescaled ? w : spec_weight;
+      const double stale = base(scores_[j] - numerator_max[j]);
+      l += stale_sum ? stale : spec_weight;
+      const double w = stale_output ? stale : spec_weight;
       const double p = r_.round_probabilities ? round_to(p_.dtype, static_cast<float>(w)) : w;
       for (int d = 0; d < dims; ++d) {
         const double sum = out[d] + p * values_[j * dims + d];
@@ -248,15 +286,27 @@ class RowModel {
   void split_softmax(double sigma, double* out) const {
     const int dims = p_.head_size;
     const bool has_sink = !std::isnan(sigma);
-    const std::size_t n = scores_.size(), parts = static_cast<std::size_t>(r_.splits);
-    const std::size_t size = (n + parts - 1) / parts;
+    const std::size_t n = scores_.size();
+    // The parts' bounds in the row's keys: equal counts, or aligned position ranges.
+    std::vector<std::size_t> bounds = {0};
+    if (r_.split_size > 0) {
+      for (std::size_t j = 1; j < n; ++j)
+        if (positions_[j] / r_.split_size != positions_[j - 1] / r_.split_size) bounds.push_back(j);
+    } else if (r_.splits_even) {
+      const std::size_t parts = std::min<std::size_t>(static_cast<std::size_t>(r_.splits), n);
+      for (std::size_t i = 1, at = 0; i < parts; ++i) bounds.push_back(at += n / parts + (i - 1 < n % parts ? 1 : 0));
+    } else {
+      const std::size_t parts = static_cast<std::size_t>(r_.splits), size = (n + parts - 1) / parts;
+      for (std::size_t a = size; a < n; a += size) bounds.push_back(a);
+    }
+    bounds.push_back(n);
     struct Part {
       double m, l;
       std::vector<double> o;
     };
     std::vector<Part> ps;
-    for (std::size_t a = 0; a < n; a += size) {
-      const std::size_t z = std::min(n, a + size);
+    for (std::size_t i = 0; i + 1 < bounds.size(); ++i) {
+      const std::size_t a = bounds[i], z = bounds[i + 1];
       Part part{-std::numeric_limits<double>::infinity(), 0.0, std::vector<double>(dims, 0.0)};
       for (std::size_t j = a; j < z; ++j) part.m = std::max(part.m, scores_[j]);
       for (std::size_t j = a; j < z; ++j) {
@@ -278,6 +328,15 @@ class RowModel {
         const Part& last = ps.back();
         const double sink_w = has_sink ? base(sigma - last.m) : 0.0;
         for (int d = 0; d < dims; ++d) out[d] = last.o[d] * last.l / (last.l + sink_w);
+        return;
+      }
+      case SplitMerge::without_row_sums: {
+        double M = has_sink ? sigma : -std::numeric_limits<double>::infinity();
+        for (const Part& part : ps) M = std::max(M, part.m);
+        double L = has_sink ? base(sigma - M) : 0.0;
+        for (const Part& part : ps) L += base(part.m - M);
+        for (const Part& part : ps)
+          for (int d = 0; d < dims; ++d) out[d] += base(part.m - M) * part.o[d] / L;
         return;
       }
       case SplitMerge::max_not_shared: {
@@ -348,7 +407,15 @@ std::vector<double> read_rows(const AttnParams& p, const Reading& reading, const
 #pragma omp parallel for schedule(dynamic, 4)
   for (std::size_t i = 0; i < rows.size(); ++i) {
     RowRef row = rows[i];
-    if (reading.out_head_major) {
+    if (reading.out_head_major && reading.out_head_major_per_call) {
+      // Each call's rows [s, e) of its sequence written as [heads, e - s, D] over the same memory.
+      const Call c = call_of(p, row.sequence, row.token);
+      if (in_scope(reading.scope, c)) {
+        const std::int64_t m = c.e - c.s, flat = (row.token - c.s) * p.heads_q + row.head;
+        row.token = c.s + flat % m;
+        row.head = static_cast<int>(flat / m);
+      }
+    } else if (reading.out_head_major) {
       // The kernel wrote its row (token, head) at flat row head * nTokens + token of the packed output.
       const std::int64_t flat = (p.seq_offsets[row.sequence] + row.token) * p.heads_q + row.head, n = total_tokens(p);
       const std::int64_t token = flat % n;

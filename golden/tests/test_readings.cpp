@@ -116,6 +116,7 @@ BOOST_AUTO_TEST_CASE(every_reading_bends_a_case_with_its_feature) {
       {"Q head-major", 0, with([](Reading& r) { r.q_head_major = true; })},
       {"K/V head-major", 3, with([](Reading& r) { r.kv_head_major = true; })},
       {"output head-major", 2, with([](Reading& r) { r.out_head_major = true; })},
+      {"output head-major per call", 3, with([](Reading& r) { r.out_head_major = true, r.out_head_major_per_call = true; })},
       {"denominator causal", 1, with([](Reading& r) { r.denominator = golden::DenominatorScope::causal; })},
       {"tile rescale missing", 0, with([](Reading& r) { r.tile = 8, r.tile_rescale = golden::TileRescale::output_not_rescaled; })},
       {"split mean", 5, with([](Reading& r) { r.splits = 2, r.merge = golden::SplitMerge::mean; })},
@@ -125,11 +126,50 @@ BOOST_AUTO_TEST_CASE(every_reading_bends_a_case_with_its_feature) {
       {"fp8 other format", 4, with([](Reading& r) { r.fp8_format = KvFormat::fp8_e5m2; })},
       {"fp8 V with K's descale", 6, with([](Reading& r) { r.v_descale = golden::DescaleRule::other; })},
       {"fp8 chunk keys unquantised", 4, with([](Reading& r) { r.fp8_chunk_keys_unquantised = true; })},
+      {"sink times ln 2", 1, with([](Reading& r) { r.sink_factor = std::log(2.0); })},
+      {"row sum not rescaled", 0, with([](Reading& r) { r.tile = 8, r.tile_rescale = golden::TileRescale::row_sum_not_rescaled; })},
+      {"split without row sums", 5, with([](Reading& r) { r.splits = 2, r.merge = golden::SplitMerge::without_row_sums; })},
+      {"split in 3 even parts, sink per part", 5, with([](Reading& r) { r.splits = 3, r.splits_even = true, r.merge = golden::SplitMerge::sink_per_part; })},
+      {"split in aligned parts of 4", 5, with([](Reading& r) { r.split_size = 4, r.merge = golden::SplitMerge::mean; })},
+      {"chunk written before read", 3, with([](Reading& r) { r.chunk_written_before_read = true; })},
+      {"decode reads the sequence's last row", 5, with([](Reading& r) { r.decode_row = golden::DecodeRow::sequence_last; })},
+      {"lower edge rounded up to a key tile", 1, with([](Reading& r) { r.key_tile_lower_edge = 4, r.key_tile_rounds_up = true; })},
+      {"right keys stop at the query tile", 2, with([](Reading& r) { r.query_tile_upper_cap = 4; })},
+      {"a call's own keys not causal", 3, with([](Reading& r) { r.call_upper_edge = true; })},
+      {"two-sided window as a radius", 2, with([](Reading& r) { r.left_from_right = true; })},
+      {"decode reads the previous row", 5, with([](Reading& r) { r.decode_row = golden::DecodeRow::previous; })},
   };
   for (const Bend& b : bends) {
     test::Problem pr = build(kCases[b.case_index]);
     BOOST_TEST(worst(golden::read_all(pr.params, b.r), golden::run(pr.params).out) > 1e-4, b.name);
   }
+}
+
+// The running max started at 0 changes nothing until every score of a row is far below 0: then
+// its fp32 weights underflow (scores here up to about -150).
+BOOST_AUTO_TEST_CASE(a_running_max_from_zero_bends_only_rows_of_very_negative_scores) {
+  test::Problem pr = build(kCases[0]);
+  golden::Reading steep, from_zero;
+  steep.scale = from_zero.scale = pr.params.scale * 60;
+  from_zero.max_from_zero = true;
+  BOOST_TEST(worst(golden::read_all(pr.params, from_zero), golden::read_all(pr.params, steep)) > 1e-4);
+  golden::Reading plain;
+  plain.max_from_zero = true;
+  BOOST_TEST(worst(golden::read_all(pr.params, plain), golden::run(pr.params).out) < 1e-5);
+}
+
+// One key more on the left: by position (a kernel that keeps the inputs) or through the ring's slot
+// (which holds a newer position by then).
+BOOST_AUTO_TEST_CASE(a_ring_read_through_its_slots_differs_from_a_read_by_position) {
+  test::Problem pr = build(kCases[5]);
+  golden::Reading by_position;
+  by_position.left_delta = 1;
+  golden::Reading by_slot = by_position;
+  by_slot.ring_reads_slots = true;
+  BOOST_TEST(worst(golden::read_all(pr.params, by_slot), golden::read_all(pr.params, by_position)) > 1e-4);
+  golden::Reading spec_by_slot;  // inside the window the ring holds every key it should
+  spec_by_slot.ring_reads_slots = true;
+  BOOST_TEST(worst(golden::read_all(pr.params, spec_by_slot), golden::run(pr.params).out) <= kSameAsGolden);
 }
 
 BOOST_AUTO_TEST_CASE(readings_that_are_one_computation_agree) {
@@ -142,6 +182,13 @@ BOOST_AUTO_TEST_CASE(readings_that_are_one_computation_agree) {
   golden::Reading split;
   split.splits = 3;
   BOOST_TEST(worst(golden::read_all(pr.params, split), golden::run(pr.params).out) <= kSameAsGolden);
+  golden::Reading even;
+  even.splits = 4;
+  even.splits_even = true;
+  BOOST_TEST(worst(golden::read_all(pr.params, even), golden::run(pr.params).out) <= kSameAsGolden);
+  golden::Reading aligned;
+  aligned.split_size = 5;
+  BOOST_TEST(worst(golden::read_all(pr.params, aligned), golden::run(pr.params).out) <= kSameAsGolden);
   // A reading scoped to decode steps leaves a prefill case alone.
   golden::Reading decode_only;
   decode_only.scale = 0.3;

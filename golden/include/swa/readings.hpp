@@ -48,7 +48,7 @@ enum class DenominatorScope : std::uint8_t {
 
 // Online softmax over key tiles of `tile` positions (aligned to multiples of it): what the running
 // max's growth rescales.
-enum class TileRescale : std::uint8_t { exact, output_not_rescaled, neither_rescaled };
+enum class TileRescale : std::uint8_t { exact, output_not_rescaled, row_sum_not_rescaled, neither_rescaled };
 
 // Split-KV: the row's visible keys in `splits` equal parts, each a softmax of its own, merged.
 enum class SplitMerge : std::uint8_t {
@@ -57,6 +57,15 @@ enum class SplitMerge : std::uint8_t {
   max_not_shared,  // each part's output weighted by its own row sum, taken against its own max
   last_part,       // only the last part kept
   sink_per_part,   // exact, but the sink joins every part's denominator
+  without_row_sums,  // the parts' normalised outputs weighted by e^(m_i - M) alone (their row sums dropped)
+};
+
+// The rows a decode step reads its Q and its own K/V from (and so writes to the cache).
+enum class DecodeRow : std::uint8_t {
+  own,            // row prompt + step of the sequence: the spec
+  sequence_last,  // the sequence's last packed row, for every step
+  previous,       // the row before its own
+  prompt_last,    // the prompt's last row, for every step
 };
 
 // FP8 K/V as a kernel encodes (writes) and decodes (reads) them.
@@ -85,23 +94,35 @@ struct Reading {
   bool lower_edge_from_call_start = false;  // every row of a call uses its first row's lower window edge
   int key_tile_lower_edge = 0;   // > 0: the lower edge rounded down to a key tile of this many positions
   int query_tile_upper_edge = 0;  // > 0: a row sees keys up to the end of its query tile of this many rows
+  bool key_tile_rounds_up = false;  // with key_tile_lower_edge: rounded up instead (a partly visible tile dropped)
+  int query_tile_upper_cap = 0;     // > 0: no key past the end of the row's query tile of this many rows
+  bool call_upper_edge = false;     // a prompt call's rows see every key of the call (its own keys not causal)
+  bool left_from_right = false;     // a two-sided window read as a radius: the left edge at R, as the right
   int cache_newest_dropped = 0;   // the newest N positions in the cache are not read (a call's own rows are)
+  bool ring_reads_slots = false;  // a key read outside the window (one more on the left, ...) is what its ring slot holds
   bool decode_reads_before_write = false;  // a decode step reads its own slot before writing it: the slot's old row
+  bool chunk_written_before_read = false;  // a ring's prompt call stores its rows before reading the older keys
+  DecodeRow decode_row = DecodeRow::own;
   // (a slot a reading finds never written is skipped, as a kernel that masks by the slot's position would)
   KvHeadRule kv_head = KvHeadRule::grouped;
   SinkRule sink = SinkRule::own_head;
+  double sink_factor = 1;  // the sink logit times this (a sink left in base e where the softmax runs in base 2: ln 2)
   // Ring caches: slots allocated (window + this). Any cache: the slot a read of the cache looks in (+ this).
   std::int64_t ring_capacity_delta = 0, ring_read_shift = 0;
   // Layouts: the packed [nTokens, heads, D] tensors read (Q, K/V) or written (the output) as
   // [heads, nTokens, D] over the whole batch.
   bool q_head_major = false, kv_head_major = false, out_head_major = false;
+  bool out_head_major_per_call = false;  // with out_head_major: each call's rows [s, e) as [heads, e - s, D]
   // The softmax.
   DenominatorScope denominator = DenominatorScope::visible;
   int tile = 0;
   TileRescale tile_rescale = TileRescale::exact;
-  int splits = 0;
+  int splits = 0;       // split-KV into this many parts of the row's visible keys (ceil(n / splits) each,
+  bool splits_even = false;  // or as evenly as possible: the first n % splits one key longer),
+  int split_size = 0;   // or (> 0) into parts of this many positions, aligned (position / split_size)
   SplitMerge merge = SplitMerge::exact;
   bool no_max_fp32 = false;  // e^s in fp32 without subtracting the row max (overflows past 88.7)
+  bool max_from_zero = false;  // the running max starts at 0, not -inf; weights in fp32 (all-negative scores underflow)
   // Rounding to the case's dtype (fp16, bf16) where the spec keeps fp32 or wider.
   bool round_scores = false, round_probabilities = false, round_row_sum = false, accumulate_in_dtype = false;
   // FP8 KV (cases with an FP8 format only).

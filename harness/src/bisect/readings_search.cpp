@@ -249,7 +249,7 @@ ReadingSearch search_readings(const AttnParams& p, const std::vector<double>& ou
           consider(trial_of({top[i]->parts[0], top[j]->parts[0]}, scope), pairs);
         }
     for (const ReadingTrial* t : top) {
-      if (!t->parts[0].change || t->parts[0].name == "wrong_scale" || t->parts[0].name == "softcap_value_differs") continue;
+      if (!t->parts[0].change || t->parts[0].fitted) continue;  // a fitted value is refitted, not stacked
       const std::pair<golden::CallScope, std::string> scope{t->reading.scope, t->scope_words};
       for (const ReadingKnob& knob : reading_knobs())
         if (knob.continuous)

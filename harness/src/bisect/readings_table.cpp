@@ -54,6 +54,12 @@ std::string scale_words(double value, double spec) {
   return o.str();
 }
 
+std::string sink_factor_words(double value, double) {
+  std::string w = "multiplies the sink logit by " + number(value);
+  if (const std::string known = factor_words(value); !known.empty()) w += " (" + known + ")";
+  return w;
+}
+
 std::string cap_words(double value, double spec) {
   return "soft-caps the scores at " + number(value) + " instead of " + number(spec) + " (x" + number(value / spec) + ")";
 }
@@ -95,6 +101,12 @@ const std::vector<ReadingKnob>& reading_knobs() {
                          setting("softcap_before_scale", "caps q.k before the scale: cap * tanh(q.k / cap) * scale",
                                  [](Reading& r) { r.cap_before_scale = true; })};
        }},
+      {"sink_factor", "the sink logit times a factor fitted in [1/16, 16] (cases with sinks)", "sink_scaled", {},
+       [](const AttnParams& p) -> std::optional<ContinuousKnob> {
+         if (!p.sinks) return std::nullopt;
+         return ContinuousKnob{1.0, 1.0 / 16, 16.0, [](Reading& r, double x) { r.sink_factor = x; }};
+       },
+       sink_factor_words, "sink_scaled"},
       {"exponent", "the softmax's exponent base", "exp_base_two",
        [](const AttnParams&) {
          return Settings{setting("exp_base_two", "computes the softmax's exponent in base 2 (2^x where e^x is meant)",
@@ -109,7 +121,14 @@ const std::vector<ReadingKnob>& reading_knobs() {
            const std::string name = d == 1 ? "window_plus_one" : d == -1 ? "window_minus_one" : "window_left_off_by_" + std::to_string(d);
            s.push_back(setting(name, "attends " + std::string(d > 0 ? "W+" : "W") + std::to_string(d) + " keys on the left (the window's lower edge " + (d > 0 ? "+" : "") + std::to_string(d) + ")",
                                [d](Reading& r) { r.left_delta = d; }));
+           if (d > 0 && is_ring(p))
+             s.push_back(setting(name, "attends " + std::string("W+") + std::to_string(d) + " keys on the left, read through "
+                                     "the ring (the extra slots hold newer positions: the call's own keys again)",
+                                 [d](Reading& r) { r.left_delta = d, r.ring_reads_slots = true; }));
          }
+         if (p.band.right > 0)
+           s.push_back(setting("window_left_from_right_edge", "reads a two-sided window as a radius: R keys on each side",
+                               [](Reading& r) { r.left_from_right = true; }));
          if (p.band.right > 0 && p.band.left - p.band.right >= 0) {
            const std::int64_t d = -p.band.right;
            s.push_back(setting("window_left_from_right_edge", "measures the left edge from the right one: a left bound of L - R",
@@ -127,11 +146,17 @@ const std::vector<ReadingKnob>& reading_knobs() {
          s.push_back(setting("window_right_ignored", "ignores the right side of the window (causal)", [](Reading& r) { r.right_ignored = true; }));
          return s;
        }},
-      {"cache_newest", "the newest cached positions: read before they are written, or not read (a chunk's previous last key, a decode step's own key)",
-       "cache_read_before_write, cache_newest_keys_dropped",
+      {"cache_newest", "the newest cached positions: read before they are written, or not read (a chunk's previous last key, "
+                       "a decode step's own key); a ring's chunk stored before the call reads the older keys",
+       "cache_read_before_write, cache_newest_keys_dropped, chunk_written_before_read",
        [](const AttnParams& p) {
          Settings s;
          if (p.mode == RunMode::prefill) return s;
+         if (is_ring(p))
+           s.push_back(setting("chunk_written_before_read",
+                               "stores a prompt call's rows in the ring before it reads the older keys (a slot the chunk "
+                               "overwrote gives the chunk's key for the older position)",
+                               [](Reading& r) { r.chunk_written_before_read = true; }));
          if (p.mode == RunMode::decode)
            s.push_back(setting("cache_read_before_write",
                                "reads a decode step's own slot before writing its key there (the slot's old row: a full ring "
@@ -160,22 +185,45 @@ const std::vector<ReadingKnob>& reading_knobs() {
        }},
       {"edges", "the window's edges per tile or per call: the lower edge of a call's first row, rounded to a key tile, "
                 "or a query tile's end as the upper edge",
-       "window_edge_from_call_start, window_edge_per_key_tile, future_keys_in_query_tile",
+       "window_edge_from_call_start, window_edge_per_key_tile, future_keys_in_query_tile, future_keys_in_call, "
+       "right_keys_stop_at_query_tile",
        [](const AttnParams& p) {
          Settings s;
          if (p.band.left >= 0 && p.mode != RunMode::prefill)
            s.push_back(setting("window_edge_from_call_start", "uses the call's first row's lower window edge for every row of the call",
                                [](Reading& r) { r.lower_edge_from_call_start = true; }));
+         if (p.mode != RunMode::prefill)
+           s.push_back(setting("future_keys_in_call", "lets each row of a prompt call see every key of the call (its own keys not causal)",
+                               [](Reading& r) { r.call_upper_edge = true; }));
          for (int t : {16, 32, 64, 128}) {
-           if (p.band.left >= 0)
+           if (p.band.left >= 0) {
              s.push_back(setting("window_edge_per_key_tile",
                                  "applies the window's lower edge per aligned key tile of " + std::to_string(t) + ": a partly visible tile is kept whole",
                                  [t](Reading& r) { r.key_tile_lower_edge = t; }));
+             s.push_back(setting("window_edge_per_key_tile",
+                                 "rounds the window's lower edge up to an aligned key tile of " + std::to_string(t) +
+                                     ": a partly visible tile is dropped",
+                                 [t](Reading& r) { r.key_tile_lower_edge = t, r.key_tile_rounds_up = true; }));
+           }
+           if (p.band.right > 0)
+             s.push_back(setting("right_keys_stop_at_query_tile",
+                                 "sees no key past the end of its " + std::to_string(t) + "-row query tile (the right side cut at the tile)",
+                                 [t](Reading& r) { r.query_tile_upper_cap = t; }));
            s.push_back(setting("future_keys_in_query_tile",
                                "lets each row see the keys up to the end of its " + std::to_string(t) + "-row query tile (future keys)",
                                [t](Reading& r) { r.query_tile_upper_edge = t; }));
          }
          return s;
+       }},
+      {"decode_row", "the row a decode step reads as its own Q, K and V (and stores)", "decode_reads_another_row",
+       [](const AttnParams& p) {
+         if (p.mode != RunMode::decode) return Settings{};
+         return Settings{setting("decode_reads_another_row", "reads every decode step's Q/K/V from the sequence's last packed row",
+                                 [](Reading& r) { r.decode_row = DecodeRow::sequence_last; }),
+                         setting("decode_reads_another_row", "reads a decode step's Q/K/V from the row before its own",
+                                 [](Reading& r) { r.decode_row = DecodeRow::previous; }),
+                         setting("decode_reads_another_row", "reads every decode step's Q/K/V from the prompt's last row",
+                                 [](Reading& r) { r.decode_row = DecodeRow::prompt_last; })};
        }},
       {"kv_head", "the query-to-kv-head map", "gqa_modulo_mapping, kv_head_divided_by_kv_heads, kv_head_always_first",
        [](const AttnParams& p) {
@@ -233,7 +281,10 @@ const std::vector<ReadingKnob>& reading_knobs() {
                          setting("kv_layout_head_major", "reads K and V as [heads, nTokens, D] instead of [nTokens, heads, D]",
                                  [](Reading& r) { r.kv_head_major = true; }),
                          setting("out_layout_head_major", "writes the output as [heads, nTokens, D] instead of [nTokens, heads, D]",
-                                 [](Reading& r) { r.out_head_major = true; })};
+                                 [](Reading& r) { r.out_head_major = true; }),
+                         setting("out_layout_head_major",
+                                 "writes each call's output rows as [heads, rows, D] (a per-call buffer reshaped, not transposed)",
+                                 [](Reading& r) { r.out_head_major = true, r.out_head_major_per_call = true; })};
        }},
       {"denominator", "the keys the softmax's denominator counts", "denominator_counts_masked_keys",
        [](const AttnParams& p) {
@@ -248,10 +299,14 @@ const std::vector<ReadingKnob>& reading_knobs() {
          return s;
        }},
       {"online_softmax", "an online softmax over key tiles of 16..128 that does not rescale when the max grows",
-       "tile_rescale_missing",
+       "tile_rescale_missing, row_sum_not_rescaled",
        [](const AttnParams&) {
          Settings s;
          for (int t : {16, 32, 64, 128}) {
+           s.push_back(setting("row_sum_not_rescaled",
+                               "does not rescale its row sum when a later key tile of " + std::to_string(t) +
+                                   " raises the row max (the output accumulator is rescaled)",
+                               [t](Reading& r) { r.tile = t, r.tile_rescale = TileRescale::row_sum_not_rescaled; }));
            s.push_back(setting("tile_rescale_missing",
                                "does not rescale its output accumulator when a later key tile of " + std::to_string(t) +
                                    " raises the row max (the row sum is rescaled)",
@@ -263,28 +318,41 @@ const std::vector<ReadingKnob>& reading_knobs() {
          }
          return s;
        }},
-      {"split_kv", "a row's keys in 2..8 parts (split-KV), merged another way", "split_kv_merge_wrong",
+      {"split_kv", "a row's keys in 2..8 parts, or in aligned blocks of 16..128 positions (split-KV), merged another way",
+       "split_kv_merge_wrong",
        [](const AttnParams& p) {
          Settings s;
          const std::pair<SplitMerge, const char*> merges[] = {
              {SplitMerge::mean, "averages the parts' outputs unweighted"},
              {SplitMerge::max_not_shared, "weighs each part by its row sum taken against its own max"},
-             {SplitMerge::last_part, "keeps only the last part"},
-             {SplitMerge::sink_per_part, "adds the sink to every part's denominator"}};
-         for (int n : {2, 3, 4, 8})
-           for (const auto& [merge, words] : merges) {
-             if (merge == SplitMerge::sink_per_part && !p.sinks) continue;
-             const SplitMerge m = merge;
-             s.push_back(setting("split_kv_merge_wrong",
-                                 "splits a row's keys in " + std::to_string(n) + " parts and " + words,
+             {SplitMerge::last_part, "keeps only the last part (its keys alone weighed, as a tile loop that skips the earlier tiles)"},
+             {SplitMerge::sink_per_part, "adds the sink to every part's denominator"},
+             {SplitMerge::without_row_sums, "weighs each part's normalised output by e^(m_i - M) alone (its row sum dropped)"}};
+         for (const auto& [merge, words] : merges) {
+           if (merge == SplitMerge::sink_per_part && !p.sinks) continue;
+           const SplitMerge m = merge;
+           for (int n : {2, 3, 4, 8}) {
+             s.push_back(setting("split_kv_merge_wrong", "splits a row's keys in " + std::to_string(n) + " parts of ceil(keys / " +
+                                     std::to_string(n) + ") and " + words,
                                  [n, m](Reading& r) { r.splits = n, r.merge = m; }));
+             s.push_back(setting("split_kv_merge_wrong", "splits a row's keys in " + std::to_string(n) + " parts as even as possible and " + words,
+                                 [n, m](Reading& r) { r.splits = n, r.splits_even = true, r.merge = m; }));
            }
+           for (int size : {16, 32, 64, 128})
+             s.push_back(setting("split_kv_merge_wrong",
+                                 "splits a row's keys in aligned blocks of " + std::to_string(size) + " positions and " + words,
+                                 [size, m](Reading& r) { r.split_size = size, r.merge = m; }));
+         }
          return s;
        }},
-      {"max", "the row max subtracted before the exponent", "no_max_subtraction",
+      {"max", "the row max subtracted before the exponent, and where it starts", "no_max_subtraction, max_starts_at_zero",
        [](const AttnParams&) {
          return Settings{setting("no_max_subtraction", "computes e^s in fp32 without subtracting the row max",
-                                 [](Reading& r) { r.no_max_fp32 = true; })};
+                                 [](Reading& r) { r.no_max_fp32 = true; }),
+                         setting("max_starts_at_zero",
+                                 "starts the running max at 0 instead of -inf (a row whose scores are all far below 0 "
+                                 "underflows in fp32)",
+                                 [](Reading& r) { r.max_from_zero = true; })};
        }},
       {"rounding", "where a value is rounded to the case's fp16/bf16: the scores, P, the row sum, the P.V accumulator",
        "scores_rounded_to_dtype, probabilities_rounded_to_dtype, row_sum_rounded_to_dtype, fp16_pv_accumulation",

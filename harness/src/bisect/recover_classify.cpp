@@ -566,9 +566,11 @@ Finding classify_recovery(const std::vector<RecoveredRow>& rows, const AttnParam
   int worst = 0;
   for (int c = 0; c < n; ++c)
     if (std::abs(r.weights[c] - r.golden[c]) > std::abs(r.weights[worst] - r.golden[worst])) worst = c;
-  return say("weights_differ", {"the right keys with slightly different weights; the largest difference: " +
-                                    attends(r, worst, p) + " (precision, not which keys)",
-                                method.str()});
+  // The weights differ and nothing above names why: a description, not a cause. Precision would
+  // have been reproduced by a rounding reading, so it is not offered as the cause either.
+  return say("not_told", {"the DUT weighs the right keys, with weights that differ from the golden's; the largest "
+                          "difference: " + attends(r, worst, p) + ". No measurement here names why",
+                          method.str()});
 }
 
 }  // namespace swa::harness
