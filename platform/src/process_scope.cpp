@@ -49,9 +49,9 @@ std::string read_proc_file(int dir_fd, const char* name) {
   return text;
 }
 
-// Whether the environment block (NUL-separated entries) gives SWA_PROCESS_SCOPE a token that is
-// `token`, or with `prefix_only` one that starts with it.
-bool environment_names(const std::string& environ, std::string_view token, bool prefix_only) {
+// Every token of the SWA_PROCESS_SCOPE entry of an environment block.
+std::vector<std::string_view> scope_tokens(const std::string& environ) {
+  std::vector<std::string_view> tokens;
   const std::string_view entry_start = std::string_view(kScopeVariable);
   for (std::size_t at = 0; at < environ.size();) {
     const std::size_t end = std::min(environ.find('\0', at), environ.size());
@@ -63,11 +63,18 @@ bool environment_names(const std::string& environ, std::string_view token, bool 
     entry.remove_prefix(entry_start.size() + 1);
     for (std::size_t t = 0; t < entry.size();) {
       const std::size_t stop = std::min(entry.find(' ', t), entry.size());
-      const std::string_view one = entry.substr(t, stop - t);
-      if (prefix_only ? one.substr(0, token.size()) == token : one == token) return true;
+      if (stop > t) tokens.push_back(entry.substr(t, stop - t));
       t = stop + 1;
     }
   }
+  return tokens;
+}
+
+// Whether the environment block (NUL-separated entries) gives SWA_PROCESS_SCOPE a token that is
+// `token`, or with `prefix_only` one that starts with it.
+bool environment_names(const std::string& environ, std::string_view token, bool prefix_only) {
+  for (const std::string_view one : scope_tokens(environ))
+    if (prefix_only ? one.substr(0, token.size()) == token : one == token) return true;
   return false;
 }
 
@@ -226,26 +233,6 @@ ParsedTag parse_tag(std::string_view tag) {
   return {true, static_cast<long>(parts[0]), parts[1], parts[2]};
 }
 
-// Every token of the SWA_PROCESS_SCOPE entry of an environment block.
-std::vector<std::string_view> scope_tokens(const std::string& environ) {
-  std::vector<std::string_view> tokens;
-  const std::string_view entry_start = std::string_view(kScopeVariable);
-  for (std::size_t at = 0; at < environ.size();) {
-    const std::size_t end = std::min(environ.find('\0', at), environ.size());
-    std::string_view entry(environ.data() + at, end - at);
-    at = end + 1;
-    if (entry.size() <= entry_start.size() || entry.substr(0, entry_start.size()) != entry_start ||
-        entry[entry_start.size()] != '=')
-      continue;
-    entry.remove_prefix(entry_start.size() + 1);
-    for (std::size_t t = 0; t < entry.size();) {
-      const std::size_t stop = std::min(entry.find(' ', t), entry.size());
-      if (stop > t) tokens.push_back(entry.substr(t, stop - t));
-      t = stop + 1;
-    }
-  }
-  return tokens;
-}
 
 // The owner part of a token "<pid>-<start>-<pidns>x<random>.<n>" (empty for tokens of another form,
 // such as those of harnesses built before tokens named their owner).
