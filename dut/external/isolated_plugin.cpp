@@ -23,6 +23,7 @@
 
 #include "abi_convert.hpp"
 #include "swa/platform/child_process.hpp"
+#include "swa/platform/install_layout.hpp"
 #include "swa/platform/outside_text.hpp"
 #include "swa/platform/process_memory.hpp"
 #include "worker_protocol.hpp"
@@ -49,7 +50,8 @@ bool job_has_a_core_to_spare() { return omp_get_max_threads() >= 2; }  // runner
 
 std::string worker_path() {
   const char* env = std::getenv("SWA_DUT_WORKER");
-  return env && *env ? env : SWA_DUT_WORKER_PATH;
+  if (env && *env) return env;
+  return platform::installed_or_built(std::string(platform::kInstalledLibexec) + "/swa-dut-worker", SWA_DUT_WORKER_PATH);
 }
 
 // Shared memory with a worker, kept across schedules and grown when a schedule needs more: a new

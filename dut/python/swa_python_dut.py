@@ -17,6 +17,7 @@ import threading
 import time
 import traceback
 import types
+import zlib
 
 import numpy as np
 
@@ -101,6 +102,7 @@ class _Target:
         self.described = {}
         self.label = ""
         self.pending = None  # an exception supports() raised, reported by the scenario's first call
+        self.wall_ms = None  # the last call's wall time around the function, in ms (exec_adapter.py --time)
         self.tracebacks = 0
         self.pid = os.getpid()  # the process that loaded it (_exit_guard)
 
@@ -325,9 +327,171 @@ def _positions(p, call, index):
     return np.stack([np.minimum(prompts, index * sizes), np.minimum(prompts, (index + 1) * sizes)], axis=1)
 
 
+# ---- torch tensors of a call (p.torch(name), p.tensors(); README.md "PyTorch") ----------------------
+# The glue never imports torch unless a kernel asks for a tensor. On the CPU a tensor shares the
+# harness's memory (no copy); the read-only inputs get a writable alias (torch has no read-only
+# tensors: torch.from_numpy of a read-only array warns, DLPack refuses it), and each one handed out
+# is checksummed before and after the call, so a kernel that writes into one is the row's error,
+# naming it. On another device (device="cuda") a tensor is a copy; the writable ones (p.out, the
+# cache) are copied back after the call.
+_P_TENSORS = ("q", "k", "v", "out", "seq_lens", "seq_offsets", "mask", "sinks", "positions")
+_CACHE_TENSORS = ("k", "v", "base", "tokens_written", "page_table")
+_TORCH_NAMES = _P_TENSORS + tuple("cache." + n for n in _CACHE_TENSORS)
+_TORCH_MISSING = "PyTorch is not installed here (Debian: apt-get install python3-torch)"
+
+
+class Params(types.SimpleNamespace):
+    """A call's params: every field of swa_dut_v2_params by its name, the tensors as NumPy views
+    (README.md), and the same tensors as torch tensors through torch() and tensors()."""
+    __slots__ = ("_handed",)
+
+    def torch(self, name, device=None):
+        """The tensor `name` (q, k, v, out, seq_lens, seq_offsets, mask, sinks, positions, or
+        cache.k, cache.v, cache.base, cache.tokens_written, cache.page_table) as a torch tensor:
+        None where the NumPy attribute is None. bf16 is torch.bfloat16; FP8 cache codes uint8 (or
+        torch.float8_e4m3fn / float8_e5m2 where torch has them). device None or "cpu": no copy;
+        another device: a copy there, p.out and the cache copied back after the call."""
+        return _torch_tensor(self, name, device)
+
+    def tensors(self, device=None):
+        """The call's tensors as torch tensors, by attribute: q, k, v, out, seq_lens, seq_offsets,
+        mask, sinks, positions and cache (None in prefill; else its k, v, base, tokens_written,
+        page_table). Each is made when first read, as p.torch(name, device) makes it: an input
+        never read is neither converted nor checksummed."""
+        return _Tensors(self, device, "")
+
+
+class CacheParams(types.SimpleNamespace):
+    """p.cache: its fields and arrays; torch(name) is p.torch("cache." + name)."""
+    __slots__ = ("_owner",)
+
+    def torch(self, name, device=None):
+        return _torch_tensor(self._owner, "cache." + name, device)
+
+
+class _Tensors:
+    """p.tensors(): each tensor made by p.torch() on its first read."""
+
+    def __init__(self, p, device, prefix):
+        self._p, self._device, self._prefix = p, device, prefix
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name == "cache" and not self._prefix:
+            value = None if self._p.cache is None else _Tensors(self._p, self._device, "cache.")
+        elif self._prefix + name in _TORCH_NAMES:
+            value = _torch_tensor(self._p, self._prefix + name, self._device)
+        else:
+            names = _CACHE_TENSORS if self._prefix else _P_TENSORS + ("cache",)
+            raise AttributeError(f"p.tensors(){'.cache' if self._prefix else ''} has no {name!r}; "
+                                 f"its tensors: {', '.join(names)}")
+        self.__dict__[name] = value
+        return value
+
+    def __dir__(self):
+        return list(_CACHE_TENSORS if self._prefix else _P_TENSORS + ("cache",))
+
+
+class _Handed:
+    """The torch tensors a call was given: by (name, device), the read-only inputs' checksums, the
+    device copies to write back."""
+
+    def __init__(self):
+        self.tensors = {}
+        self.checks = []  # (name, read-only NumPy view, crc32 before the call)
+        self.write_back = []  # (CPU tensor over the harness's memory, the device copy)
+
+
+def _torch_module():
+    try:
+        import torch
+    except ImportError:
+        raise ImportError(_TORCH_MISSING) from None
+    return torch
+
+
+def _writable_alias(array):
+    """A writable NumPy array over the memory of `array` (no copy)."""
+    if array.flags.writeable:
+        return array
+    if array.size == 0:
+        return np.zeros(array.shape, array.dtype)
+    item = array.itemsize
+    return _new_view(array.__array_interface__["data"][0], array.dtype, array.shape,
+                     [s // item for s in array.strides], True)
+
+
+def _checksum(array):
+    return zlib.crc32(array if array.flags.c_contiguous else np.ascontiguousarray(array))
+
+
+def _torch_tensor(p, name, device):
+    if name not in _TORCH_NAMES:
+        raise ValueError(f"p.torch({name!r}): not a tensor of the call; the names: {', '.join(_TORCH_NAMES)}")
+    torch = _torch_module()
+    device = None if device is None else torch.device(device)
+    on_cpu = device is None or device.type == "cpu"
+    key = (name, None if on_cpu else str(device))
+    handed = p._handed
+    if key in handed.tensors:
+        return handed.tensors[key]
+    owner, field = (p.cache, name[6:]) if name.startswith("cache.") else (p, name)
+    array = None if owner is None else getattr(owner, field)
+    if array is None:
+        handed.tensors[key] = None
+        return None
+    codes = owner is p.cache and field in ("k", "v") and p.cache.kv_format != "dtype"
+    bf16 = array.dtype == np.uint16 and not codes  # storage dtype bf16: its bits
+    if not array.flags.writeable and on_cpu and array.size:
+        handed.checks.append((name, array, _checksum(array)))
+    host = _writable_alias(array)
+    tensor = torch.from_numpy(host.view(np.int16) if bf16 else host)
+    if bf16:
+        tensor = tensor.view(torch.bfloat16)
+    elif codes:
+        fp8 = getattr(torch, "float8_e4m3fn" if p.cache.kv_format == "fp8-e4m3" else "float8_e5m2", None)
+        if fp8 is not None:  # torch 2.1 and later: the same OCP encodings as the harness's codes
+            tensor = tensor.view(fp8)
+    if not on_cpu:
+        copy = tensor.to(device)
+        if array.flags.writeable:
+            handed.write_back.append((tensor, copy))
+        tensor = copy
+    handed.tensors[key] = tensor
+    return tensor
+
+
+def _finish_torch(p, what):
+    """After the call: the device copies of the writable tensors written back, and the read-only
+    inputs checked. "" or why the call is an error."""
+    handed = p._handed
+    try:
+        for host, copy in handed.write_back:
+            host.copy_(copy)
+    except Exception as e:  # noqa: BLE001 - the device failed, or the kernel resized the copy
+        return f"{what}: its torch tensors on {copy.device} cannot be copied back: {type(e).__name__}: {_text(e)}"
+    for name, array, before in handed.checks:
+        if _checksum(array) != before:
+            return f"{what} wrote into the read-only input p.{name} (through the tensor p.torch('{name}') gave it; " \
+                   f"the inputs are shared with the harness: write into a copy, p.torch('{name}').clone())"
+    return ""
+
+
+def _as_array(result):
+    """A kernel's returned value as a NumPy array: a torch tensor (any device, bf16 too) as float32."""
+    if type(result).__module__.startswith("torch") and hasattr(result, "detach"):
+        import torch
+        if result.dtype.is_floating_point:
+            return result.detach().to("cpu", torch.float32).numpy()
+        return result.detach().cpu().numpy()
+    return np.asarray(result)
+
+
 def _params(fields, call, index, cache):
     """The call's params: every field of swa_dut_v2_params by its name, the tensors as arrays."""
-    p = types.SimpleNamespace(**fields)
+    p = Params(**fields)
+    p._handed = _Handed()
     n = int(_view(fields["seq_offsets"], np.int64, (fields["batch"] + 1,), (1,), False)[-1])
     dt = _NUMPY_DTYPE[p.dtype]
     d = p.head_size
@@ -341,12 +505,13 @@ def _params(fields, call, index, cache):
     p.sinks = _view(fields["sinks"], np.float32, (p.heads_q,), (1,), False)
     p.call, p.index, p.kernel_ms = call, index, None
     p.positions = _positions(p, call, index)
-    p.cache = None if cache is None else _cache(cache)
+    p.cache = None if cache is None else _cache(cache, p)
     return p
 
 
-def _cache(c):
-    cache = types.SimpleNamespace(**c)
+def _cache(c, p):
+    cache = CacheParams(**c)
+    cache._owner = p
     codes = cache.kv_format != "dtype"
     dt = np.uint8 if codes else _NUMPY_DTYPE[cache.dtype]
     rows, per_row = (cache.pages, cache.page_size) if cache.policy == "paged" else (cache.batch, cache.slots)
@@ -397,7 +562,7 @@ def _describe_error(target, error, what):
 
 def _to_out(target, p, result):
     """Copies the rows this call owns from a returned array into p.out, rounded to the storage dtype."""
-    got = np.asarray(result)
+    got = _as_array(result)
     if got.shape != p.out.shape:
         return f"{target.function.__name__} returned an array of shape {got.shape}; p.out is {p.out.shape} " \
                "(return None after filling p.out, or an array of its shape)"
@@ -456,6 +621,10 @@ def _call(target, op, index, fields, cache):
         except BaseException as e:  # noqa: B036 - a kernel's exit() or Ctrl-C is its failure, not ours
             target.pending = _describe_error(target, e, "supports()")
             return 1, "", -1.0
+        wrote = _finish_torch(p, "supports()")
+        if wrote:
+            target.pending = wrote
+            return 1, "", -1.0
         read = _supports_answer(answer)
         if read is None:
             target.pending = f"supports() returned {_shown(answer)} (a {_text(type(answer).__name__)}); " \
@@ -467,17 +636,21 @@ def _call(target, op, index, fields, cache):
         return 1, message, -1.0
     p = _params(fields, op, index, cache)
     before = set(threading.enumerate())
+    target.wall_ms = None
     start = time.perf_counter()
     try:
         result = target.function(p, **target.kwargs)
     except BaseException as e:  # noqa: B036
         return 1, _describe_error(target, e, f"{target.function.__name__}()"), -1.0
-    wall_ms = (time.perf_counter() - start) * 1e3
+    target.wall_ms = (time.perf_counter() - start) * 1e3  # exec_adapter.py --time reads it; never the kernel's time
     leaked = _leaked(before)
     if leaked:
         names = ", ".join(t.name for t in leaked[:4])
         return 1, f"{target.function.__name__}() left {len(leaked)} thread(s) running after it returned: {names} " \
                   "(join every thread it starts before returning)", -1.0
+    wrote = _finish_torch(p, f"{target.function.__name__}()")  # first: p.out's device copy comes back
+    if wrote:
+        return 1, wrote, -1.0
     if result is not None:
         try:
             why = _to_out(target, p, result)
@@ -486,6 +659,9 @@ def _call(target, op, index, fields, cache):
         if why:
             return 1, why, -1.0
     own = p.kernel_ms
-    if own is not None and not (isinstance(own, (int, float)) and own >= 0):
+    if own is not None and (isinstance(own, bool) or not isinstance(own, (int, float, np.integer, np.floating))
+                            or not own >= 0 or own == float("inf")):
         return 1, f"p.kernel_ms must be None or a non-negative number of milliseconds, not {_shown(own)}", -1.0
-    return 0, "", float(own) if own is not None else wall_ms
+    # No time of the kernel's own: -1, "not timed", and the harness times the call on its own clock
+    # (the row's timer says which). The worker's wall time of the call is not reported as the kernel's.
+    return 0, "", float(own) if own is not None else -1.0

@@ -7,6 +7,7 @@
 
 #include "cases.hpp"
 #include "swa/harness/base/id_pattern.hpp"
+#include "swa/platform/install_layout.hpp"
 
 namespace swa::bench {
 
@@ -14,7 +15,7 @@ struct CudaBenchOptions {
   bool quick = false;
   bool grid = false;  // also the prefill grid (grid_shapes) beside FlexAttention and SDPA
   std::string torch_python = "/usr/bin/python3";  // Debian's, which python3-torch installs into; "" skips PyTorch
-  std::string torch_script = SWA_TORCH_SCRIPT;
+  std::string torch_script = platform::installed_or_built(std::string(platform::kInstalledShare) + "/bench/torch_swa.py", SWA_TORCH_SCRIPT);
 };
 
 struct CudaBenchResult {

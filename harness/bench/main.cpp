@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
       });
     }
     if (!vm.count("no-torch") && !cuda_options.torch_python.empty()) {
-      const TorchCpuOptions torch{cuda_options.torch_python, SWA_TORCH_CPU_SCRIPT};
+      const TorchCpuOptions torch{cuda_options.torch_python};
       const std::string decode_case = "decode_linear_" + std::to_string(plan.contexts.front());
       Shape decode_shape = plan.decode;
       decode_shape.s = plan.contexts.front();

@@ -6,12 +6,13 @@
 #include <vector>
 
 #include "cases.hpp"
+#include "swa/platform/install_layout.hpp"
 
 namespace swa::bench {
 
 struct TorchCpuOptions {
   std::string python = "/usr/bin/python3";  // "" skips PyTorch
-  std::string script = SWA_TORCH_CPU_SCRIPT;
+  std::string script = platform::installed_or_built(std::string(platform::kInstalledShare) + "/bench/torch_cpu_swa.py", SWA_TORCH_CPU_SCRIPT);
 };
 
 // One row "torch_<case_name>" (dut torch-sdpa or torch-eager) timing PyTorch on the case's shape,

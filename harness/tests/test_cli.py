@@ -4,6 +4,7 @@ own numpy mask samples, and attention recomputed in numpy from the inputs the go
 
 usage: test_cli.py PATH/TO/swa-harness
 """
+import html
 import os
 import re
 import subprocess
@@ -249,6 +250,51 @@ class BadInput(unittest.TestCase):
             self.assertEqual(os.listdir(elsewhere), [])
             with open(os.path.join(here, "r.h5"), "rb") as f:
                 self.assertEqual(f.read(), before, "a pasted command rewrote the run's results")
+
+    def test_a_kernel_named_by_a_relative_path_pastes_too(self):
+        """--dut python:mine.py:... typed relative to the run's folder: the printed rerun and bisect lines
+        name the file absolutely, and so does the repro bisect writes."""
+        example = os.path.join(ROOT, "dut", "external", "examples", "quickstart_kernel.py")
+        with tempfile.TemporaryDirectory() as here, tempfile.TemporaryDirectory() as elsewhere:
+            with open(example) as f:
+                faulty = f.read().replace("i - j <= p.window_left", "i - j <= p.window_left + 1")
+            with open(os.path.join(here, "mine.py"), "w") as f:
+                f.write(faulty)
+            sweep = os.path.relpath(os.path.join(ROOT, "scenarios", "ci.yaml"), here)
+            r = subprocess.run([HARNESS, "run", sweep, "--filter",
+                                "mode=prefill/seqs=70-1-33/hq=8/hkv=2/d=64/w=(1|16)/mask=none/fp32/in=normal/seed=1",
+                                "--dut", "python:mine.py:attention",
+                                "--out", "r.h5"], cwd=here, capture_output=True, text=True, timeout=600)
+            self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
+            lines = [l.strip() for l in r.stdout.splitlines()]
+            reruns = [l for l in lines if l.startswith(HARNESS + " run ")]
+            diagnoses = [l[len("diagnose: "):] for l in lines if l.startswith("diagnose: ")]
+            self.assertGreater(len(reruns), 0, r.stdout)
+            mine = os.path.join(os.path.realpath(here), "mine.py")
+            for line in (reruns[0], diagnoses[0]):
+                self.assertIn("python:" + mine + ":attention", line.replace(here, os.path.realpath(here)))
+                p = subprocess.run(line, shell=True, cwd=elsewhere, capture_output=True, text=True, timeout=600,
+                                   env=dict(os.environ, PATH="/usr/bin:/bin"))
+                self.assertEqual(p.returncode, 1, line + "\n" + p.stdout[-1500:] + p.stderr[-1500:])
+            # The repro bisect wrote reruns from any folder too.
+            rerun = re.search(r"rerun it with\n +(.+)\n", p.stdout).group(1)
+            q = subprocess.run(rerun, shell=True, cwd=elsewhere, capture_output=True, text=True, timeout=600,
+                               env=dict(os.environ, PATH="/usr/bin:/bin"))
+            self.assertEqual(q.returncode, 1, rerun + "\n" + q.stdout[-1500:] + q.stderr[-1500:])
+            # And the report's rerun lines, from the results file alone.
+            rep = subprocess.run([HARNESS, "report", "r.h5", "-o", "report"], cwd=here, capture_output=True, text=True,
+                                 timeout=600)
+            self.assertEqual(rep.returncode, 0, rep.stderr)
+            with open(os.path.join(here, "report", "report.html")) as f:
+                lines = re.findall(r"<code>([^<]*--filter[^<]*)</code>", f.read())
+            self.assertGreater(len(lines), 0)
+            os.remove(os.path.join(here, "rerun.h5"))
+            line = html.unescape(lines[0])
+            p = subprocess.run(line, shell=True, cwd=elsewhere, capture_output=True, text=True, timeout=600,
+                               env=dict(os.environ, PATH="/usr/bin:/bin"))
+            self.assertEqual(p.returncode, 1, line + "\n" + p.stdout[-1500:] + p.stderr[-1500:])
+            self.assertTrue(os.path.exists(os.path.join(here, "rerun.h5")), line)
+            self.assertEqual(os.listdir(elsewhere), [])
 
     def test_version(self):
         r = run("--version")

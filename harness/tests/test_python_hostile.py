@@ -152,6 +152,19 @@ HOSTILE = r'''
     def returns_strings(p):
         return np.full(p.out.shape, "x")
 
+    # p.kernel_ms: a number of milliseconds or None
+    def kernel_ms_text(p):
+        good(p)
+        p.kernel_ms = "fast"
+
+    def kernel_ms_true(p):
+        good(p)
+        p.kernel_ms = True
+
+    def kernel_ms_nan(p):
+        good(p)
+        p.kernel_ms = float("nan")
+
     # supports() answers
     def s_array(p):
         return np.array([True, False])
@@ -241,6 +254,9 @@ KERNELS = [
     Case("returns_a_list", "returns_list", exit=0, status="pass"),
     Case("returns_ints", "returns_ints", status="fail"),
     Case("returns_strings", "returns_strings", reason=r"its return value cannot be written to p\.out: ValueError"),
+    Case("kernel_ms_text", "kernel_ms_text", reason=r"p\.kernel_ms must be None or a non-negative number of milliseconds, not 'fast'"),
+    Case("kernel_ms_a_bool", "kernel_ms_true", reason=r"p\.kernel_ms must be None or a non-negative number of milliseconds, not True"),
+    Case("kernel_ms_nan", "kernel_ms_nan", reason=r"p\.kernel_ms must be None or a non-negative number of milliseconds, not nan"),
     # supports(): what the glue cannot read is an error row naming it
     Case("supports_returns_an_array", "raises", source=supports_kernel("s_array"),
          reason=r"supports\(\) returned array\(\[ True, False\]\) \(a ndarray\); it must return True, False, None, "

@@ -4,7 +4,8 @@ import numpy as np
 
 
 def describe():  # what it runs; every other case is a skip that says so
-    return {"modes": ["prefill"], "dtypes": ["fp32", "fp16"], "mask_formats": ["none"], "features": []}
+    return {"modes": ["prefill"], "dtypes": ["fp32", "fp16"], "kv_formats": ["dtype"],  # K/V as values, not FP8 codes
+            "mask_formats": ["none"], "features": []}
 
 
 def attention(p):

@@ -1,11 +1,13 @@
-"""A sliding-window attention kernel in PyTorch (CPU), as a plain function for the python: DUT.
+"""A sliding-window attention kernel in PyTorch, as a plain function for the python: DUT.
 
     swa-harness run scenarios/ci.yaml --dut python:dut/external/examples/torch_kernel.py:attention
+    swa-harness run scenarios/ci.yaml --dut python:dut/external/examples/torch_kernel.py:attention:device=cuda
 
-The attention runs in torch on tensors that share the harness's memory (torch.from_numpy: no copy);
-the KV cache's layout (ring, linear, paged, FP8 codes) is the NumPy example's, imported from
-numpy_kernel.py beside it. Where torch is not installed (Debian: scripts/bench-packages.txt), every
-case is a skip that says so.
+The attention runs in torch on p.torch(NAME): torch tensors over the harness's memory (no copy on the
+CPU; bf16 as torch.bfloat16), written back into p.out through its tensor. device=cuda runs it on a
+GPU (a copy there and back, dut/python/README.md "PyTorch"). The KV cache's layout (ring, linear,
+paged, FP8 codes) is the NumPy example's, imported from numpy_kernel.py beside it. Where torch is
+not installed (Debian: scripts/bench-packages.txt), every case is a skip that says so.
 
 fault=NAME runs a wrong kernel on purpose, two bugs PyTorch ports have had:
   repeat-not-interleave  GQA by k.repeat(...) instead of repeat_interleave: query head h reads kv
@@ -13,6 +15,8 @@ fault=NAME runs a wrong kernel on purpose, two bugs PyTorch ports have had:
   p-fp16                 the probabilities rounded to half precision before P.V (a .half() left
                          in, as an fp16 kernel's P is, in fp32 and bf16 layers too)
 """
+import types
+
 import numpy as np
 
 import numpy_kernel as nk
@@ -35,16 +39,27 @@ def supports(p):
     return True
 
 
-def _kv_heads(p, fault):
-    group = p.heads_q // p.heads_kv
-    heads = np.arange(p.heads_q)
-    return torch.from_numpy(heads % p.heads_kv if fault == "repeat-not-interleave" else heads // group)
+def _kv_heads(p, fault, device):
+    heads = torch.arange(p.heads_q, device=device)
+    return heads % p.heads_kv if fault == "repeat-not-interleave" else heads // (p.heads_q // p.heads_kv)
 
 
-def attention(p, fault=None):
+def _fresh_kv(p, t, first, last):
+    """K and V of packed rows [first, last) as float64 tensors (through FP8 when the KV format says so:
+    the rounding is numpy_kernel's, torch 1.13 has no FP8 type)."""
+    if p.kv_format == "dtype":
+        return t.k[first:last].double(), t.v[first:last].double()
+    k, v = nk._fresh_kv(p, np.arange(first, last))
+    return torch.from_numpy(k).double().to(t.q.device), torch.from_numpy(v).double().to(t.q.device)
+
+
+def attention(p, fault=None, device=None):
     if fault is not None and fault not in FAULTS:
         raise ValueError(f"fault={fault}: not one of {', '.join(FAULTS)}")
-    kv_head = _kv_heads(p, fault)
+    # q, k, v, out, sinks as torch tensors (on another device, out's copy is written back after the call;
+    # the cache stays NumPy's here: its writes through numpy_kernel must not be overwritten by a copy)
+    t = types.SimpleNamespace(**{name: p.torch(name, device) for name in ("q", "k", "v", "out", "sinks")})
+    kv_head = _kv_heads(p, fault, t.q.device)
     left, right = p.window_left, p.window_right
     for b in range(p.batch):
         begin, end = (int(x) for x in p.positions[b])
@@ -52,19 +67,19 @@ def attention(p, fault=None):
             continue
         first_row = int(p.seq_offsets[b])
         if p.cache is None:
-            key_pos = np.arange(int(p.seq_lens[b]))
-            k, v = nk._fresh_kv(p, first_row + key_pos)
-        else:
+            lowest = 0
+            k, v = _fresh_kv(p, t, first_row, first_row + int(p.seq_lens[b]))
+        else:  # the keys before this call from the cache (numpy_kernel's layout), its own from p.k / p.v
             lowest = 0 if left < 0 else max(0, begin - left)
             ok, ov = nk._read_cache(p, b, np.arange(lowest, begin))
-            nk_, nv = nk._fresh_kv(p, first_row + np.arange(begin, end))
-            key_pos = np.arange(lowest, end)
-            k, v = np.concatenate([ok, nk_]), np.concatenate([ov, nv])
-        q = torch.from_numpy(nk._to_float(p.q[first_row + begin:first_row + end], p.dtype)).double()
-        k, v = torch.from_numpy(np.asarray(k)).double()[:, kv_head], torch.from_numpy(np.asarray(v)).double()[:, kv_head]
-        i = torch.arange(begin, end)[:, None]
-        j = torch.from_numpy(key_pos)[None, :]
-        visible = torch.ones(end - begin, len(key_pos), dtype=torch.bool)
+            nk_, nv = _fresh_kv(p, t, first_row + begin, first_row + end)
+            k = torch.cat([torch.from_numpy(np.asarray(ok, dtype=np.float64)).to(nk_.device), nk_])
+            v = torch.cat([torch.from_numpy(np.asarray(ov, dtype=np.float64)).to(nv.device), nv])
+        q = t.q[first_row + begin:first_row + end].double()
+        k, v = k[:, kv_head], v[:, kv_head]
+        i = torch.arange(begin, end, device=q.device)[:, None]
+        j = torch.arange(lowest, lowest + k.shape[0], device=q.device)[None, :]
+        visible = torch.ones(end - begin, k.shape[0], dtype=torch.bool, device=q.device)
         if left >= 0:
             visible &= i - j <= left
         if right >= 0:
@@ -73,16 +88,15 @@ def attention(p, fault=None):
         if p.softcap > 0:
             s = p.softcap * torch.tanh(s / p.softcap)
         s = s.masked_fill(~visible, float("-inf"))
-        if p.sinks is not None:  # one more logit per head, without a value row
-            sink = torch.from_numpy(p.sinks.astype(np.float64))[:, None, None].expand(-1, s.shape[1], 1)
-            s = torch.cat([s, sink], dim=2)
+        if t.sinks is not None:  # one more logit per head, without a value row
+            s = torch.cat([s, t.sinks.double()[:, None, None].expand(-1, s.shape[1], 1)], dim=2)
         w = torch.softmax(s, dim=2)
         if fault == "p-fp16":
             w = w.half().double()
-        if p.sinks is not None:
+        if t.sinks is not None:
             w = w[:, :, :-1]
         w = torch.nan_to_num(w, nan=0.0)  # a row that sees no key outputs 0
         o = torch.einsum("hrn,nhd->rhd", w, v)
-        nk._store_rows(p.out, slice(first_row + begin, first_row + end), o.float().numpy(), p.dtype)
+        t.out[first_row + begin:first_row + end] = o.float().to(t.out.dtype)  # bf16: round to nearest even
         if p.cache is not None:
             nk._write_cache(p, b, begin, end, None)

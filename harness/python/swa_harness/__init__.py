@@ -16,12 +16,14 @@ import subprocess
 
 from . import _core
 from ._paths import HARNESS
+from .results import Results, load  # a results file as typed records (results.py)
 
 # "0.1.0": the project's version, as `swa-harness --version` and every results file's /meta say it.
 __version__ = _core.version().split()[1]
 
 __all__ = ["Error", "Scenario", "Problem", "Verdict", "scenarios", "problem", "judge", "check", "run", "sweep",
            "python_target", "golden_cache", "choices", "HARNESS"]
+__all__ += ["load", "Results"]
 
 Scenario = _core.Scenario
 choices = _core.choices
@@ -165,7 +167,13 @@ def run(sweep_file, dut, out, junit=None, sweep=None, filter=None, jobs=1, extra
 
 
 def sweep(path, sweep=None, filter=None):
-    """A pytest mark: the test runs once per scenario (its `scenario` argument), named by the ID. Needs
-    the plugin: `pytest -p swa_harness.pytest_plugin` (or pytest_plugins in conftest.py)."""
+    """A pytest mark: the test runs once per scenario (its `scenario` argument), named by the ID with
+    `=` written `:` (pytest's -k takes no `=`). Stacked, every mark counts: the union of their
+    scenarios. Needs the plugin: `pytest -p swa_harness.pytest_plugin` (or pytest_plugins in conftest.py)."""
     import pytest
+    if not isinstance(path, (str, os.PathLike)):
+        raise Error(f"swa_harness.sweep: path {path!r} is not a sweep file's path")
+    for name, value in (("sweep", sweep), ("filter", filter)):
+        if value is not None and not isinstance(value, str):
+            raise Error(f"swa_harness.sweep: {name}={value!r} is not a text (or None)")
     return pytest.mark.swa_sweep(os.fspath(path), sweep=sweep, filter=filter)

@@ -8,6 +8,7 @@
 
 #include "swa/harness/base/h5.hpp"
 #include "swa/platform/child_process.hpp"
+#include "swa/platform/install_layout.hpp"
 
 #ifndef SWA_H5_PROBE_PATH
 #define SWA_H5_PROBE_PATH "swa-h5-probe"
@@ -100,7 +101,9 @@ std::string probe_here(const std::filesystem::path& path, std::uintmax_t max_byt
 std::string probe_in_child(const std::filesystem::path& path, std::uintmax_t max_bytes, double seconds) {
   const char* env = std::getenv("SWA_H5_PROBE");
   platform::ChildSpec spec;
-  spec.argv = {env && *env ? env : SWA_H5_PROBE_PATH, path.string(), std::to_string(max_bytes)};
+  spec.argv = {env && *env ? std::string(env)
+                          : platform::installed_or_built(std::string(platform::kInstalledLibexec) + "/swa-h5-probe", SWA_H5_PROBE_PATH),
+               path.string(), std::to_string(max_bytes)};
   spec.capture_limit = 4096;
   platform::Finished probe;
   try {

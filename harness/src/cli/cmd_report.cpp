@@ -7,8 +7,10 @@
 #include <set>
 
 #include "commands.hpp"
+#include "swa/harness/base/host.hpp"
 #include "options.hpp"
 #include "swa/harness/store/results_file.hpp"
+#include "swa/platform/install_layout.hpp"
 
 #ifndef SWA_REPORT_SCRIPT
 #define SWA_REPORT_SCRIPT "reports/swa_report.py"
@@ -20,7 +22,8 @@ namespace {
 
 // The results files among report's arguments: its positional inputs and --compare's two.
 std::vector<std::string> results_files(const std::vector<std::string>& args) {
-  static const std::set<std::string> with_value = {"-o", "--out", "--bisect", "--error-factor", "--time-pct"};
+  static const std::set<std::string> with_value = {"-o", "--out", "--bisect", "--error-factor", "--time-pct",
+                                                     "--pair"};
   std::vector<std::string> files;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -57,10 +60,14 @@ int cmd_report(const std::vector<std::string>& args) {
   }
 
   const char* override_script = std::getenv("SWA_REPORT_SCRIPT");
-  const std::string script = override_script ? override_script : SWA_REPORT_SCRIPT;
+  const std::string script =
+      override_script ? std::string(override_script)
+                      : platform::installed_or_built(std::string(platform::kInstalledShare) + "/reports/swa_report.py", SWA_REPORT_SCRIPT);
   if (!std::filesystem::exists(script))
     throw UsageError("the report generator " + script + " is missing (set SWA_REPORT_SCRIPT to its path)");
   const std::string python = "/usr/bin/python3";  // Debian's, which sees python3-h5py and python3-matplotlib
+  // The rerun lines the report prints name this program as the console's do (host.hpp).
+  ::setenv("SWA_HARNESS_COMMAND", harness::command_word("swa-harness").c_str(), 1);
   std::vector<std::string> argv_text = {python, script};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
   std::vector<char*> argv;

@@ -22,6 +22,7 @@
 #include "swa/harness/base/host.hpp"
 #include "swa/harness/base/text.hpp"
 #include "swa/harness/judge/verdict.hpp"
+#include "swa/platform/terminal.hpp"
 
 namespace swa::cli {
 
@@ -95,6 +96,10 @@ int cmd_run(const std::vector<std::string>& args) {
     options.jobs = 1;
     options.ceiling_gflops = harness::sgemm_ceiling_gflops(2048, 1, 3);
     std::cerr << "perf ceiling: SGEMM 2048^3 (" << harness::cpu_sgemm_name() << ") = " << options.ceiling_gflops << " GFLOP/s\n";
+    // The bandwidth roof of the report's roofline, beside the compute one: 16 Mi doubles per array
+    // (384 MiB in all), past any last-level cache.
+    options.triad_gbs = harness::triad_bandwidth_gbs(std::int64_t{1} << 24, 1, 3);
+    std::cerr << "perf ceiling: STREAM triad (16 Mi doubles per array) = " << options.triad_gbs << " GB/s\n";
   }
   options.cache_check = vm.count("no-cache-check") == 0;
   const std::unique_ptr<harness::GoldenCache> golden_cache = open_golden_cache(vm, golden_cache_args);
@@ -106,6 +111,7 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   options.dump = dump_text == "all" ? harness::DumpPolicy::all : harness::DumpPolicy::failures;
   options.progress_on_terminal = ::isatty(STDERR_FILENO);
+  options.progress_columns = [] { return platform::terminal_columns(STDERR_FILENO).value_or(80); };
   if (vm.count("dut")) options.duts = parse_dut_option(duts_text);
   // Every DUT named anywhere must exist before anything runs (--dut's even when a shard is empty).
   std::set<std::string> checked;
@@ -133,7 +139,9 @@ int cmd_run(const std::vector<std::string>& args) {
 
   std::string command = "swa-harness run";
   for (const auto& a : args) command += " " + a;
-  harness::ResultsStore store(out, harness::collect_meta(path, file.text, command), vm.count("resume") > 0, force);
+  // /meta names the sweep file absolutely: the report's rerun lines paste from any folder.
+  harness::ResultsStore store(out, harness::collect_meta(std::filesystem::absolute(path).lexically_normal().string(), file.text, command),
+                              vm.count("resume") > 0, force);
   // A plugin in this process can kill it mid-call: then every finished scenario must already be in the file.
   if (vm.count("in-process"))
     store.commit_every_scenario();
@@ -170,7 +178,7 @@ int cmd_run(const std::vector<std::string>& args) {
   std::map<std::string, std::string> label_of;
   for (std::size_t i = 0; i < names.size(); ++i) label_of[names[i]] = labels[i];
   // The printed commands name both files absolutely: they paste from any folder.
-  harness::print_summary(std::cout, rows, std::filesystem::absolute(path).string(), label_of,
+  harness::print_summary(std::cout, rows, std::filesystem::absolute(path).lexically_normal().string(), label_of,
                          {harness::command_word("swa-harness"), std::filesystem::absolute(out).string()});
   std::cout << "results: " << out << (vm.count("junit") && junit_error.empty() ? ", junit: " + junit : std::string()) << "\n";
   if (!junit_error.empty()) std::cerr << "swa-harness: JUnit not written: " << junit_error << "\n";

@@ -10,6 +10,7 @@
 #include "isolated_plugin.hpp"
 #include "plugin_dut.hpp"
 #include "swa/harness/duts/exec_dut.hpp"
+#include "swa/platform/install_layout.hpp"
 #include "swa/platform/process_memory.hpp"
 #ifndef SWA_HAVE_CUDA_DUT
 #define SWA_HAVE_CUDA_DUT 0
@@ -94,7 +95,9 @@ std::unique_ptr<dut::Dut> make_python(std::string_view target, const DutOptions&
     throw std::invalid_argument("'python:" + std::string(target) +
                                 "' is not python:TARGET:FUNCTION[:key=value...] (TARGET a module name or a .py file)");
   const char* env = std::getenv("SWA_PYTHON_DUT_LIBRARY");
-  const std::string library = env && *env ? env : SWA_PYTHON_DUT_PATH;
+  const std::string library =
+      env && *env ? std::string(env)
+                  : platform::installed_or_built(std::string(platform::kInstalledLibexec) + "/libswa_python_dut.so", SWA_PYTHON_DUT_PATH);
   dut::PluginHosting hosting{"python:" + std::string(target), {"SWA_PYTHON_DUT=" + std::string(target)}};
   try {
     return o.plugins_in_process ? dut::load_plugin(library, hosting)

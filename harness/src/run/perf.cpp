@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "swa/harness/duts/dut_registry.hpp"
@@ -25,26 +26,42 @@ void require_ok(const dut::Status& s) {
 
 namespace {
 
+// Whose clock timed a row's calls: the DUT's own (a kernel time it reported for that call), or the
+// host's wall clock (every call it reported none for), counted over the warm-ups and repeats.
+struct Clocks {
+  long own = 0, host = 0;
+  void count(bool reported) { ++(reported ? own : host); }
+  std::string label() const {
+    if (own == 0) return "host wall clock";
+    if (host == 0) return "DUT's own timing";
+    return "mixed: DUT's own timing in " + std::to_string(own) + " of " + std::to_string(own + host) +
+           " calls, host wall clock in the rest";
+  }
+};
+
 // Times each call of a schedule as run_schedule drives it: the DUT's own kernel time when it reports
-// one, else the host's time since the previous call ended.
+// one for that call, else the host's time since the previous call ended.
 class CallTimer final : public dut::ScheduleObserver {
  public:
-  explicit CallTimer(const dut::Dut& dut) : dut_(dut), last_(Clock::now()) {}
-  void after_chunk(const AttnParams&, const dut::KvCache&, int) override { chunk_ms.push_back(lap()); }
-  void after_decode_step(const AttnParams&, const dut::KvCache&, int) override { step_ms.push_back(lap()); }
+  // counting_chunks false (decode): the prompt's chunks are not the row's time, nor its clocks.
+  CallTimer(const dut::Dut& dut, Clocks& clocks, bool counting_chunks)
+      : dut_(dut), clocks_(clocks), counting_chunks_(counting_chunks), last_(Clock::now()) {}
+  void after_chunk(const AttnParams&, const dut::KvCache&, int) override { chunk_ms.push_back(lap(counting_chunks_)); }
+  void after_decode_step(const AttnParams&, const dut::KvCache&, int) override { step_ms.push_back(lap(true)); }
 
   std::vector<double> chunk_ms, step_ms;
-  bool device_timed = true;
 
  private:
-  double lap() {
+  double lap(bool counted) {
     const double host = ms_since(last_);
     const std::optional<double> device = dut_.last_kernel_ms();
-    device_timed = device_timed && device.has_value();
+    if (counted) clocks_.count(device.has_value());
     last_ = Clock::now();
     return device ? *device : host;
   }
   const dut::Dut& dut_;
+  Clocks& clocks_;
+  bool counting_chunks_;
   Clock::time_point last_;
 };
 
@@ -65,24 +82,22 @@ PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const Perf
                                  dtype_bytes(s.dtype));
   AttnParams p = base;
   p.out = out.data();
-  bool device_timed = true;
+  Clocks clocks;
   const Timing timing = time_reported([&] {
     // Through run_schedule, as every run: decode is timed per step (its prompt chunks untimed),
     // chunked prefill as the sum of its chunks, prefill as the whole call.
-    CallTimer timer(dut);
+    CallTimer timer(dut, clocks, s.mode != RunMode::decode);
     const auto t0 = Clock::now();
     require_ok(dut::run_schedule(dut, p, &timer));
     const double whole = ms_since(t0);
     double elapsed = 0;
     if (s.mode == RunMode::decode) {
       elapsed = sum(timer.step_ms) / p.decode_steps;
-      device_timed = device_timed && timer.device_timed;
     } else if (s.mode == RunMode::chunked_prefill) {
       elapsed = sum(timer.chunk_ms);
-      device_timed = device_timed && timer.device_timed;
     } else {
       const std::optional<double> device = dut.last_kernel_ms();
-      device_timed = device_timed && device.has_value();
+      clocks.count(device.has_value());
       elapsed = device ? *device : whole;
     }
     return elapsed;
@@ -91,6 +106,7 @@ PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const Perf
   PerfRow row;
   row.scenario_id = s.id();
   row.dut = dut.name();
+  row.dut_label = dut_label(row.dut);
   row.mode = mode_name(s.mode);
   row.dtype = dtype_name(s.dtype);
   row.cache = s.mode == RunMode::prefill ? "none" : cache_name(s.cache);
@@ -100,7 +116,7 @@ PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const Perf
   row.heads = s.heads;
   row.kv_heads = s.kv_heads;
   row.batch = static_cast<std::int64_t>(s.prompt_lens.size());
-  row.timer = device_timed ? "DUT's own timing" : "host wall clock";
+  row.timer = clocks.label();
   row.set_timing(timing);
   const WindowBand band = base.band;
   for (int b = 0; b < base.batch; ++b) {

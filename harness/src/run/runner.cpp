@@ -7,13 +7,13 @@
 #include <future>
 #include <mutex>
 #include <ostream>
-#include <sstream>
 #include <thread>
 
 #include "swa/harness/case/case_schema.hpp"
 #include "swa/harness/duts/dut_registry.hpp"
 #include "swa/harness/judge/evaluate.hpp"
 #include "swa/harness/run/perf.hpp"
+#include "swa/harness/run/progress.hpp"
 #include "swa/harness/judge/verdict.hpp"
 
 namespace swa::harness {
@@ -65,6 +65,7 @@ ResultsStore::Added run_scenario(const Scenario& s, const std::vector<std::strin
     if (dump_policy == DumpPolicy::all || rows.back().status != Verdict::pass) dump_add(index, name, std::move(e.out), rows.back());
     if (perf) try {
         perf_rows.push_back(time_dut(s, pr, *dut, *perf, options.ceiling_gflops));
+        perf_rows.back().triad_gbs = options.triad_gbs;
       } catch (const std::exception& e) {
         rows.back().reason += (rows.back().reason.empty() ? "" : "; ") + std::string("perf run failed: ") + e.what();
       }
@@ -78,8 +79,7 @@ RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& s
   std::atomic<bool> stop{false};
   std::atomic<std::size_t> next{0};
   std::mutex log_mutex;
-  std::size_t finished = 0;
-  int failed = 0;
+  ProgressLine line_out(scenarios.size(), options.progress_on_terminal, progress, {}, options.progress_columns);
   const int jobs = std::max(1, options.jobs);
   const int threads_each = std::max(1, omp_get_num_procs() / jobs);
   // A scenario's progress line is printed once its rows are committed to the file (results_store.hpp),
@@ -90,25 +90,7 @@ RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& s
     std::vector<ResultRow> rows;
   };
   std::vector<Line> waiting;  // in ticket order
-  auto print = [&](const Line& line) {
-    const Scenario& s = *line.scenario;
-    ++finished;
-    std::string verdicts;
-    for (const auto& r : line.rows) {
-      verdicts += " " + r.dut + "=" + std::string(verdict_name(r.status));
-      failed += is_failure(r.status);
-    }
-    // One write per line: a DUT's printed block (isolated_plugin.cpp), written from a job's thread
-    // while the store's committer prints, falls between lines, never inside one.
-    std::ostringstream text;
-    if (options.progress_on_terminal) {
-      text << "\r\033[K[" << finished << "/" << scenarios.size() << "] " << failed << " failing  " << s.id();
-    } else {
-      text << "[" << finished << "/" << scenarios.size() << "] " << s.id()
-           << (line.rows.empty() ? " (already done)" : verdicts) << "\n";
-    }
-    progress << text.str() << std::flush;
-  };
+  auto print = [&](const Line& line) { line_out.scenario_done(line.scenario->id(), line.rows); };
   auto print_committed = [&] {  // log_mutex held
     const std::uint64_t committed = store.committed_ticket();
     auto it = waiting.begin();
@@ -203,7 +185,7 @@ RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& s
     std::lock_guard lock(log_mutex);
     print_committed();
   }
-  if (options.progress_on_terminal) progress << "\n";
+  line_out.finish();
   return outcome;
 }
 

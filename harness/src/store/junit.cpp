@@ -42,7 +42,8 @@ void write_junit(const std::filesystem::path& path, const std::string& suite, co
     << skipped << "\" time=\"" << seconds << "\">\n";
   for (const auto& r : rows) {
     x << "  <testcase classname=\"" << xml_escape(r.dut) << "\" name=\"" << xml_escape(r.scenario_id) << "\" time=\""
-      << r.run_ms / 1000 << "\">";
+      << r.run_ms / 1000 << "\">\n    <properties><property name=\"dut_label\" value=\"" << xml_escape(r.dut_label) << "\"/>"
+      << (r.status == Verdict::warn ? "<property name=\"verdict\" value=\"warn\"/>" : "") << "</properties>";
     std::ostringstream metrics;
     metrics << "max_abs=" << r.max_abs << " threshold=" << r.threshold << " (rtol_factor=" << r.rtol_factor
             << " x baseline_max_abs=" << r.baseline_max_abs << " + atol_floor=" << r.atol_floor
@@ -57,9 +58,9 @@ void write_junit(const std::filesystem::path& path, const std::string& suite, co
     else if (r.status == Verdict::skip)
       x << "\n    <skipped message=\"" << xml_escape(r.reason) << "\"/>\n  ";
     else if (r.status == Verdict::warn)  // JUnit has no warning: a passing case that says so where CI shows it
-      x << "\n    <properties><property name=\"verdict\" value=\"warn\"/></properties>\n    <system-out>WARNING: "
+      x << "\n    <system-out>WARNING: "
         << xml_escape(r.reason) << "\n" << xml_escape(metrics.str()) << "</system-out>\n  ";
-    x << "</testcase>\n";
+    x << (r.status == Verdict::pass ? "\n  " : "") << "</testcase>\n";
   }
   x << "</testsuite>\n</testsuites>\n";
   remove_orphaned_temporaries(path);

@@ -65,7 +65,8 @@ const std::vector<Column<ScenarioRow>>& scenario_columns() {
 const std::vector<Column<ResultRow>>& result_columns() {
   using R = ResultRow;
   static const std::vector<Column<R>> c = {
-      {"scenario_id", &R::scenario_id}, {"dut", &R::dut}, {"status", &R::status}, {"reason", &R::reason},
+      {"scenario_id", &R::scenario_id}, {"dut", &R::dut}, {"dut_label", &R::dut_label}, {"dut_path", &R::dut_path},
+      {"status", &R::status}, {"reason", &R::reason},
       {"dtype", &R::dtype}, {"mode", &R::mode},
       {"max_abs", &R::max_abs}, {"max_rel", &R::max_rel}, {"rel_floor", &R::rel_floor}, {"mean_abs", &R::mean_abs},
       {"rms", &R::rms}, {"rel_l2", &R::rel_l2}, {"nmse", &R::nmse}, {"cosine", &R::cosine},
@@ -87,12 +88,14 @@ const std::vector<Column<ResultRow>>& result_columns() {
 const std::vector<Column<PerfRow>>& perf_columns() {
   using R = PerfRow;
   static const std::vector<Column<R>> c = {
-      {"scenario_id", &R::scenario_id}, {"dut", &R::dut}, {"mode", &R::mode}, {"dtype", &R::dtype},
+      {"scenario_id", &R::scenario_id}, {"dut", &R::dut}, {"dut_label", &R::dut_label}, {"mode", &R::mode},
+      {"dtype", &R::dtype},
       {"cache", &R::cache}, {"tokens", &R::tokens}, {"window", &R::window}, {"head_size", &R::head_size},
       {"heads", &R::heads}, {"kv_heads", &R::kv_heads}, {"batch", &R::batch}, {"repeats", &R::repeats},
       {"pairs", &R::pairs}, {"kv_bytes", &R::kv_bytes}, {"time_ms", &R::time_ms}, {"min_ms", &R::min_ms},
       {"max_ms", &R::max_ms}, {"gflops", &R::gflops}, {"ceiling_gflops", &R::ceiling_gflops},
       {"ceiling_fraction", &R::ceiling_fraction}, {"ceiling", &R::ceiling}, {"timer", &R::timer},
+      {"triad_gbs", &R::triad_gbs},
   };
   return c;
 }
@@ -350,6 +353,14 @@ ResultsContents read_results_unchecked(const fs::path& path) {
   c.results = read_table(f.id(), "results", result_columns(), &columns_held[1]);
   if (H5Lexists(f.id(), "perf", H5P_DEFAULT) > 0) c.perf = read_table(f.id(), "perf", perf_columns(), &columns_held[2]);
   c.dump_files = read_dump_links(f.id(), path);
+  // Files written before dut_label: derived from dut, by the rule run applies (results.hpp).
+  auto derive_labels = [](auto& rows, const auto& cols, const std::vector<bool>& held) {
+    for (std::size_t i = 0; i < cols.size() && i < held.size(); ++i)
+      if (cols[i].name == "dut_label" && !held[i])
+        for (auto& r : rows) r.dut_label = dut_label(r.dut);
+  };
+  derive_labels(c.results, result_columns(), columns_held[1]);
+  derive_labels(c.perf, perf_columns(), columns_held[2]);
   // Files since the checksums record their row counts: a table cut short is damage, not a result.
   const std::size_t held[] = {c.scenarios.size(), c.results.size(), c.perf.size()};
   for (std::size_t i = 0; i < 3; ++i)

@@ -10,6 +10,32 @@
 #include "swa/harness/judge/verdict.hpp"
 
 namespace swa::harness {
+namespace {
+
+// What a failing row shows, from its columns: the part of a failure's signature that the DUT, mode and
+// dtype do not give. One bug of a kernel is one group; a kernel with two (a NaN and a wrong cache) two.
+enum class Symptom { ran_badly, not_finite, cache_differs, over_limit, precision_warning };
+
+Symptom symptom_of(const ResultRow& r) {
+  if (r.status == Verdict::error) return Symptom::ran_badly;
+  if (r.status == Verdict::warn) return Symptom::precision_warning;
+  if (r.nan_count > 0 || r.inf_count > 0) return Symptom::not_finite;
+  if (r.cache_mismatches > 0) return Symptom::cache_differs;
+  return Symptom::over_limit;
+}
+
+const char* symptom_words(Symptom s) {
+  switch (s) {
+    case Symptom::ran_badly: return "did not run to an output (error)";
+    case Symptom::not_finite: return "NaN or Inf in the output";
+    case Symptom::cache_differs: return "the KV cache it left differs";
+    case Symptom::over_limit: return "error over the limit";
+    case Symptom::precision_warning: return "precision below the baseline's";
+  }
+  return "";
+}
+
+}  // namespace
 
 void print_summary(std::ostream& out, const std::vector<ResultRow>& rows, const std::string& sweep_file,
                    const std::map<std::string, std::string>& labels, const SummaryCommands& commands) {
@@ -36,42 +62,44 @@ void print_summary(std::ostream& out, const std::vector<ResultRow>& rows, const 
   const std::filesystem::path results(commands.results);
   const std::string rerun_out = shell_quote((results.has_parent_path() ? results.parent_path() / "rerun.h5"
                                                                        : std::filesystem::path("rerun.h5")).string());
+  int group_number = 0;  // across the warnings' and the failures' groups: each bisect line its own folder
   auto list = [&](const char* title, auto keep) {
     // Groups in the order their first row comes; within a group, the rows in order.
-    std::vector<std::tuple<std::string, std::string, std::string>> order;
-    std::map<std::tuple<std::string, std::string, std::string>, std::vector<const ResultRow*>> groups;
+    using Signature = std::tuple<std::string, std::string, std::string, Symptom>;
+    std::vector<Signature> order;
+    std::map<Signature, std::vector<const ResultRow*>> groups;
     int n = 0;
     for (const auto& r : rows) {
       if (!keep(r)) continue;
       ++n;
-      const auto key = std::tuple(r.dut, r.mode, r.dtype);
+      const auto key = Signature(r.dut, r.mode, r.dtype, symptom_of(r));
       auto& group = groups[key];
       if (group.empty()) order.push_back(key);
       group.push_back(&r);
     }
     if (n == 0) return 0;
-    out << "\n" << title << ": " << n << " in " << order.size() << " group(s) of DUT, mode and dtype (each run line "
+    out << "\n" << title << ": " << n << " in " << order.size() << " group(s) of DUT, mode, dtype and symptom (each run line "
         << "reruns exactly that case):\n";
-    int group_number = 0;
     for (const auto& key : order) {
       const auto& group = groups[key];
       ++group_number;
-      const auto& [dut, mode, dtype] = key;
-      out << "  " << label(dut) << ", " << mode << ", " << dtype << ": " << group.size() << " scenario"
+      const auto& [dut, mode, dtype, symptom] = key;
+      out << "  " << label(dut) << ", " << mode << ", " << dtype << ", " << symptom_words(symptom) << ": " << group.size()
+          << " scenario"
           << (group.size() == 1 ? "" : "s") << "\n";
       for (std::size_t i = 0; i < group.size() && i < static_cast<std::size_t>(kGroupShown); ++i) {
         const ResultRow& r = *group[i];
         // Pasted into a shell: every word quoted (an exec: DUT's command has spaces).
         out << "    " << verdict_name(r.status) << " " << r.scenario_id << "\n      " << r.reason << "\n      " << program
             << " run " << shell_quote(sweep_file) << " --filter " << shell_quote_always(r.scenario_id) << " --dut "
-            << shell_quote(r.dut) << " --out " << rerun_out << "\n";
+            << shell_quote(dut_from_anywhere(r.dut)) << " --out " << rerun_out << "\n";
       }
       if (group.size() > static_cast<std::size_t>(kGroupShown))
         out << "    ... and " << group.size() - kGroupShown << " more like these"
             << (commands.results.empty() ? "" : " (every row is in " + commands.results + ")") << "\n";
       if (!commands.results.empty())
         out << "    diagnose: " << program << " bisect --from " << shell_quote(commands.results) << " --id "
-            << shell_quote_always(group.front()->scenario_id) << " --dut " << shell_quote(dut) << " --out "
+            << shell_quote_always(group.front()->scenario_id) << " --dut " << shell_quote(dut_from_anywhere(dut)) << " --out "
             << shell_quote(((results.has_parent_path() ? results.parent_path() : std::filesystem::path()) /
                             ("bisect-" + std::to_string(group_number))).string())
             << "\n";

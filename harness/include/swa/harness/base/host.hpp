@@ -10,7 +10,9 @@ std::string cpu_model();
 
 // The word that runs this program again from any folder, for the commands it prints: its name when
 // the PATH's first program of that name is this very file (an installed swa-harness), else its
-// absolute path ("/home/me/swa/build/harness/swa-harness"). `name` is the installed name.
+// absolute path ("/home/me/swa/build/harness/swa-harness"). Started through the Python package's
+// console script (SWA_HARNESS_LAUNCHER, SWA_HARNESS_LAUNCHED: harness/src/base/host.cpp), that script
+// counts as this program. `name` is the installed name.
 std::string command_word(const std::string& name);
 
 }  // namespace swa::harness

@@ -33,6 +33,10 @@ ScenarioRow scenario_row(const Scenario& s, const AttnParams* params = nullptr);
 // the numbers.
 struct ResultRow {
   std::string scenario_id, dut;
+  // The DUT's identity across runs (dut_label() below): what report --compare pairs rows by. And the
+  // canonical path of the DUT's file (plugin, python: file, exec: program), empty for a built-in or
+  // a module, or in a file written before the column.
+  std::string dut_label, dut_path;
   Verdict status = Verdict::error;
   std::string reason, dtype, mode;
   double max_abs = 0, max_rel = 0, rel_floor = 0, mean_abs = 0, rms = 0, rel_l2 = 0, nmse = 0, cosine = 0,
@@ -55,6 +59,21 @@ struct ResultRow {
   std::int64_t cache_mismatches = -1;
 };
 
+// A DUT's label: the same whichever way its path was typed (relative, absolute, through a symlinked
+// folder; from the command line or from the Python module). The console label (LABEL=) is dropped;
+// plugin:PATH is plugin:<file name>; python:TARGET:FUNCTION[:key=value...] keeps the function and
+// the items, a .py TARGET by its file name (a module by its dotted name); exec:COMMAND is its words,
+// as the shell splits them, each one holding '/' by its final component (--lib=/a/b.so: --lib=b.so),
+// joined by one space; a built-in DUT (cpu, baseline, cuda, mutant:FAULT) is its name.
+std::string dut_label(const std::string& dut);
+// The canonical absolute path of a DUT's file (plugin:, a python: .py TARGET, an exec: program named
+// with a '/'), resolved from the working folder; empty for the others.
+std::string dut_path(const std::string& dut);
+// The DUT's name as a command pasted in another folder must give it: a plugin: or python: file by its
+// absolute path (python:/home/me/mine.py:attention), the console label kept; any other name as it is
+// (an exec: command is the user's shell text, run as typed).
+std::string dut_from_anywhere(const std::string& dut);
+
 // A row's columns that every (scenario, DUT) has, judged or not: the DUT, the case's dtype and mode,
 // and the profile with its element limits. judge() (verdict.hpp) fills in the rest.
 ResultRow result_row(const std::string& scenario_id, const std::string& dut, DType dtype, RunMode mode,
@@ -64,6 +83,7 @@ ResultRow result_row(const std::string& scenario_id, const std::string& dut, DTy
 // what the FLOP and byte counts depend on; a scenario's every parameter is in /scenarios by its ID.
 struct PerfRow {
   std::string scenario_id, dut, mode, dtype, cache;
+  std::string dut_label;  // dut_label(dut), as in /results
   std::int64_t tokens = 0, window = 0, head_size = 0, heads = 0, kv_heads = 0, batch = 0, repeats = 0;
   std::int64_t pairs = 0;     // attended (query, key) pairs per timed unit, counted exactly
   std::int64_t kv_bytes = 0;  // KV cache bytes the DUT holds (K/V input bytes for prefill)
@@ -72,6 +92,7 @@ struct PerfRow {
   double ceiling_gflops = 0;                    // same-run ceiling
   double ceiling_fraction = 0;
   std::string ceiling;                          // what the ceiling is
+  double triad_gbs = 0;  // same-run STREAM triad (GB/s): the bandwidth roof of a roofline; 0: not measured
   std::string timer;  // "host wall clock", "DUT's own timing" (run --perf: its kernels alone), "device events" (swa-bench cuda)
 
   void set_timing(const Timing& t) {

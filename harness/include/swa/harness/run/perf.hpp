@@ -15,7 +15,8 @@ namespace swa::harness {
 // Times `dut` on the problem's schedule. prefill and chunked_prefill: the whole schedule. decode:
 // the decode steps alone, per step (the prompt is replayed untimed before each repeat). A DUT that
 // times its own kernels (Dut::last_kernel_ms, the CUDA DUT) is timed by those, without its
-// host<->device copies; any other by the host wall clock.
+// host<->device copies; any other by the host wall clock. Call by call: the row's timer names the
+// clock ("DUT's own timing", "host wall clock", or "mixed: ..." when its calls differed).
 PerfRow time_dut(const Scenario& s, const Problem& pr, dut::Dut& dut, const PerfSettings& settings, double ceiling);
 
 }  // namespace swa::harness

@@ -1,4 +1,5 @@
 #pragma once
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -21,8 +22,10 @@ struct RunOptions {
   int jobs = 1;
   DumpPolicy dump = DumpPolicy::failures;
   bool progress_on_terminal = false;
+  std::function<int()> progress_columns;  // the terminal's width, asked at each update (run/progress.hpp)
   std::optional<PerfSettings> perf;  // --perf: time every scenario, over the sweep's own perf settings
   double ceiling_gflops = 0;          // measured once per run when anything is timed
+  double triad_gbs = 0;               // the same run's STREAM triad (GB/s), measured with it; in each /perf row
   std::optional<ToleranceProfile> profile;  // --tolerance-profile: replaces every scenario's tolerances
   bool cache_check = true;            // --no-cache-check turns the cache comparison off for every scenario
   GoldenCache* golden_cache = nullptr;  // read goldens from here and store them (golden_cache.hpp)
