@@ -75,6 +75,41 @@ class RowModel {
          p.heads_q);
   }
 
+  // The anchor row's token minus this row's: where an edge rule takes its edge from.
+  std::int64_t anchor_offset(const EdgeRule& e) const {
+    const std::int64_t t = row_.token;
+    const std::int64_t origin = e.grid == TileGrid::call ? call_.s : 0;
+    const std::int64_t tile_start = e.query_tile > 0 ? origin + (t - origin) / e.query_tile * e.query_tile : t;
+    switch (e.anchor) {
+      case EdgeAnchor::row: return 0;
+      case EdgeAnchor::query_tile_first_row: return std::max(tile_start, call_.s) - t;
+      case EdgeAnchor::query_tile_last_row:
+        return std::min(tile_start + std::max(e.query_tile, 1) - 1, call_.e - 1) - t;
+      case EdgeAnchor::call_first_row: return call_.s - t;
+      case EdgeAnchor::call_last_row: return call_.e - 1 - t;
+    }
+    return 0;
+  }
+
+  // An edge position rounded to the rule's key tiles: a lower edge (the first visible position) or an
+  // upper one (the last).
+  // `key_origin`: where the key tiles start (0, or the call's first visible key).
+  static std::int64_t rounded(const EdgeRule& e, std::int64_t edge, bool upper, std::int64_t key_origin) {
+    if (e.rounding == EdgeRounding::exact || e.key_tile <= 0) return edge;
+    const std::int64_t t = e.key_tile;
+    auto floor_div = [](std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+    const bool down = e.rounding == EdgeRounding::down_to_key_tile;
+    const std::int64_t x = edge - key_origin;
+    if (!upper) return key_origin + (down ? floor_div(x, t) : floor_div(x + t - 1, t)) * t;
+    return key_origin + (down ? floor_div(x + 1, t) * t - 1 : floor_div(x, t) * t + t - 1);
+  }
+
+  // The call's first visible key: its first row's lower edge, at least 0 (where a kernel that gathers
+  // the call's keys into one buffer starts it).
+  std::int64_t key_origin(const EdgeRule& e, std::int64_t call_first_lower) const {
+    return e.grid == TileGrid::call ? std::max<std::int64_t>(0, call_first_lower) : 0;
+  }
+
   void compute(double* out) {
     const std::int64_t len = p_.seq_lens[row_.sequence];
     const std::int64_t available = p_.mode == RunMode::prefill ? len : call_.e;
@@ -85,16 +120,23 @@ class RowModel {
     else if (band.right >= 0) band.right = std::max<std::int64_t>(0, band.right + r_.right_delta);
     std::vector<double> k(p_.head_size), v(p_.head_size);
     constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max() / 4;
-    std::int64_t lo = band.left < 0 ? -kNone : qpos - band.left, hi = band.right < 0 ? kNone : qpos + band.right;
-    if (band.left >= 0 && r_.lower_edge_from_call_start) lo = qpos - (row_.token - call_.s) - band.left;
-    if (band.left >= 0 && r_.left_from_right && band.right > 0) lo = qpos - band.right;
-    if (band.left >= 0 && r_.key_tile_lower_edge > 0) {
-      const std::int64_t t = r_.key_tile_lower_edge;
-      if (lo >= 0) lo = r_.key_tile_rounds_up ? (lo + t - 1) / t * t : lo / t * t;
+    // The row's own edges at query position x (the spec, with the reading's deltas).
+    auto lower_at = [&](std::int64_t x) {
+      return band.left >= 0 && r_.left_from_right && band.right > 0 ? x - band.right : x - band.left;
+    };
+    std::int64_t lo = band.left < 0 ? -kNone : lower_at(qpos), hi = band.right < 0 ? kNone : qpos + band.right;
+    const std::int64_t call_first_lower = band.left < 0 ? 0 : lower_at(qpos - (row_.token - call_.s));
+    if (band.left >= 0 && !r_.lower_edge.is_spec()) {
+      const EdgeRule& e = r_.lower_edge;
+      const std::int64_t bound = rounded(e, lower_at(qpos + anchor_offset(e)), false, key_origin(e, call_first_lower));
+      lo = e.masked ? std::max(lo, bound) : bound;
     }
-    if (r_.query_tile_upper_edge > 0) hi = std::max(hi, (row_.token / r_.query_tile_upper_edge + 1) * r_.query_tile_upper_edge - 1);
+    if (band.right >= 0 && !r_.upper_edge.is_spec()) {
+      const EdgeRule& e = r_.upper_edge;
+      const std::int64_t bound = rounded(e, qpos + anchor_offset(e) + band.right, true, key_origin(e, call_first_lower));
+      hi = e.masked ? std::min(hi, bound) : bound;
+    }
     if (r_.query_tile_upper_cap > 0) hi = std::min(hi, (row_.token / r_.query_tile_upper_cap + 1) * r_.query_tile_upper_cap - 1);
-    if (r_.call_upper_edge && !call_.decode) hi = std::max(hi, call_.e - 1);
     const std::int64_t newest_cached = call_.decode ? row_.token : call_.s - 1;
     for (std::int64_t j = 0; j < available; ++j) {
       const bool cached = call_.decode || j < call_.s;

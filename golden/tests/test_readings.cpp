@@ -78,6 +78,8 @@ BOOST_AUTO_TEST_CASE(fp8_round_nearest_even_is_the_golden_s_codec) {
 
 // Each knob bends a case that has its feature (a reading that cannot change the output is no reading).
 BOOST_AUTO_TEST_CASE(every_reading_bends_a_case_with_its_feature) {
+  using golden::EdgeAnchor;
+  using golden::EdgeRounding;
   using golden::Reading;
   struct Bend {
     const char* name;
@@ -108,9 +110,9 @@ BOOST_AUTO_TEST_CASE(every_reading_bends_a_case_with_its_feature) {
       {"ring one slot short", 5, with([](Reading& r) { r.ring_capacity_delta = -1; })},
       {"ring read shifted", 5, with([](Reading& r) { r.ring_read_shift = 1; })},
       {"paged read shifted", 6, with([](Reading& r) { r.ring_read_shift = -1; })},
-      {"lower edge from call start", 3, with([](Reading& r) { r.lower_edge_from_call_start = true; })},
-      {"lower edge per key tile", 1, with([](Reading& r) { r.key_tile_lower_edge = 16; })},
-      {"future keys in query tile", 0, with([](Reading& r) { r.query_tile_upper_edge = 16; })},
+      {"lower edge from call start", 3, with([](Reading& r) { r.lower_edge = {EdgeAnchor::call_first_row}; })},
+      {"lower edge per key tile", 1, with([](Reading& r) { r.lower_edge = {EdgeAnchor::row, 0, EdgeRounding::down_to_key_tile, 16}; })},
+      {"future keys in query tile", 0, with([](Reading& r) { r.upper_edge = {EdgeAnchor::query_tile_last_row, 16}; })},
       {"decode reads before write", 5, with([](Reading& r) { r.decode_reads_before_write = true; })},
       {"newest cached key dropped", 3, with([](Reading& r) { r.cache_newest_dropped = 1; })},
       {"Q head-major", 0, with([](Reading& r) { r.q_head_major = true; })},
@@ -133,9 +135,19 @@ BOOST_AUTO_TEST_CASE(every_reading_bends_a_case_with_its_feature) {
       {"split in aligned parts of 4", 5, with([](Reading& r) { r.split_size = 4, r.merge = golden::SplitMerge::mean; })},
       {"chunk written before read", 3, with([](Reading& r) { r.chunk_written_before_read = true; })},
       {"decode reads the sequence's last row", 5, with([](Reading& r) { r.decode_row = golden::DecodeRow::sequence_last; })},
-      {"lower edge rounded up to a key tile", 1, with([](Reading& r) { r.key_tile_lower_edge = 4, r.key_tile_rounds_up = true; })},
+      {"lower edge rounded up to a key tile", 1, with([](Reading& r) { r.lower_edge = {EdgeAnchor::row, 0, EdgeRounding::up_to_key_tile, 4}; })},
       {"right keys stop at the query tile", 2, with([](Reading& r) { r.query_tile_upper_cap = 4; })},
-      {"a call's own keys not causal", 3, with([](Reading& r) { r.call_upper_edge = true; })},
+      {"a call's own keys not causal", 3, with([](Reading& r) { r.upper_edge = {EdgeAnchor::call_last_row}; })},
+      {"lower edge of a query tile's first row rounded up, masked", 1,
+       with([](Reading& r) { r.lower_edge = {EdgeAnchor::query_tile_first_row, 8, EdgeRounding::up_to_key_tile, 4, true}; })},
+      {"lower edge of a query tile's last row", 1, with([](Reading& r) { r.lower_edge = {EdgeAnchor::query_tile_last_row, 8}; })},
+      {"diagonal key tile dropped", 0, with([](Reading& r) { r.upper_edge = {EdgeAnchor::row, 0, EdgeRounding::down_to_key_tile, 4, true}; })},
+      {"future keys in the diagonal key tile", 0, with([](Reading& r) { r.upper_edge = {EdgeAnchor::row, 0, EdgeRounding::up_to_key_tile, 4}; })},
+      {"upper edge of a query tile's first row", 0, with([](Reading& r) { r.upper_edge = {EdgeAnchor::query_tile_first_row, 8}; })},
+      {"upper edge of a call-grid query tile's first row, up to a call-grid key tile, masked", 3,
+       with([](Reading& r) {
+         r.upper_edge = {EdgeAnchor::query_tile_first_row, 2, EdgeRounding::up_to_key_tile, 4, true, golden::TileGrid::call};
+       })},
       {"two-sided window as a radius", 2, with([](Reading& r) { r.left_from_right = true; })},
       {"decode reads the previous row", 5, with([](Reading& r) { r.decode_row = golden::DecodeRow::previous; })},
   };
@@ -170,6 +182,23 @@ BOOST_AUTO_TEST_CASE(a_ring_read_through_its_slots_differs_from_a_read_by_positi
   golden::Reading spec_by_slot;  // inside the window the ring holds every key it should
   spec_by_slot.ring_reads_slots = true;
   BOOST_TEST(worst(golden::read_all(pr.params, spec_by_slot), golden::run(pr.params).out) <= kSameAsGolden);
+}
+
+// In prefill a call starts at row 0 and its first visible key at 0: the call's grids are the absolute
+// ones. In chunks they differ where a chunk does not start on a tile.
+BOOST_AUTO_TEST_CASE(an_edge_rule_on_the_call_s_grid_differs_only_where_calls_leave_the_absolute_grid) {
+  using golden::EdgeAnchor;
+  using golden::EdgeRounding;
+  const golden::EdgeRule on_absolute{EdgeAnchor::query_tile_first_row, 4, EdgeRounding::up_to_key_tile, 4, true};
+  golden::EdgeRule on_call = on_absolute;
+  on_call.grid = golden::TileGrid::call;
+  golden::Reading a, c;
+  a.lower_edge = on_absolute;
+  c.lower_edge = on_call;
+  test::Problem prefill = build(kCases[1]);
+  BOOST_TEST(worst(golden::read_all(prefill.params, a), golden::read_all(prefill.params, c)) <= kSameAsGolden);
+  test::Problem chunked = build(kCases[3]);  // chunks of 5 rows, W 7: neither on a grid of 4
+  BOOST_TEST(worst(golden::read_all(chunked.params, a), golden::read_all(chunked.params, c)) > 1e-4);
 }
 
 BOOST_AUTO_TEST_CASE(readings_that_are_one_computation_agree) {

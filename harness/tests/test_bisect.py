@@ -166,7 +166,10 @@ class Bisect(unittest.TestCase):
         "kv-fp16": (PREFILL, "kv_stored_as_fp16", r"equals the V row rounded to fp16 in every element", None),
         "v-from-k": (PREFILL, "output_outside_the_values", r"no non-negative combination of V rows gives", None),
         "p-bf16": (PREFILL, "quantised_probabilities", r"has a significand of 8 bits: .* \(bf16\)", None),
-        "last-key-tile": (PREFILL, "key_tile_dropped", r"gives positions 16\.\.\d+ \(from 16, a multiple of 16, to its last key\) no weight", None),
+        # Key tiles counted as length // 16: the sequence's partial last tile is never read. An edge rule
+        # reproduces it (the upper edge of the row's query tile, at the sequence's end, rounded down).
+        "last-key-tile": (PREFILL, "upper_edge_per_query_tile",
+                          r"last row of its aligned 16-row query tile, and drops the aligned 16-key tile that holds it", None),
         "stale-max": (PREFILL, "tile_rescale_missing", r"key tile of 16", None),
         "chunk-forgets-cache": (CHUNKED, "chunk_prefix_dropped", r"before the query's chunk, which starts at \d+", "only chunks after the first fail"),
         # A reading reproduces it: the window one key wider, in decode steps only.

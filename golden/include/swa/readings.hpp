@@ -78,6 +78,31 @@ enum class DescaleRule : std::uint8_t {
   inverted,     // encode x * d, decode code / d
 };
 
+// Where a row's window edge comes from in a kernel that computes it once per block of rows, or in
+// whole key tiles: the edge of an anchor row (the row itself in the spec), rounded to a key tile,
+// and then either the bound alone (masked = false: the row sees what the bound says) or the bound
+// within the row's own edge (masked = true: per-element masks kept, so the rule only takes keys away).
+// Query tiles are aligned to multiples of `query_tile` rows of the sequence, within the row's call.
+enum class EdgeAnchor : std::uint8_t { row, query_tile_first_row, query_tile_last_row, call_first_row, call_last_row };
+enum class EdgeRounding : std::uint8_t {
+  exact,
+  down_to_key_tile,  // the lower edge: the tile holding it starts the row; the upper: a partial last tile is dropped
+  up_to_key_tile,    // the lower edge: a partial first tile is dropped; the upper: the tile holding it is kept whole
+};
+// Where a tile grid starts: at position 0, or (a kernel that tiles each call's own buffer) at the
+// call's first row for query tiles and at the call's first visible key (its first row's lower edge,
+// at least 0) for key tiles.
+enum class TileGrid : std::uint8_t { absolute, call };
+struct EdgeRule {
+  EdgeAnchor anchor = EdgeAnchor::row;
+  int query_tile = 0;  // rows, for the query-tile anchors
+  EdgeRounding rounding = EdgeRounding::exact;
+  int key_tile = 0;  // positions, for the roundings
+  bool masked = false;
+  TileGrid grid = TileGrid::absolute;  // both tile grids
+  bool is_spec() const { return anchor == EdgeAnchor::row && rounding == EdgeRounding::exact; }
+};
+
 struct Reading {
   CallScope scope = CallScope::every_call;
   // Scores. NaN: the case's own value.
@@ -91,12 +116,8 @@ struct Reading {
   bool right_ignored = false;       // a two-sided window read as causal
   std::int64_t query_offset = 0;    // the query's position + this
   bool query_from_call_start = false;  // the query's position counted from its call's first row
-  bool lower_edge_from_call_start = false;  // every row of a call uses its first row's lower window edge
-  int key_tile_lower_edge = 0;   // > 0: the lower edge rounded down to a key tile of this many positions
-  int query_tile_upper_edge = 0;  // > 0: a row sees keys up to the end of its query tile of this many rows
-  bool key_tile_rounds_up = false;  // with key_tile_lower_edge: rounded up instead (a partly visible tile dropped)
+  EdgeRule lower_edge, upper_edge;  // the window's first and last visible position, per row (the spec) or not
   int query_tile_upper_cap = 0;     // > 0: no key past the end of the row's query tile of this many rows
-  bool call_upper_edge = false;     // a prompt call's rows see every key of the call (its own keys not causal)
   bool left_from_right = false;     // a two-sided window read as a radius: the left edge at R, as the right
   int cache_newest_dropped = 0;   // the newest N positions in the cache are not read (a call's own rows are)
   bool ring_reads_slots = false;  // a key read outside the window (one more on the left, ...) is what its ring slot holds

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -30,6 +31,8 @@
 #include "swa/harness/case/case_schema.hpp"
 #include "swa/harness/duts/dut_registry.hpp"
 #include "swa/harness/base/durable_file.hpp"
+#include "swa/harness/base/host.hpp"
+#include "swa/harness/base/text.hpp"
 #include "swa/harness/judge/evaluate.hpp"
 #include "swa/harness/judge/verdict.hpp"
 #include "swa/harness/case/problem_file.hpp"
@@ -79,6 +82,9 @@ class Bisection {
   void word_diagnosis();
   void search_for_a_reading();
   Finding reading_finding() const;
+  // Drops the look-alike readings that do not reproduce a case the DUT fails (e); false when none does.
+  bool tell_apart(const Scenario& x, const BisectRun& e);
+  void tell_apart_on_probes();
   // One line on stderr per step, with the time so far: a long bisect is never silent.
   void progress(const std::string& line) const;
 
@@ -94,6 +100,8 @@ class Bisection {
   bool cache_only_ = false;
   Diagnosis diag_;
   std::optional<ReadingTrial> reading_;  // the simplest reading that reproduces the DUT, when one does
+  std::vector<ReadingTrial> alike_;      // every reading that reproduced each failing case tried so far
+  std::vector<std::string> told_apart_;  // "X: it leaves 3 of 40 rows over their limit on CASE"
   std::optional<Finding> band_;
   bool suspicious_ = false;
   Scenario minimal_;
@@ -220,6 +228,7 @@ void Bisection::search_for_a_reading() {
   r_ << "   " << found.evaluated << " readings evaluated in " << found.seconds << " s.\n";
   if (!found.reproducing.empty()) {
     reading_ = found.reproducing.front();
+    alike_ = found.reproducing;
     for (const ReadingTrial& t : found.reproducing)
       r_ << "   REPRODUCES " << t.name() << ": the DUT " << t.words() << "; every one of the " << t.rows
          << " rows within its limit (" << t.failing << " failing against the golden), worst difference " << t.worst_difference
@@ -233,6 +242,68 @@ void Bisection::search_for_a_reading() {
        << " failing rows compared within their limit (worst: " << found.closest->worst_share << " of a row's limit).\n";
   else
     r_ << "   None applies: no row fails by its max-abs limit.\n";
+}
+
+bool Bisection::tell_apart(const Scenario& x, const BisectRun& e) {
+  std::vector<ReadingTrial> kept;
+  std::vector<std::string> dropped;
+  for (const ReadingTrial& t : alike_) {
+    const ReadingTrial here = check_reading(e.reference->problem.params, t, e.out, e.ref, e.row_limit);
+    if (here.reproduces)
+      kept.push_back(t);
+    else
+      dropped.push_back(t.name() + " (the DUT " + t.words() + "): " + std::to_string(here.rows - here.rows_within) + " of " +
+                        std::to_string(here.rows) + " rows over their limit on " + x.id());
+  }
+  if (kept.empty()) return false;  // another failure, or none of them: this case tells nothing apart
+  told_apart_.insert(told_apart_.end(), dropped.begin(), dropped.end());
+  alike_ = std::move(kept);
+  if (alike_.front().name() != reading_->name() || alike_.front().words() != reading_->words()) {
+    reading_ = alike_.front();
+    r_ << "   On " << x.id() << " only " << alike_.size() << " of the readings still reproduce; the simplest: " << reading_->name()
+       << " (the DUT " << reading_->words() << ").\n";
+  }
+  return true;
+}
+
+// Look-alikes left after the reduction: a few cases beside the first, where rules of tiles, of calls
+// or of the window's edges that reproduced it alike part ways: a window one key wider, and one wider
+// than twice itself (past a tile of it); a right edge 11 keys wider; sequences twice as long and 7 more
+// (past a tile of their length). Each costs one run of the DUT.
+void Bisection::tell_apart_on_probes() {
+  std::set<std::string> names;
+  for (const ReadingTrial& t : alike_) names.insert(t.name() + "|" + t.words());
+  if (names.size() < 2) return;
+  std::vector<Scenario> probes;
+  if (original_.window > 0)
+    for (const std::int64_t window : {original_.window + 1, original_.window * 2 + 3}) {
+      Scenario w = original_;
+      w.window = window;
+      probes.push_back(w);
+    }
+  if (original_.window_right > 0) {
+    Scenario w = original_;
+    w.window_right += 11;
+    probes.push_back(w);
+  }
+  if (std::all_of(original_.prompt_lens.begin(), original_.prompt_lens.end(), [](std::int32_t n) { return n <= 1024; })) {
+    Scenario longer = original_;
+    for (auto& n : longer.prompt_lens) n = n * 2 + 7;
+    probes.push_back(longer);
+  }
+  progress("readings: " + std::to_string(names.size()) + " readings reproduce alike; telling them apart on " +
+           std::to_string(probes.size()) + " more cases");
+  for (const Scenario& x : probes) {
+    if (alike_.size() < 2) break;
+    BisectRun e;
+    try {
+      e = evaluate_case(x, o_);
+    } catch (const std::exception&) {
+      continue;  // a probe the case's limits refuse (a window past the sequence): no evidence
+    }
+    if (!e.error.empty() || !e.fails || !e.output_fails) continue;
+    tell_apart(x, e);
+  }
 }
 
 Finding Bisection::reading_finding() const {
@@ -253,11 +324,16 @@ Finding Bisection::reading_finding() const {
   f.reproduced = t.reproduces;
   {
     std::vector<std::string> others;
-    for (std::size_t i = 1; i < summary_.readings->reproducing.size(); ++i)
-      if (const ReadingTrial& t = summary_.readings->reproducing[i]; t.name() != reading_->name())  // not the same, scoped
-        others.push_back(t.name() + " (" + t.words() + ")");
+    std::size_t more = 0;
+    for (const ReadingTrial& t : alike_)
+      if (t.name() != reading_->name() || t.words() != reading_->words())  // not the same reading
+        (others.size() < 3 ? others.push_back(t.name() + " (" + t.words() + ")") : void(++more));
     if (!others.empty())
-      f.evidence.push_back("Also reproducing on the original case, not told apart by it: " + join(others, "; ") + ".");
+      f.evidence.push_back("Also reproducing every failing case tried, not told apart by them: " + join(others, "; ") +
+                           (more ? "; and " + std::to_string(more) + " more (summary.json lists them)" : std::string()) + ".");
+    if (!told_apart_.empty())
+      f.evidence.push_back("Told apart from " + std::to_string(told_apart_.size()) + " reading(s) that reproduced the first case: " +
+                           join(told_apart_, "; ") + ".");
   }
   return f;
 }
@@ -349,7 +425,7 @@ void Bisection::reduce() {
       BisectRun e = evaluate_case(candidate, o_);
       if (!e.error.empty() || !e.fails || e.output_fails != !cache_only_) continue;
       if (reading_) {
-        if (!check_reading(e.reference->problem.params, *reading_, e.out, e.ref, e.row_limit).reproduces) continue;
+        if (!tell_apart(candidate, e)) continue;
         if (!still_needs(candidate, e)) continue;
         minimal_ = candidate;
         minimal_eval_ = std::move(e);
@@ -371,6 +447,7 @@ void Bisection::reduce() {
     }
     if (!reduced) break;
   }
+  if (reading_) tell_apart_on_probes();
   summary_.minimal_case = minimal_.id();
   r_ << "5. Reduce: the smallest case with the same diagnosis and the same needed features\n   " << minimal_.id()
      << "\n   " << minimal_.prompt_lens.size() << " sequence(s), " << minimal_.heads << " query head(s) / "
@@ -452,7 +529,7 @@ void Bisection::emit_files() {
     // The DUT's name goes in as a YAML double-quoted scalar (it may hold quotes, backslashes and
     // newlines: an exec: command line); the comment gets it on one line.
     YAML::Emitter quoted;
-    quoted << YAML::DoubleQuoted << o_.dut;
+    quoted << YAML::DoubleQuoted << dut_from_anywhere(o_.dut);  // the repro runs from any folder
     std::string one_line = o_.dut;
     std::replace_if(one_line.begin(), one_line.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
     std::ostringstream yaml;
@@ -467,7 +544,9 @@ void Bisection::emit_files() {
                     {"repro_h5", (o_.out_dir / "repro.h5").string()},
                     {"summary", (o_.out_dir / "summary.json").string()}};
   r_ << step_ << ". Files\n   " << (o_.out_dir / "repro.yaml").string()
-     << ": the minimal case; rerun it with\n     swa-harness run " << (o_.out_dir / "repro.yaml").string() << "\n   "
+     << ": the minimal case; rerun it with\n     " << shell_quote(command_word("swa-harness")) << " run "
+     << shell_quote(std::filesystem::absolute(o_.out_dir / "repro.yaml").lexically_normal().string()) << " --out "
+     << shell_quote(std::filesystem::absolute(o_.out_dir / "rerun.h5").lexically_normal().string()) << "\n   "
      << (o_.out_dir / "repro.h5").string()
      << ": its inputs, the reference, the DUT's output and the per-element error, and /diagnosis (the finding; the "
         "recovered and golden weights when it was fitted)\n   "

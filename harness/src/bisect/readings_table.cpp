@@ -22,6 +22,134 @@ bool is_ring(const AttnParams& p) {
 bool gqa(const AttnParams& p) { return p.heads_kv > 1 && p.heads_q != p.heads_kv; }
 bool narrow(const AttnParams& p) { return p.dtype != DType::fp32; }
 
+// The tile sizes the edge rules try, for query tiles and key tiles alike.
+constexpr int kEdgeTiles[] = {16, 32, 64, 128};
+
+// The class of an edge rule: the familiar ones by their old names, the rest by where the edge comes from.
+std::string edge_class(const golden::EdgeRule& e, bool upper) {
+  using golden::EdgeAnchor;
+  using golden::EdgeRounding;
+  const bool exact = e.rounding == EdgeRounding::exact;
+  const bool tile_anchor = e.anchor == EdgeAnchor::query_tile_first_row || e.anchor == EdgeAnchor::query_tile_last_row;
+  if (!upper) {
+    if (e.anchor == EdgeAnchor::row) return "window_edge_per_key_tile";
+    if (e.anchor == EdgeAnchor::call_first_row && exact && !e.masked) return "window_edge_from_call_start";
+    return tile_anchor ? "window_edge_per_query_tile" : "window_edge_per_call";
+  }
+  if (e.anchor == EdgeAnchor::row)
+    return e.rounding == EdgeRounding::up_to_key_tile ? "future_keys_in_key_tile" : "diagonal_key_tile_dropped";
+  if (e.anchor == EdgeAnchor::query_tile_last_row && exact && !e.masked) return "future_keys_in_query_tile";
+  if (e.anchor == EdgeAnchor::call_last_row && exact && !e.masked) return "future_keys_in_call";
+  return tile_anchor ? "upper_edge_per_query_tile" : "upper_edge_per_call";
+}
+
+// "takes the window's lower edge from the first row of its aligned 32-row query tile, rounded up to an
+// aligned 32-key tile, inside its own edge (its per-row mask kept)".
+std::string edge_words(const golden::EdgeRule& e, bool upper) {
+  using golden::EdgeAnchor;
+  using golden::EdgeRounding;
+  const bool call_grid = e.grid == golden::TileGrid::call;
+  const std::string query_tile = (call_grid ? "" : "aligned ") + std::to_string(e.query_tile) + "-row query tile" +
+                                 (call_grid ? " of its call (tiles counted from the call's first row)" : "");
+  std::string w = std::string("takes the window's ") + (upper ? "upper (last visible) edge" : "lower edge") + " from ";
+  switch (e.anchor) {
+    case EdgeAnchor::row: w += "its own row"; break;
+    case EdgeAnchor::query_tile_first_row: w += "the first row of its " + query_tile; break;
+    case EdgeAnchor::query_tile_last_row: w += "the last row of its " + query_tile; break;
+    case EdgeAnchor::call_first_row: w += "its call's first row"; break;
+    case EdgeAnchor::call_last_row: w += "its call's last row"; break;
+  }
+  const std::string tile = (call_grid ? "" : "aligned ") + std::to_string(e.key_tile) + "-key tile" +
+                           (call_grid ? " of the call's keys (tiles counted from its first visible key)" : "");
+  const std::string a = call_grid ? "a " : "an ";
+  if (e.rounding == EdgeRounding::down_to_key_tile)
+    w += upper ? ", and drops the " + tile + " that holds it unless it ends there" : ", rounded down to " + a + tile + " (the tile kept whole)";
+  else if (e.rounding == EdgeRounding::up_to_key_tile)
+    w += upper ? ", and keeps the " + tile + " that holds it whole" : ", rounded up to " + a + tile + " (a partly visible tile dropped)";
+  w += e.masked ? ", inside its own edge (its per-row mask kept)" : (e.anchor == EdgeAnchor::row ? "" : ", for every row alike (no per-row mask)");
+  return w;
+}
+
+// Every edge rule that can change what a row sees (golden/readings.hpp, EdgeRule), lower and upper.
+// A rule whose bound can only widen a masked row, or only repeat the unmasked one, is left out.
+Settings edge_settings(const AttnParams& p) {
+  using golden::EdgeAnchor;
+  using golden::EdgeRounding;
+  using golden::EdgeRule;
+  Settings s;
+  golden::TileGrid grid = golden::TileGrid::absolute;
+  auto add = [&](EdgeRule e, bool upper) {
+    e.grid = grid;
+    // A rule with no tile has no grid to be on: the absolute grid's copy of it is the one.
+    if (grid == golden::TileGrid::call && e.query_tile == 0 && e.key_tile == 0) return;
+    const auto change = [e, upper](Reading& r) { (upper ? r.upper_edge : r.lower_edge) = e; };
+    s.push_back(setting(edge_class(e, upper), edge_words(e, upper), change));
+  };
+  struct Anchor {
+    EdgeAnchor anchor;
+    int query_tile;
+    bool first;  // the anchor's edge is at or before the row's (a first row), else at or after (a last row)
+  };
+  std::vector<Anchor> anchors;  // the calls' (fewer parameters) before the query tiles'
+  if (p.mode != RunMode::prefill) {  // in prefill a call is the whole sequence: its edge rows are no one's
+    anchors.push_back({EdgeAnchor::call_first_row, 0, true});
+    anchors.push_back({EdgeAnchor::call_last_row, 0, false});
+  }
+  for (int t : kEdgeTiles) {
+    anchors.push_back({EdgeAnchor::query_tile_first_row, t, true});
+    anchors.push_back({EdgeAnchor::query_tile_last_row, t, false});
+  }
+  // A chunk or decode schedule is tried on the call's own tile grids too (in prefill they are the same).
+  std::vector<golden::TileGrid> grids = {golden::TileGrid::absolute};
+  if (p.mode != RunMode::prefill) grids.push_back(golden::TileGrid::call);
+  for (const golden::TileGrid g : grids)
+  for (const bool upper : {false, true}) {
+    grid = g;
+    if (!upper && p.band.left < 0) continue;  // no lower edge to move
+    // The row's own edge in whole key tiles: lower rounded down (unmasked) or up; upper dropped or kept whole.
+    for (int k : kEdgeTiles) {
+      add({EdgeAnchor::row, 0, EdgeRounding::down_to_key_tile, k, upper}, upper);
+      add({EdgeAnchor::row, 0, EdgeRounding::up_to_key_tile, k, false}, upper);
+    }
+    for (const Anchor& a : anchors) {
+      // The anchor's bound widens the row's edge when it lies before a lower edge (a first row) or after
+      // an upper one (a last row): masked, such a bound changes nothing, unless rounding pulls it back.
+      const bool widens = upper ? !a.first : a.first;
+      add({a.anchor, a.query_tile, EdgeRounding::exact, 0, false}, upper);
+      for (int k : kEdgeTiles)
+        for (const EdgeRounding rounding : {EdgeRounding::down_to_key_tile, EdgeRounding::up_to_key_tile}) {
+          add({a.anchor, a.query_tile, rounding, k, false}, upper);
+          // Masked matters where the rounded bound can land on the row's side of its own edge.
+          const bool narrows = widens ? (upper ? rounding == EdgeRounding::down_to_key_tile : rounding == EdgeRounding::up_to_key_tile)
+                                      : (upper ? rounding == EdgeRounding::up_to_key_tile : rounding == EdgeRounding::down_to_key_tile);
+          if (narrows) add({a.anchor, a.query_tile, rounding, k, true}, upper);
+        }
+    }
+  }
+  return s;
+}
+
+// A fitted value beside the spec's, each with as many digits as it takes to tell them apart (4 at
+// least, 9 at most): "0.1250268 instead of 0.125 (x1.000214)", never "0.125 instead of 0.125 (x1)".
+int digits_apart(double a, double b) {
+  for (int digits = 4; digits < 9; ++digits) {
+    std::ostringstream x, y;
+    x.precision(digits);
+    y.precision(digits);
+    x << a;
+    y << b;
+    if (x.str() != y.str()) return digits;
+  }
+  return 9;
+}
+
+std::string number(double x, int digits) {
+  std::ostringstream o;
+  o.precision(digits);
+  o << x;
+  return o.str();
+}
+
 std::string number(double x) {
   std::ostringstream o;
   o.precision(4);
@@ -46,7 +174,9 @@ std::string factor_words(double r) {
 
 std::string scale_words(double value, double spec) {
   std::ostringstream o;
-  o << "scales the scores by " << number(value) << " instead of " << number(spec) << " (x" << number(value / spec);
+  const int digits = digits_apart(value, spec);
+  o << "scales the scores by " << number(value, digits) << " instead of " << number(spec, digits) << " (x"
+    << number(value / spec, digits_apart(value / spec, 1));
   if (const std::string known = factor_words(value / spec); !known.empty()) o << " = " << known;
   const double n = 1 / (value * value);
   if (std::round(n) >= 1 && std::round(n) <= 4096 && std::abs(n - std::round(n)) < 0.01) o << "; " << number(value) << " = 1/sqrt(" << std::round(n) << ")";
@@ -61,7 +191,9 @@ std::string sink_factor_words(double value, double) {
 }
 
 std::string cap_words(double value, double spec) {
-  return "soft-caps the scores at " + number(value) + " instead of " + number(spec) + " (x" + number(value / spec) + ")";
+  const int digits = digits_apart(value, spec);
+  return "soft-caps the scores at " + number(value, digits) + " instead of " + number(spec, digits) + " (x" +
+         number(value / spec, digits_apart(value / spec, 1)) + ")";
 }
 
 }  // namespace
@@ -183,36 +315,21 @@ const std::vector<ReadingKnob>& reading_knobs() {
                                [](Reading& r) { r.query_from_call_start = true; }));
          return s;
        }},
-      {"edges", "the window's edges per tile or per call: the lower edge of a call's first row, rounded to a key tile, "
-                "or a query tile's end as the upper edge",
-       "window_edge_from_call_start, window_edge_per_key_tile, future_keys_in_query_tile, future_keys_in_call, "
-       "right_keys_stop_at_query_tile",
+      {"edges", "the window's edges as a tiled kernel computes them: from the first or last row of the row's query "
+                "tile or call instead of its own, rounded down or up to a key tile, with or without the row's own mask "
+                "inside; tiles aligned to position 0 or (chunks, decode) to the call's first row and first visible key",
+       "window_edge_from_call_start, window_edge_per_key_tile, window_edge_per_query_tile, window_edge_per_call, "
+       "future_keys_in_query_tile, future_keys_in_call, future_keys_in_key_tile, diagonal_key_tile_dropped, "
+       "upper_edge_per_query_tile, upper_edge_per_call, right_keys_stop_at_query_tile",
        [](const AttnParams& p) {
+         // The one-field rules first: of readings that reproduce alike, the first in the table is told.
          Settings s;
-         if (p.band.left >= 0 && p.mode != RunMode::prefill)
-           s.push_back(setting("window_edge_from_call_start", "uses the call's first row's lower window edge for every row of the call",
-                               [](Reading& r) { r.lower_edge_from_call_start = true; }));
-         if (p.mode != RunMode::prefill)
-           s.push_back(setting("future_keys_in_call", "lets each row of a prompt call see every key of the call (its own keys not causal)",
-                               [](Reading& r) { r.call_upper_edge = true; }));
-         for (int t : {16, 32, 64, 128}) {
-           if (p.band.left >= 0) {
-             s.push_back(setting("window_edge_per_key_tile",
-                                 "applies the window's lower edge per aligned key tile of " + std::to_string(t) + ": a partly visible tile is kept whole",
-                                 [t](Reading& r) { r.key_tile_lower_edge = t; }));
-             s.push_back(setting("window_edge_per_key_tile",
-                                 "rounds the window's lower edge up to an aligned key tile of " + std::to_string(t) +
-                                     ": a partly visible tile is dropped",
-                                 [t](Reading& r) { r.key_tile_lower_edge = t, r.key_tile_rounds_up = true; }));
-           }
-           if (p.band.right > 0)
+         if (p.band.right > 0)
+           for (int t : kEdgeTiles)
              s.push_back(setting("right_keys_stop_at_query_tile",
                                  "sees no key past the end of its " + std::to_string(t) + "-row query tile (the right side cut at the tile)",
                                  [t](Reading& r) { r.query_tile_upper_cap = t; }));
-           s.push_back(setting("future_keys_in_query_tile",
-                               "lets each row see the keys up to the end of its " + std::to_string(t) + "-row query tile (future keys)",
-                               [t](Reading& r) { r.query_tile_upper_edge = t; }));
-         }
+         for (ReadingSetting& e : edge_settings(p)) s.push_back(std::move(e));
          return s;
        }},
       {"decode_row", "the row a decode step reads as its own Q, K and V (and stores)", "decode_reads_another_row",

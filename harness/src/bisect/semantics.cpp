@@ -304,6 +304,10 @@ std::optional<Finding> fp8_value_finding(const Problem& pr, const std::vector<do
     }
   if (rows == 0) {
     if (single_passing == 0 || failing_elsewhere == 0) return std::nullopt;
+    // A row that sees one key sees its own: in a chunk or a decode step that is the call's own K/V row,
+    // not one read back from the cache, so a right output there says nothing of the cache's V (batch E's
+    // fault 20 read cached V with k_descale while every one-key row passed).
+    if (p.mode != RunMode::prefill) return std::nullopt;
     return Finding{"fp8_keys_wrong", FindingSource::value_storage,
                    {std::to_string(single_passing) + " row(s) that see a single key output its V exactly as the golden's "
                     "FP8 reads it (V is quantised and descaled right), while " + std::to_string(failing_elsewhere) +
