@@ -43,6 +43,21 @@ def s(x):
     return x.decode() if isinstance(x, bytes) else x
 
 
+def replace_table(f, name, rows):
+    """/NAME rewritten with `rows` (a table edited by hand), laid out as the harness writes tables."""
+    del f[name]
+    f.create_dataset(name, data=rows, maxshape=(None,), chunks=(64,))
+
+
+def without_columns(rows, dropped):
+    """`rows` as a file written before the `dropped` columns existed holds them."""
+    keep = [n for n in rows.dtype.names if n not in dropped]
+    old = np.empty(rows.shape, dtype=[(n, rows.dtype[n]) for n in keep])
+    for n in keep:
+        old[n] = rows[n]
+    return old
+
+
 def drop_digests(f):
     """A table edited by hand no longer matches its digest in /meta: drop them, as in files written before them."""
     for name in ("digest_scenarios", "digest_results", "digest_perf", "digest_meta"):
@@ -154,8 +169,7 @@ class Report(unittest.TestCase):
             text_rows = np.empty(res.shape, dtype=fields)
             for n in res.dtype.names:
                 text_rows[n] = [verdict(v) for v in res[n]] if n == "status" else res[n]
-            del f["results"]
-            f.create_dataset("results", data=text_rows, maxshape=(None,), chunks=(64,))
+            replace_table(f, "results", text_rows)
         merged = os.path.join(self.tmp, "merged.h5")
         r = run("merge", old, "-o", merged)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -186,8 +200,7 @@ class Report(unittest.TestCase):
                         table[field] = [tag + (x if isinstance(x, bytes) else x.encode()) for x in table[field]]
                         planted += 1
                 self.assertGreater(planted, 0, name)
-                del f[name]
-                f.create_dataset(name, data=table, maxshape=(None,), chunks=(64,))
+                replace_table(f, name, table)
             drop_digests(f)
         out = os.path.join(self.tmp, "crafted-report")
         r = run("report", crafted, "-o", out)
@@ -261,13 +274,7 @@ class Report(unittest.TestCase):
         old = os.path.join(self.tmp, "no-triad.h5")
         shutil.copy(self.results, old)
         with h5py.File(old, "r+") as f:  # /perf as files written before triad_gbs hold it
-            perf = f["perf"][:]
-            kept = [n for n in perf.dtype.names if n != "triad_gbs"]
-            table = np.empty(perf.shape, dtype=[(n, perf.dtype[n]) for n in kept])
-            for n in kept:
-                table[n] = perf[n]
-            del f["perf"]
-            f.create_dataset("perf", data=table, maxshape=(None,), chunks=(64,))
+            replace_table(f, "perf", without_columns(f["perf"][:], ("triad_gbs",)))
             drop_digests(f)
         out = os.path.join(self.tmp, "no-triad-report")
         r = run("report", old, "-o", out)
@@ -448,13 +455,7 @@ def without_label_columns(path):
     """/results and /perf as files written before dut_label (and dut_path) were: those columns dropped."""
     with h5py.File(path, "r+") as f:
         for table in ("results", "perf"):
-            rows = f[table][:]
-            keep = [n for n in rows.dtype.names if n not in ("dut_label", "dut_path")]
-            old = np.empty(rows.shape, dtype=[(n, rows.dtype[n]) for n in keep])
-            for n in keep:
-                old[n] = rows[n]
-            del f[table]
-            f.create_dataset(table, data=old, maxshape=(None,), chunks=(64,))
+            replace_table(f, table, without_columns(f[table][:], ("dut_label", "dut_path")))
         drop_digests(f)
 
 
@@ -599,8 +600,7 @@ class ComparePairs(unittest.TestCase):
             res = f["results"][:]
             res = np.concatenate([res] * len(names))
             res["dut"] = [n for n in names for _ in range(len(res) // len(names))]
-            del f["results"]
-            f.create_dataset("results", data=res, maxshape=(None,), chunks=(64,))
+            replace_table(f, "results", res)
             f["meta"].attrs["rows_results"] = len(res)
         merged = os.path.join(self.tmp, "names-merged.h5")
         r = run("merge", old, "-o", merged, "--force")
