@@ -17,6 +17,7 @@ the script does not grade.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -101,6 +102,9 @@ def main():
                 entry["summary"] = json.loads(r.stdout)
             except json.JSONDecodeError:
                 entry["summary"] = {"class": "(bisect exited %d) %s" % (r.returncode, r.stderr.strip()[:300])}
+        # The run's tensor dumps of every failing scenario (up to gigabytes a fault) are not needed:
+        # bisect reran its scenario itself, and its repro.h5 keeps the minimal case's tensors.
+        shutil.rmtree(results + ".dumps", ignore_errors=True)
         entries.append(entry)
         s = entry.get("summary", {})
         print(f"{name}: {failing}/{rows} rows fail; {s.get('class', '-')} ({s.get('confidence', '-')}) "

@@ -40,10 +40,10 @@ bool ring(const AttnParams& p) {
   return p.mode != RunMode::prefill && (p.cache == CachePolicy::ring_modulo || p.cache == CachePolicy::ring_compact);
 }
 
-double decoded(const AttnParams& p, const Reading& r, bool key, double x) {
+double decoded(const AttnParams& p, const Reading& r, bool key, double x, bool cached) {
   const KvFormat f = r.fp8_format == KvFormat::dtype ? p.kv_format : r.fp8_format;
   const double own = key ? p.k_descale : p.v_descale, other = key ? p.v_descale : p.k_descale;
-  const DescaleRule rule = key ? r.k_descale : r.v_descale;
+  const DescaleRule rule = r.descale_cached_only && !cached ? DescaleRule::own : key ? r.k_descale : r.v_descale;
   auto code = [&](double y) { return fp8_round(f, r.fp8_rounding, r.fp8_saturates, y); };
   switch (rule) {
     case DescaleRule::own: return code(x / own) * own;
@@ -53,6 +53,12 @@ double decoded(const AttnParams& p, const Reading& r, bool key, double x) {
     case DescaleRule::inverted: return code(x * own) / own;
   }
   return code(x / own) * own;
+}
+
+std::int64_t chunk_start(const AttnParams& p, int b, std::int64_t position) {
+  const std::int64_t prompt = prompt_len(p, b);
+  const std::int64_t chunk = p.chunk > 0 ? p.chunk : prompt;
+  return chunk > 0 ? position / chunk * chunk : 0;
 }
 
 // One row's work: the keys it weighs, with their K and V in fp64 as the reading reads them.
@@ -70,8 +76,10 @@ class RowModel {
     scale_ = std::isnan(r.scale) ? p.scale : r.scale;
     cap_ = std::isnan(r.softcap) ? p.softcap : r.softcap;
     q_.resize(p.head_size);
-    const std::int64_t q_token = call_.decode ? decode_source(row.token) : row.token;
-    load(p.q, p.q_row_stride, p.q_head_stride, p.seq_offsets[row.sequence] + q_token, row.head, q_.data(), r.q_head_major,
+    std::int64_t q_token = call_.decode ? decode_source(row.token) : row.token;
+    if (r.q_rows_from_call_start && !call_.decode) q_token -= call_.s;
+    const int q_head = head_source(r.q_heads, row.head, p.heads_q, p.heads_kv);
+    load(p.q, p.q_row_stride, p.q_head_stride, p.seq_offsets[row.sequence] + q_token, q_head, q_.data(), r.q_head_major,
          p.heads_q);
   }
 
@@ -138,22 +146,40 @@ class RowModel {
     }
     if (r_.query_tile_upper_cap > 0) hi = std::min(hi, (row_.token / r_.query_tile_upper_cap + 1) * r_.query_tile_upper_cap - 1);
     const std::int64_t newest_cached = call_.decode ? row_.token : call_.s - 1;
-    for (std::int64_t j = 0; j < available; ++j) {
+    // A call that gathers its keys holds none before its first row's window start.
+    const std::int64_t first_gathered = r_.keys_from_call_window && p_.mode != RunMode::prefill && band.left >= 0
+                                            ? std::max<std::int64_t>(0, call_.s - band.left) : 0;
+    for (std::int64_t j = first_gathered; j < available; ++j) {
       const bool cached = call_.decode || j < call_.s;
       if (p_.mode != RunMode::prefill && cached && j > newest_cached - r_.cache_newest_dropped) continue;
       const bool visible = j >= lo && j <= hi;
       const bool counted = !visible && (r_.denominator == DenominatorScope::call ||
                                         (r_.denominator == DenominatorScope::causal && j <= qpos));
-      if (!visible && !counted) continue;
+      if (!visible && !counted && r_.max_scope != MaxScope::call) continue;
       if (!kv_row(j, k.data(), v.data())) continue;
       const double x = score(k.data());
+      call_max_ = std::max(call_max_, x);
+      if (!visible && !counted) continue;
       if (visible) {
+        uncapped_max_ = std::max(uncapped_max_, last_uncapped_);
         positions_.push_back(j);
         scores_.push_back(x);
         values_.insert(values_.end(), v.begin(), v.end());
       } else {
         extra_.push_back(x);
       }
+    }
+    if (r_.padded_key_tile > 0) {
+      // The last tile's padding past the keys the call holds: zero K (score 0, capped or not) and zero V.
+      const std::int64_t t = r_.padded_key_tile;
+      const std::int64_t origin = r_.padded_grid == TileGrid::call ? std::max<std::int64_t>(0, call_first_lower) : 0;
+      const std::int64_t padded_end = origin + (available - origin + t - 1) / t * t;
+      for (std::int64_t j = available; j < padded_end; ++j)
+        if (j >= lo && j <= hi) {
+          positions_.push_back(j);
+          scores_.push_back(0.0);
+          values_.insert(values_.end(), static_cast<std::size_t>(p_.head_size), 0.0);
+        }
     }
     softmax(out);
   }
@@ -221,6 +247,9 @@ class RowModel {
       }
     }
     if (held < 0) return false;
+    // A prompt call that read its own K/V rows from the sequence's row (position - call start) stored them too.
+    if (r_.kv_rows_from_call_start && p_.mode != RunMode::prefill && held < prompt_len(p_, row_.sequence))
+      held -= chunk_start(p_, row_.sequence, held);
     // What a decode step stored at its position is the row it read as its own.
     if (p_.mode == RunMode::decode && held >= prompt_len(p_, row_.sequence)) held = decode_source(held);
     const std::int64_t row = p_.seq_offsets[row_.sequence] + held;
@@ -228,22 +257,28 @@ class RowModel {
     load(p_.v, p_.v_row_stride, p_.v_head_stride, row, kvh_, v, r_.kv_head_major, p_.heads_kv);
     if (!is_fp8(p_.kv_format) || (r_.fp8_chunk_keys_unquantised && own_chunk_key)) return true;
     for (int d = 0; d < p_.head_size; ++d) {
-      k[d] = decoded(p_, r_, true, k[d]);
-      v[d] = decoded(p_, r_, false, v[d]);
+      k[d] = decoded(p_, r_, true, k[d], !own_chunk_key);
+      v[d] = decoded(p_, r_, false, v[d], !own_chunk_key);
     }
     return true;
   }
 
-  double score(const double* k) const {
+  double score(const double* k) {
     double dot = 0;
     for (int d = 0; d < p_.head_size; ++d) dot += q_[d] * k[d];
+    last_uncapped_ = scale_ * dot;
     double x = r_.cap_before_scale && cap_ > 0 ? scale_ * cap_ * std::tanh(dot / cap_) : scale_ * dot;
     if (!r_.cap_before_scale && cap_ > 0) x = cap_ * std::tanh(x / cap_);
-    return r_.round_scores ? round_to(p_.dtype, static_cast<float>(x)) : x;
+    if (r_.cap_twice && cap_ > 0) x = cap_ * std::tanh(x / cap_);
+    return r_.round_scores ? round_to(rounding_type(), static_cast<float>(x)) : x;
   }
 
   // The sink logit, or NaN when the row has none.
-  double sink() const { return r_.sink_factor * sink_by_rule(); }
+  double sink() const {
+    const double s = r_.sink_factor * sink_by_rule();
+    return r_.round_sink && !std::isnan(s) ? round_to(rounding_type(), static_cast<float>(s)) : s;
+  }
+  DType rounding_type() const { return r_.round_type == DType::fp32 ? p_.dtype : r_.round_type; }
   double sink_by_rule() const {
     if (!p_.sinks || r_.sink == SinkRule::ignored) return std::numeric_limits<double>::quiet_NaN();
     const int group = p_.heads_q / p_.heads_kv, h = row_.head;
@@ -260,7 +295,7 @@ class RowModel {
   }
 
   double base(double x) const {
-    if (r_.max_from_zero)  // weights in fp32, so what the max does not bring near 0 underflows
+    if (r_.max_from_zero || r_.max_scope != MaxScope::visible)  // weights in fp32, so what the max does not bring near 0 underflows
       return static_cast<double>(r_.exp2 ? std::exp2(static_cast<float>(x)) : std::exp(static_cast<float>(x)));
     return r_.exp2 ? std::exp2(x) : std::exp(x);
   }
@@ -289,10 +324,12 @@ class RowModel {
     if (r_.max_from_zero) m = 0;
     for (const double x : scores_) m = std::max(m, x);
     for (const double x : extra_) m = std::max(m, x);
+    if (r_.max_scope == MaxScope::uncapped) m = std::max(m, uncapped_max_);
+    if (r_.max_scope == MaxScope::call) m = std::max(m, call_max_);
     // Each key's weight against the max the reading holds when it weighs it.
     std::vector<double> numerator_max(n, m);
     if (r_.tile > 0 && r_.tile_rescale != TileRescale::exact) {
-      double running = -std::numeric_limits<double>::infinity();
+      double running = r_.tile_rescale == TileRescale::inverted && has_sink ? sigma : -std::numeric_limits<double>::infinity();
       for (std::size_t j = 0; j < n;) {
         const std::int64_t t = positions_[j] / r_.tile;
         std::size_t e = j;
@@ -307,20 +344,31 @@ class RowModel {
                            r_.tile_rescale == TileRescale::neither_rescaled;
     double l = 0;
     for (std::size_t j = 0; j < n; ++j) {
-      const double spec_weight = base(scores_[j] - m);
+      // With the factor inverted, every later growth d of the max multiplies the weight by e^d, not e^-d.
+      const double spec_weight = r_.tile_rescale == TileRescale::inverted ? base(scores_[j] - 2 * numerator_max[j] + m)
+                                                                          : base(scores_[j] - m);
       const double stale = base(scores_[j] - numerator_max[j]);
       l += stale_sum ? stale : spec_weight;
+      if (r_.max_scope != MaxScope::visible) l = static_cast<float>(l);
       const double w = stale_output ? stale : spec_weight;
-      const double p = r_.round_probabilities ? round_to(p_.dtype, static_cast<float>(w)) : w;
+      const double p = r_.round_probabilities ? round_to(rounding_type(), static_cast<float>(w)) : w;
+      // Weights that may be fp32 subnormals are multiplied and summed in fp32, as the kernel does:
+      // in fp64 their products would keep digits the kernel's lose.
+      const bool fp32_weights = r_.max_scope != MaxScope::visible;
       for (int d = 0; d < dims; ++d) {
-        const double sum = out[d] + p * values_[j * dims + d];
-        out[d] = r_.accumulate_in_dtype ? round_to(p_.dtype, static_cast<float>(sum)) : sum;
+        const double sum = fp32_weights ? static_cast<double>(static_cast<float>(out[d]) +
+                                                              static_cast<float>(p) * static_cast<float>(values_[j * dims + d]))
+                                        : out[d] + p * values_[j * dims + d];
+        out[d] = r_.accumulate_in_dtype ? round_to(rounding_type(), static_cast<float>(sum)) : sum;
       }
     }
     for (const double x : extra_) l += base(x - m);
-    const double sink_weight = has_sink ? base(sigma - m) : 0.0;
+    // A seeded sink is rescaled with the rest: inverted, its weight grows by what the max grew.
+    const double sink_weight = !has_sink ? 0.0 : r_.tile_rescale == TileRescale::inverted && r_.tile > 0 ? base(m - sigma) : base(sigma - m);
     l += r_.sink == SinkRule::doubled_mass ? 2 * sink_weight : sink_weight;
-    if (r_.round_row_sum) l = round_to(p_.dtype, static_cast<float>(l));
+    if (r_.round_row_sum) l = round_to(rounding_type(), static_cast<float>(l));
+    // Every weight underflowed below a max the row's keys never reach: the kernel's acc / l is 0 / 0.
+    if (!(l > 0) && r_.max_scope != MaxScope::visible) return std::fill(out, out + dims, std::numeric_limits<double>::quiet_NaN());
     if (!(l > 0)) return std::fill(out, out + dims, 0.0);
     for (int d = 0; d < dims; ++d) out[d] = out[d] / l + (r_.sink == SinkRule::in_numerator ? sink_weight / l : 0.0);
   }
@@ -329,11 +377,20 @@ class RowModel {
     const int dims = p_.head_size;
     const bool has_sink = !std::isnan(sigma);
     const std::size_t n = scores_.size();
+    std::size_t n_parted = n;
     // The parts' bounds in the row's keys: equal counts, or aligned position ranges.
     std::vector<std::size_t> bounds = {0};
     if (r_.split_size > 0) {
       for (std::size_t j = 1; j < n; ++j)
         if (positions_[j] / r_.split_size != positions_[j - 1] / r_.split_size) bounds.push_back(j);
+    } else if (r_.splits_drop_remainder) {
+      const std::size_t parts = static_cast<std::size_t>(r_.splits), size = n / parts;
+      if (size == 0) {  // every key in no part: the sink's share alone, which holds no value
+        std::fill(out, out + dims, 0.0);
+        return;
+      }
+      for (std::size_t i = 1; i < parts; ++i) bounds.push_back(i * size);
+      n_parted = parts * size;
     } else if (r_.splits_even) {
       const std::size_t parts = std::min<std::size_t>(static_cast<std::size_t>(r_.splits), n);
       for (std::size_t i = 1, at = 0; i < parts; ++i) bounds.push_back(at += n / parts + (i - 1 < n % parts ? 1 : 0));
@@ -341,7 +398,7 @@ class RowModel {
       const std::size_t parts = static_cast<std::size_t>(r_.splits), size = (n + parts - 1) / parts;
       for (std::size_t a = size; a < n; a += size) bounds.push_back(a);
     }
-    bounds.push_back(n);
+    bounds.push_back(n_parted);
     struct Part {
       double m, l;
       std::vector<double> o;
@@ -413,9 +470,25 @@ class RowModel {
   std::vector<double> q_;
   std::vector<std::int64_t> positions_;
   std::vector<double> scores_, values_, extra_;
+  double last_uncapped_ = 0;
+  double uncapped_max_ = -std::numeric_limits<double>::infinity(), call_max_ = -std::numeric_limits<double>::infinity();
 };
 
 }  // namespace
+
+int head_source(HeadMap map, int head, int heads_q, int heads_kv) {
+  const int group = heads_kv > 0 ? heads_q / heads_kv : 1;
+  switch (map) {
+    case HeadMap::identity: return head;
+    case HeadMap::group_transposed: return (head % heads_kv) * group + head / heads_kv;
+    case HeadMap::group_transposed_back: return (head % group) * heads_kv + head / group;
+    case HeadMap::reversed: return heads_q - 1 - head;
+    case HeadMap::rotated_up: return (head + 1) % heads_q;
+    case HeadMap::rotated_down: return (head + heads_q - 1) % heads_q;
+    case HeadMap::group_first: return head / group * group;
+  }
+  return head;
+}
 
 double fp8_round(KvFormat f, Fp8Rounding rounding, bool saturates, double x) {
   if (std::isnan(x)) return x;
@@ -467,6 +540,7 @@ std::vector<double> read_rows(const AttnParams& p, const Reading& reading, const
       row.token = token - p.seq_offsets[row.sequence];
     }
     const Reading& r = in_scope(reading.scope, call_of(p, row.sequence, row.token)) ? reading : spec;
+    row.head = head_source(r.out_heads, row.head, p.heads_q, p.heads_kv);
     RowModel(p, r, row).compute(&out[i * p.head_size]);
   }
   return out;

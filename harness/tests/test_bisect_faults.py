@@ -53,6 +53,10 @@ CASES = {
                           "compact_base_wrong", ["ring cache"], r"compact ring base is 0, expected"),
     "chunked_last_chunk_unwritten": ("mode=chunked_prefill/seqs=90-1-47/hq=8/hkv=2/d=64/w=8/chunk=5/cache=ring-modulo/mask=none/fp32/in=normal/seed=2",
                                      "rows_not_written", ["chunks"], r"its prompt's last"),
+    # the cache went wrong first, the outputs fail only in the calls that read it back
+    "compact_base_from_total_length": ("mode=chunked_prefill/seqs=90-1-47/hq=8/hkv=2/d=64/w=8/chunk=5/cache=ring-compact/mask=none/fp32/in=normal/seed=2",
+                                       "compact_base_wrong", ["ring cache"],
+                                       r"The cache went wrong first: it differs after chunk 0, and the outputs fail only from chunk 1 on"),
     "decode_tokens_written_stale": ("mode=decode/seqs=90-1-47/hq=8/hkv=2/d=64/w=8/chunk=5/steps=12/cache=ring-modulo/mask=none/fp32/in=normal/seed=2",
                                     "tokens_written_wrong", ["decode steps"], r"has tokens_written \d+, expected \d+"),
 }

@@ -63,6 +63,14 @@ BOOST_AUTO_TEST_CASE(a_consistent_class_keeps_its_confidence_and_gains_the_needs
              Confidence::high);
 }
 
+BOOST_AUTO_TEST_CASE(stored_bytes_of_no_row_involve_the_fp8_encoding_they_name) {
+  // The cache holds bytes no input row's FP8 form gives, and the failure needs FP8: the class's own
+  // mechanism (the encoding), not a contradiction.
+  const std::vector<Ablation> abl = {ablation("FP8 KV", AblationOutcome::passes), ablation("chunked prefill", AblationOutcome::passes)};
+  const Finding f = judge_finding(Finding{"stored_values_differ", FindingSource::cache_check, {"no input row's stored form"}}, abl);
+  BOOST_TEST(f.name == "stored_values_differ");
+}
+
 BOOST_AUTO_TEST_CASE(a_fact_about_the_output_is_never_contradicted) {
   const std::vector<Ablation> abl = {ablation("decode steps", AblationOutcome::passes)};
   BOOST_TEST(judge_finding(Finding{"non_finite_output", FindingSource::non_finite_output, {"NaN"}}, abl).name ==
@@ -117,6 +125,25 @@ BOOST_AUTO_TEST_CASE(cache_differences_are_named_by_what_the_slots_hold) {
   BOOST_TEST(t.name == "tokens_written_wrong");
   BOOST_TEST(contains(t.evidence, "does not count every row"));
   BOOST_TEST(cache_finding({}, q).confidence == Confidence::abstained);
+}
+
+BOOST_AUTO_TEST_CASE(a_ring_slot_rule_is_fitted_to_the_slots_the_dut_filled) {
+  using H = CacheMismatch::Held;
+  // A compact ring of 8 and chunks of 33: sequence 0's first write keeps positions 25..32 (base 25),
+  // sequence 1's single token sits at slot 0 (base 0). A DUT that takes sequence 0's base for both
+  // puts sequence 1's position 0 at slot (0 - 25) mod 8 = 7.
+  swa::AttnParams p = ring(8);
+  p.cache = swa::CachePolicy::ring_compact;
+  p.chunk = 33;
+  std::int32_t lens[] = {40, 1};
+  std::int64_t offsets[] = {0, 40, 41};
+  p.batch = 2;
+  p.seq_lens = lens;
+  p.seq_offsets = offsets;
+  const Finding f = cache_finding({slot(1, 7, -1, H::position, 0), slot(1, 0, 0, H::zeros)}, p);
+  BOOST_TEST(f.name == "ring_slot_rule_wrong");
+  BOOST_TEST(f.confidence == Confidence::high);
+  BOOST_TEST(contains(f.evidence, "the first sequence's base for every sequence: sequence 1 base 25, the rule's 0"));
 }
 
 // A cause that reproduced the output is qualified by where it shows, never contradicted: a soft-cap

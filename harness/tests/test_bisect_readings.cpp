@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "../src/bisect/finding.hpp"
+#include "../src/bisect/placement.hpp"
 #include "../src/bisect/readings_search.hpp"
 #include "swa/golden.hpp"
 
@@ -98,6 +99,17 @@ BOOST_AUTO_TEST_CASE(a_hidden_discrete_reading_is_named_by_reproducing_it) {
       {"ring_one_slot_short", true, with([](golden::Reading& r) { r.ring_capacity_delta = -1; })},
       {"split_kv_merge_wrong", true,
        with([](golden::Reading& r) { r.splits = 2, r.merge = golden::SplitMerge::max_not_shared, r.scope = golden::CallScope::decode_steps; })},
+      {"split_kv_remainder_dropped", true,
+       with([](golden::Reading& r) { r.splits = 4, r.splits_drop_remainder = true, r.scope = golden::CallScope::decode_steps; })},
+      {"out_heads_permuted", true,
+       with([](golden::Reading& r) { r.out_heads = golden::HeadMap::group_transposed, r.scope = golden::CallScope::decode_steps; })},
+      {"q_heads_permuted", false, with([](golden::Reading& r) { r.q_heads = golden::HeadMap::reversed; })},
+      {"tile_rescale_inverted", false, with([](golden::Reading& r) { r.tile = 16, r.tile_rescale = golden::TileRescale::inverted; })},
+      {"chunk_kv_pointer_not_advanced", true, with([](golden::Reading& r) { r.kv_rows_from_call_start = true; })},
+      {"sink_rounded_to_fp16", false, with([](golden::Reading& r) { r.round_sink = true, r.round_type = DType::fp16; })},
+      {"softcap_twice", true, with([](golden::Reading& r) { r.cap_twice = true, r.scope = golden::CallScope::decode_steps; })},
+      {"query_position_from_call_start", true,
+       with([](golden::Reading& r) { r.query_from_call_start = true, r.keys_from_call_window = true; })},
   };
   for (const Hidden& h : hidden) {
     Case c(5);
@@ -107,6 +119,17 @@ BOOST_AUTO_TEST_CASE(a_hidden_discrete_reading_is_named_by_reproducing_it) {
     BOOST_TEST(s.reproducing.front().name() == h.name);
     BOOST_TEST((s.reproducing.front().reading.scope == h.r.scope), h.name);
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_padded_key_tile_is_named_where_a_two_sided_band_reaches_it) {
+  Case c(8);
+  c.p.band = {10, 5};  // rows within 5 of a sequence's end reach past its last key
+  golden::Reading r;
+  r.padded_key_tile = 16;
+  const ReadingSearch s = search(c, dut_output(c.p, r));
+  BOOST_TEST_REQUIRE(!s.reproducing.empty(), "closest " << (s.closest ? s.closest->name() : "-"));
+  BOOST_TEST(s.reproducing.front().name() == "padded_keys_attended");
+  BOOST_TEST(s.reproducing.front().words().find("16-key tile") != std::string::npos, s.reproducing.front().words());
 }
 
 BOOST_AUTO_TEST_CASE(a_continuous_reading_is_fitted_to_its_value) {
@@ -132,6 +155,38 @@ BOOST_AUTO_TEST_CASE(an_output_no_reading_made_is_not_reproduced) {
   BOOST_TEST(s.closest->failing_within < s.closest->failing);
   // The golden's own output has no failing row: nothing to search.
   BOOST_TEST(search(c, dut_output(c.p, {})).evaluated == 0);
+}
+
+BOOST_AUTO_TEST_CASE(rows_written_to_the_wrong_places_are_placed) {
+  // Sequence 2's rows of heads 0 and 3 swapped: each failing row is exactly one other row's output.
+  Case c(10);
+  const std::vector<double> ref = golden::run(c.p).out;
+  std::vector<double> out = dut_output(c.p, {});
+  const std::size_t d = static_cast<std::size_t>(c.p.head_size), row = static_cast<std::size_t>(c.p.heads_q) * d;
+  for (std::int64_t t = c.offsets[2]; t < c.offsets[3]; ++t)
+    for (std::size_t k = 0; k < d; ++k) std::swap(out[t * row + k], out[t * row + 3 * d + k]);
+  const auto placed = fit_output_placement(c.p, out, ref, limits(c.p, 2e-6));
+  BOOST_TEST_REQUIRE(placed.has_value());
+  BOOST_TEST(placed->placed == placed->failing);
+  BOOST_TEST(placed->failing == 2 * c.lens[2]);
+  BOOST_TEST(placed->patterns.front().find("holding head") != std::string::npos, placed->patterns.front());
+  const Finding f = placement_finding(*placed);
+  BOOST_TEST(f.name == "output_rows_misplaced");
+  BOOST_TEST(f.confidence == Confidence::high);
+  // Rows that are no row's output are not placed.
+  for (std::int64_t t = c.offsets[2]; t < c.offsets[3]; ++t)
+    for (std::size_t k = 0; k < row; ++k) out[t * row + k] = 0.5 * out[t * row + k] + 0.25;
+  BOOST_TEST(!fit_output_placement(c.p, out, ref, limits(c.p, 2e-6)).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(rows_that_fail_by_the_dut_s_storage_noise_alone_are_not_searched) {
+  // Limits far below fp32's rounding: the golden rounded to fp32 fails every row, by one unit of its
+  // storage; any reading near the golden would "reproduce" that, so none is searched.
+  Case c(9);
+  const ReadingSearch s = search_readings(c.p, dut_output(c.p, {}), golden::run(c.p).out, limits(c.p, 1e-12),
+                                          [](const std::string&) {});
+  BOOST_TEST(s.spec_within_noise);
+  BOOST_TEST(s.reproducing.empty(), (s.reproducing.empty() ? "" : s.reproducing.front().name()));
 }
 
 BOOST_AUTO_TEST_CASE(confidence_is_read_from_its_numbers) {

@@ -79,6 +79,19 @@ class NumpyExample(unittest.TestCase):
             summary = json.loads(r.stdout)
             self.assertEqual((summary["class"], summary["reproduces"]), ("window_plus_one", True), summary["evidence"])
 
+    def test_a_reading_that_a_probe_refutes_is_not_high(self):
+        """Batch F's fault_12 (the GQA map rounded to nearest) reproduces exactly as 'h / Hkv' at Hq 8, Hkv 2;
+        at twice the heads (the same groups) the two maps part ways: the reading is kept, at medium, with
+        the probe that refutes it in its evidence."""
+        kernel = os.path.join(os.path.dirname(EXAMPLES), "faults", "outside", "kernel_batch_f.py")
+        scenario = "mode=prefill/seqs=70-1-33/hq=8/hkv=2/d=64/w=1/mask=none/fp32/in=normal/seed=1"
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run("bisect", CI, "--filter", scenario, "--dut", f"python:{kernel}:fault_12", "--out", os.path.join(tmp, "b"), "--json")
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            summary = json.loads(r.stdout)
+            self.assertEqual((summary["class"], summary["confidence"]), ("kv_head_divided_by_kv_heads", "medium"), summary["evidence"])
+            self.assertRegex("\n".join(summary["evidence"]), r"does not reproduce every case the DUT fails: on \S*hq=16/hkv=4")
+
     def test_bisect_finds_nothing_in_the_correct_python_kernels(self):
         """The numpy and quickstart kernels, on scenarios their faults fail: does_not_reproduce, no class."""
         cases = (("numpy_kernel.py", "mode=decode/seqs=90-1-47/hq=8/hkv=2/d=64/w=8/chunk=5/steps=12/cache=ring-modulo/mask=none/fp32/in=normal/seed=2"),

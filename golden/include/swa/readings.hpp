@@ -48,7 +48,29 @@ enum class DenominatorScope : std::uint8_t {
 
 // Online softmax over key tiles of `tile` positions (aligned to multiples of it): what the running
 // max's growth rescales.
-enum class TileRescale : std::uint8_t { exact, output_not_rescaled, row_sum_not_rescaled, neither_rescaled };
+// inverted: the factor's sign flipped, e^(m_new - m_old) for e^(m_old - m_new), on both (the running
+// max seeded by the sink where there is one).
+enum class TileRescale : std::uint8_t { exact, output_not_rescaled, row_sum_not_rescaled, neither_rescaled, inverted };
+
+// What the max subtracted before the exponent is taken over. Mathematically the same softmax; with
+// the weights in fp32, a max far above the scores the exponent sees underflows them (the row gives 0).
+enum class MaxScope : std::uint8_t {
+  visible,   // the visible keys' scores: the spec
+  uncapped,  // the scores before the soft-cap
+  call,      // every key the call holds, masked or not
+};
+
+// A head index map: which head a row reads its Q from, or which head's output it holds.
+enum class HeadMap : std::uint8_t {
+  identity,               // the spec
+  group_transposed,       // [Hkv, group] read as [group, Hkv]: head g * Hkv + kv holds head kv * group + g
+  group_transposed_back,  // the other way: head kv * group + g holds head g * Hkv + kv
+  reversed,               // head h holds head H - 1 - h
+  rotated_up,             // head h holds head (h + 1) mod H
+  rotated_down,           // head h holds head (h - 1) mod H
+  group_first,            // every head of a GQA group holds its group's first head
+};
+int head_source(HeadMap map, int head, int heads_q, int heads_kv);
 
 // Split-KV: the row's visible keys in `splits` equal parts, each a softmax of its own, merged.
 enum class SplitMerge : std::uint8_t {
@@ -109,6 +131,7 @@ struct Reading {
   double scale = std::numeric_limits<double>::quiet_NaN();
   double softcap = std::numeric_limits<double>::quiet_NaN();  // 0: no cap
   bool cap_before_scale = false;  // cap * tanh(q.k / cap) * scale
+  bool cap_twice = false;         // the cap applied to the capped score again: cap * tanh(tanh(s / cap))
   bool exp2 = false;              // 2^(s - max) where e^(s - max) is meant
   // The window and the query's position.
   std::int64_t left_delta = 0, right_delta = 0;
@@ -116,8 +139,13 @@ struct Reading {
   bool right_ignored = false;       // a two-sided window read as causal
   std::int64_t query_offset = 0;    // the query's position + this
   bool query_from_call_start = false;  // the query's position counted from its call's first row
+  bool keys_from_call_window = false;  // only the keys a call gathers: from its first row's window start to its last row
   EdgeRule lower_edge, upper_edge;  // the window's first and last visible position, per row (the spec) or not
   int query_tile_upper_cap = 0;     // > 0: no key past the end of the row's query tile of this many rows
+  // > 0: the keys a call holds padded to a whole key tile of this many positions (on padded_grid), the
+  // padding kept as keys with score 0 and value 0 wherever the band reaches past the last key.
+  int padded_key_tile = 0;
+  TileGrid padded_grid = TileGrid::absolute;
   bool left_from_right = false;     // a two-sided window read as a radius: the left edge at R, as the right
   int cache_newest_dropped = 0;   // the newest N positions in the cache are not read (a call's own rows are)
   bool ring_reads_slots = false;  // a key read outside the window (one more on the left, ...) is what its ring slot holds
@@ -133,25 +161,35 @@ struct Reading {
   // Layouts: the packed [nTokens, heads, D] tensors read (Q, K/V) or written (the output) as
   // [heads, nTokens, D] over the whole batch.
   bool q_head_major = false, kv_head_major = false, out_head_major = false;
+  HeadMap q_heads = HeadMap::identity;    // the row reads the Q of head head_source(h) (its K/V head its own)
+  HeadMap out_heads = HeadMap::identity;  // the row holds the output of head head_source(h)
+  // A chunk's pointer not advanced by the call's first row: Q of a later chunk's row read from row
+  // (token - call start); a prompt call's own K/V rows read, and so stored, from row (position - call start).
+  bool q_rows_from_call_start = false, kv_rows_from_call_start = false;
   bool out_head_major_per_call = false;  // with out_head_major: each call's rows [s, e) as [heads, e - s, D]
   // The softmax.
   DenominatorScope denominator = DenominatorScope::visible;
   int tile = 0;
   TileRescale tile_rescale = TileRescale::exact;
   int splits = 0;       // split-KV into this many parts of the row's visible keys (ceil(n / splits) each,
-  bool splits_even = false;  // or as evenly as possible: the first n % splits one key longer),
+  bool splits_even = false;  // or as evenly as possible: the first n % splits one key longer,
+  bool splits_drop_remainder = false;  // or floor(n / splits) each, the last n % splits keys in none),
   int split_size = 0;   // or (> 0) into parts of this many positions, aligned (position / split_size)
   SplitMerge merge = SplitMerge::exact;
   bool no_max_fp32 = false;  // e^s in fp32 without subtracting the row max (overflows past 88.7)
   bool max_from_zero = false;  // the running max starts at 0, not -inf; weights in fp32 (all-negative scores underflow)
+  MaxScope max_scope = MaxScope::visible;
   // Rounding to the case's dtype (fp16, bf16) where the spec keeps fp32 or wider.
   bool round_scores = false, round_probabilities = false, round_row_sum = false, accumulate_in_dtype = false;
+  bool round_sink = false;             // the sink logit held in the rounding type
+  DType round_type = DType::fp32;      // the type those round to: fp32 means the case's own dtype
   // FP8 KV (cases with an FP8 format only).
   KvFormat fp8_format = KvFormat::dtype;  // dtype: the case's own format
   Fp8Rounding fp8_rounding = Fp8Rounding::nearest_even;
   bool fp8_saturates = true;  // false: beyond the largest value becomes NaN (e4m3) or inf (e5m2)
   DescaleRule k_descale = DescaleRule::own, v_descale = DescaleRule::own;
   bool fp8_chunk_keys_unquantised = false;  // a prompt call's own K/V rows read before the cache's FP8
+  bool descale_cached_only = false;  // the descale rules on the keys read back from the cache alone (a call's own rows as the spec)
 };
 
 // One query row: sequence, token within it, query head.

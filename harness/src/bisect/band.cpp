@@ -106,8 +106,9 @@ std::optional<Finding> band_finding(WindowBand case_band, WindowBand base, std::
       o << "it attends every earlier key: the window is not applied";
     } else if (!left.per_left) {
       measured = false;
-      name = offset > 0 ? "window_plus_one" : "window_minus_one";
+      name = offset == 1 ? "window_plus_one" : offset == -1 ? "window_minus_one" : "window_left_off_by_" + std::to_string(offset);
       o << "measured on this case only (no wider case gave a band)";
+      if (offset > 0 && offset == case_band.right) o << "; the left edge moved by R: i - (L + R), the window's whole span";
     } else if (*left.per_left == 1 && left.per_right && *left.per_right == -1) {
       name = "window_left_from_right_edge";
       o << "its left bound grows with window_left and shrinks as window_right grows: it is window_left - window_right"

@@ -23,6 +23,7 @@
 #include "cache_finding.hpp"
 #include "finding.hpp"
 #include "judgement.hpp"
+#include "placement.hpp"
 #include "readings_search.hpp"
 #include "recover.hpp"
 #include "semantics.hpp"
@@ -84,6 +85,9 @@ class Bisection {
   Finding reading_finding() const;
   // Drops the look-alike readings that do not reproduce a case the DUT fails (e); false when none does.
   bool tell_apart(const Scenario& x, const BisectRun& e);
+  // When the outputs fail only in calls after the cache first differs, and the cache's finding is
+  // clear: the sentence that says so (what the later calls read back was written wrong).
+  std::optional<std::string> cache_went_wrong_first() const;
   void tell_apart_on_probes();
   // One line on stderr per step, with the time so far: a long bisect is never silent.
   void progress(const std::string& line) const;
@@ -100,8 +104,10 @@ class Bisection {
   bool cache_only_ = false;
   Diagnosis diag_;
   std::optional<ReadingTrial> reading_;  // the simplest reading that reproduces the DUT, when one does
+  std::optional<Placement> placement_;   // when none does: the failing rows as other rows' golden outputs
   std::vector<ReadingTrial> alike_;      // every reading that reproduced each failing case tried so far
   std::vector<std::string> told_apart_;  // "X: it leaves 3 of 40 rows over their limit on CASE"
+  std::string refuted_;                  // a probe the DUT fails that the reading does not reproduce, in words
   std::optional<Finding> band_;
   bool suspicious_ = false;
   Scenario minimal_;
@@ -236,10 +242,16 @@ void Bisection::search_for_a_reading() {
     r_ << "   Diagnosis: " << reading_->name() << ". The reading reproduces the output.\n\n";
     return;
   }
+  if ((placement_ = fit_output_placement(p, first_.out, first_.ref, first_.row_limit)))
+    r_ << "   Placed: " << placement_->placed << " of the " << placement_->failing
+       << " failing rows are each exactly one other row's golden output (output_rows_misplaced).\n";
   if (found.closest)
     r_ << "   None reproduces the output. The closest, " << found.closest->name() << " (the DUT " << found.closest->words()
        << "), leaves " << found.closest->failing_within << " of the " << found.closest->failing
        << " failing rows compared within their limit (worst: " << found.closest->worst_share << " of a row's limit).\n";
+  else if (found.spec_within_noise)
+    r_ << "   None searched: every failing row is within one unit of the DUT's storage of the golden itself, so no "
+          "reading can be told from the spec on it.\n";
   else
     r_ << "   None applies: no row fails by its max-abs limit.\n";
 }
@@ -266,35 +278,15 @@ bool Bisection::tell_apart(const Scenario& x, const BisectRun& e) {
   return true;
 }
 
-// Look-alikes left after the reduction: a few cases beside the first, where rules of tiles, of calls
-// or of the window's edges that reproduced it alike part ways: a window one key wider, and one wider
-// than twice itself (past a tile of it); a right edge 11 keys wider; sequences twice as long and 7 more
-// (past a tile of their length). Each costs one run of the DUT.
+// Look-alikes left after the reduction, run on the probes of look_alike_probes (reductions.cpp); each
+// costs one run of the DUT.
 void Bisection::tell_apart_on_probes() {
   std::set<std::string> names;
   for (const ReadingTrial& t : alike_) names.insert(t.name() + "|" + t.words());
-  if (names.size() < 2) return;
-  std::vector<Scenario> probes;
-  if (original_.window > 0)
-    for (const std::int64_t window : {original_.window + 1, original_.window * 2 + 3}) {
-      Scenario w = original_;
-      w.window = window;
-      probes.push_back(w);
-    }
-  if (original_.window_right > 0) {
-    Scenario w = original_;
-    w.window_right += 11;
-    probes.push_back(w);
-  }
-  if (std::all_of(original_.prompt_lens.begin(), original_.prompt_lens.end(), [](std::int32_t n) { return n <= 1024; })) {
-    Scenario longer = original_;
-    for (auto& n : longer.prompt_lens) n = n * 2 + 7;
-    probes.push_back(longer);
-  }
-  progress("readings: " + std::to_string(names.size()) + " readings reproduce alike; telling them apart on " +
-           std::to_string(probes.size()) + " more cases");
+  const std::vector<Scenario> probes = look_alike_probes(original_);
+  progress("readings: " + std::to_string(names.size()) + " reading(s) reproduce; held to " + std::to_string(probes.size()) +
+           " more cases");
   for (const Scenario& x : probes) {
-    if (alike_.size() < 2) break;
     BisectRun e;
     try {
       e = evaluate_case(x, o_);
@@ -302,8 +294,19 @@ void Bisection::tell_apart_on_probes() {
       continue;  // a probe the case's limits refuse (a window past the sequence): no evidence
     }
     if (!e.error.empty() || !e.fails || !e.output_fails) continue;
-    tell_apart(x, e);
+    // A case the DUT fails that no reading left reproduces: the reading is not the whole cause.
+    if (!tell_apart(x, e) && refuted_.empty()) {
+      const ReadingTrial here = check_reading(e.reference->problem.params, *reading_, e.out, e.ref, e.row_limit);
+      refuted_ = x.id() + ": " + std::to_string(here.rows - here.rows_within) + " of " + std::to_string(here.rows) +
+                 " rows over their limit";
+    }
   }
+}
+
+std::optional<std::string> Bisection::cache_went_wrong_first() const {
+  // What reproduces the output comes first: a variant that matches it, the band measured.
+  if (cache_only_ || (diag_.explained && !suspicious_) || band_) return std::nullopt;
+  return harness::cache_went_wrong_first(minimal_, minimal_eval_);
 }
 
 Finding Bisection::reading_finding() const {
@@ -312,6 +315,7 @@ Finding Bisection::reading_finding() const {
   ConfidenceEvidence ce;
   ce.failing_rows = t.failing;
   ce.reproduced_rows = t.reproduces ? t.failing : t.failing_within;
+  ce.contradictions = refuted_.empty() ? 0 : 1;
   const ConfidenceRule rule = confidence_from(ce);
   std::ostringstream first, second;
   first.precision(3);
@@ -331,6 +335,9 @@ Finding Bisection::reading_finding() const {
     if (!others.empty())
       f.evidence.push_back("Also reproducing every failing case tried, not told apart by them: " + join(others, "; ") +
                            (more ? "; and " + std::to_string(more) + " more (summary.json lists them)" : std::string()) + ".");
+    if (!refuted_.empty())
+      f.evidence.push_back("It does not reproduce every case the DUT fails: on " + refuted_ +
+                           " (another cause, or one this reading only resembles there).");
     if (!told_apart_.empty())
       f.evidence.push_back("Told apart from " + std::to_string(told_apart_.size()) + " reading(s) that reproduced the first case: " +
                            join(told_apart_, "; ") + ".");
@@ -463,6 +470,11 @@ void Bisection::conclude() {
     summary_.finding = cache_finding(minimal_eval_.cache_details, minimal_eval_.reference->problem.params);
   } else if (reading_) {
     summary_.finding = reading_finding();
+  } else if (placement_) {
+    summary_.finding = placement_finding(*placement_);
+  } else if (const std::optional<std::string> first = cache_went_wrong_first()) {
+    summary_.finding = cache_finding(minimal_eval_.cache_details, minimal_eval_.reference->problem.params);
+    summary_.finding.evidence.push_back(*first);
   } else if (band_) {
     summary_.finding = *band_;
   } else {
@@ -501,12 +513,16 @@ void Bisection::conclude() {
     const ReadingSearch& found = *summary_.readings;
     std::ostringstream o;
     o.precision(3);
-    o << "No reading of the spec reproduces the output (" << found.evaluated << " evaluated on the DUT's own inputs)";
+    if (found.spec_within_noise)
+      o << "No reading of the spec was searched: every failing row is within one unit of the DUT's storage of the golden "
+           "itself, which no reading can be told from";
+    else
+      o << "No reading of the spec reproduces the output (" << found.evaluated << " evaluated on the DUT's own inputs)";
     if (found.closest)
       o << "; the closest, " << found.closest->name() << " (the DUT " << found.closest->words() << "), leaves "
         << found.closest->failing_within << " of the " << found.closest->failing << " failing rows compared within their limit";
     summary_.finding.evidence.push_back(o.str() + ".");
-    const bool computed = summary_.finding.source == FindingSource::variant && !suspicious_;
+    const bool computed = (summary_.finding.source == FindingSource::variant && !suspicious_) || summary_.finding.reproduced;
     if (summary_.finding.confidence == Confidence::high && !computed) {
       summary_.finding.confidence = Confidence::medium;
       summary_.finding.why = (summary_.finding.why.empty() ? "" : summary_.finding.why + "; ") +
@@ -514,7 +530,7 @@ void Bisection::conclude() {
     }
   }
   // The outputs fail and the cache differs too: the cache's own finding is evidence beside it.
-  if (!cache_only_ && !minimal_eval_.cache_details.empty()) {
+  if (!cache_only_ && !minimal_eval_.cache_details.empty() && summary_.finding.source != FindingSource::cache_check) {
     const Finding c = cache_finding(minimal_eval_.cache_details, minimal_eval_.reference->problem.params);
     summary_.finding.evidence.push_back("The KV cache differs from the golden's too: " + c.name + ": " +
                                         (c.evidence.empty() ? "" : c.evidence.front()));

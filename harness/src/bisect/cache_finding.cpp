@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
+
+#include "ring_slot_fit.hpp"
 
 namespace swa::harness {
 namespace {
@@ -118,6 +121,10 @@ Finding cache_finding(const std::vector<CacheMismatch>& all, const AttnParams& p
     return say("page_table_changed", {o.str()}, Confidence::high, "the page table differs from the one the harness gave");
   }
 
+  if (std::optional<Finding> fitted = fit_ring_slot_rule(all, p)) {
+    fitted->evidence.push_back("the first: " + first_words);
+    return *fitted;
+  }
   if (const auto it = by_kind.find(Kind::slot); it != by_kind.end()) {
     const auto& slots = it->second;
     std::map<SlotClass, std::vector<const CacheMismatch*>> by_class;

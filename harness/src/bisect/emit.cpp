@@ -118,6 +118,7 @@ std::string summary_json(const Scenario& s, const BisectOptions& o, const Summar
     nlohmann::ordered_json r;
     r["evaluated"] = m.readings->evaluated;
     r["seconds"] = m.readings->seconds;
+    r["spec_within_noise"] = m.readings->spec_within_noise;
     r["reproducing"] = nlohmann::ordered_json::array();
     for (const ReadingTrial& t : m.readings->reproducing)
       r["reproducing"].push_back({{"class", t.name()}, {"words", t.words()}, {"rows", t.rows}, {"failing_rows", t.failing},

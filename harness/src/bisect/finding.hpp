@@ -16,6 +16,7 @@ enum class FindingSource {
   value_storage,      // single-key rows show K/V held in a narrower type
   cache_check,        // the KV cache the DUT left, against the golden cache model
   band_measured,      // the window band whose golden gives the output, measured at two windows
+  output_placement,   // every failing row is another row's golden output: the rows are in the wrong places
   none,               // nothing tells it
 };
 const char* finding_source_name(FindingSource s);  // "variant", "recovered attention", ...

@@ -55,7 +55,7 @@ ClassFeatures features_of(const std::string& name) {
     return with(std::move(must), std::move(extra));
   };
   static const std::set<std::string> facts = {"non_finite_output", "output_outside_the_values", "does_not_reproduce",
-                                              "dut_did_not_run", "not_told"};
+                                              "dut_did_not_run", "not_told", "output_rows_misplaced"};
   if (facts.count(name)) return {{}, {}, true};
   if (name == "window_plus_one" || name == "window_minus_one" || name == "no_window" || name.rfind("window_left_", 0) == 0)
     return schedule(name == "window_left_from_right_edge" ? std::set<std::string>{"two-sided window"} : std::set<std::string>{"window"},
@@ -80,6 +80,8 @@ ClassFeatures features_of(const std::string& name) {
   if (keys.count(name)) return schedule({}, {"mask", "two-sided window"});
   // Precision and weighting: data-dependent, near the limits; the schedule moves the limits.
   if (name == "weights_do_not_sum_right") return schedule({}, {"sinks", "mask", "two-sided window"});
+  // Bytes that are no input row's stored form: the storage dtype's or the FP8 encoding's.
+  if (name == "stored_values_differ") return schedule({}, {"dtype", "FP8 KV"});
   if (name.rfind("kv_stored_as_", 0) == 0 || name == "fp16_pv_accumulation" || name == "no_max_subtraction" ||
       name == "quantised_probabilities" || name == "weights_differ" || name == "precision_only")
     return schedule({}, {"dtype"});

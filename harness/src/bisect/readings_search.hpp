@@ -32,6 +32,7 @@ struct ReadingSearch {
   std::vector<ReadingTrial> reproducing;  // the simplest first; more than one when the case cannot tell them apart
   std::optional<ReadingTrial> closest;    // the best that does not reproduce (fewest squared differences)
   double spec_sse = 0;
+  bool spec_within_noise = false;  // the golden itself is within the DUT's storage noise of every row: not searched
   std::int64_t evaluated = 0;
   double seconds = 0;
 };

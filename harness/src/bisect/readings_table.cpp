@@ -1,6 +1,8 @@
 // The readings bisect searches: one table (readings_table.hpp).
 #include "readings_table.hpp"
 
+#include "readings_edges.hpp"
+
 #include <cmath>
 #include <sstream>
 
@@ -10,124 +12,14 @@ namespace {
 using golden::Reading;
 using Settings = std::vector<ReadingSetting>;
 
-ReadingSetting setting(std::string name, std::string words, const std::function<void(Reading&)>& change) {
-  Reading r;
-  change(r);
-  return {std::move(name), std::move(words), r, change};
-}
+// The table's settings are written as setting(class, words, change).
+auto& setting = reading_setting;
 
 bool is_ring(const AttnParams& p) {
   return p.mode != RunMode::prefill && (p.cache == CachePolicy::ring_modulo || p.cache == CachePolicy::ring_compact);
 }
 bool gqa(const AttnParams& p) { return p.heads_kv > 1 && p.heads_q != p.heads_kv; }
 bool narrow(const AttnParams& p) { return p.dtype != DType::fp32; }
-
-// The tile sizes the edge rules try, for query tiles and key tiles alike.
-constexpr int kEdgeTiles[] = {16, 32, 64, 128};
-
-// The class of an edge rule: the familiar ones by their old names, the rest by where the edge comes from.
-std::string edge_class(const golden::EdgeRule& e, bool upper) {
-  using golden::EdgeAnchor;
-  using golden::EdgeRounding;
-  const bool exact = e.rounding == EdgeRounding::exact;
-  const bool tile_anchor = e.anchor == EdgeAnchor::query_tile_first_row || e.anchor == EdgeAnchor::query_tile_last_row;
-  if (!upper) {
-    if (e.anchor == EdgeAnchor::row) return "window_edge_per_key_tile";
-    if (e.anchor == EdgeAnchor::call_first_row && exact && !e.masked) return "window_edge_from_call_start";
-    return tile_anchor ? "window_edge_per_query_tile" : "window_edge_per_call";
-  }
-  if (e.anchor == EdgeAnchor::row)
-    return e.rounding == EdgeRounding::up_to_key_tile ? "future_keys_in_key_tile" : "diagonal_key_tile_dropped";
-  if (e.anchor == EdgeAnchor::query_tile_last_row && exact && !e.masked) return "future_keys_in_query_tile";
-  if (e.anchor == EdgeAnchor::call_last_row && exact && !e.masked) return "future_keys_in_call";
-  return tile_anchor ? "upper_edge_per_query_tile" : "upper_edge_per_call";
-}
-
-// "takes the window's lower edge from the first row of its aligned 32-row query tile, rounded up to an
-// aligned 32-key tile, inside its own edge (its per-row mask kept)".
-std::string edge_words(const golden::EdgeRule& e, bool upper) {
-  using golden::EdgeAnchor;
-  using golden::EdgeRounding;
-  const bool call_grid = e.grid == golden::TileGrid::call;
-  const std::string query_tile = (call_grid ? "" : "aligned ") + std::to_string(e.query_tile) + "-row query tile" +
-                                 (call_grid ? " of its call (tiles counted from the call's first row)" : "");
-  std::string w = std::string("takes the window's ") + (upper ? "upper (last visible) edge" : "lower edge") + " from ";
-  switch (e.anchor) {
-    case EdgeAnchor::row: w += "its own row"; break;
-    case EdgeAnchor::query_tile_first_row: w += "the first row of its " + query_tile; break;
-    case EdgeAnchor::query_tile_last_row: w += "the last row of its " + query_tile; break;
-    case EdgeAnchor::call_first_row: w += "its call's first row"; break;
-    case EdgeAnchor::call_last_row: w += "its call's last row"; break;
-  }
-  const std::string tile = (call_grid ? "" : "aligned ") + std::to_string(e.key_tile) + "-key tile" +
-                           (call_grid ? " of the call's keys (tiles counted from its first visible key)" : "");
-  const std::string a = call_grid ? "a " : "an ";
-  if (e.rounding == EdgeRounding::down_to_key_tile)
-    w += upper ? ", and drops the " + tile + " that holds it unless it ends there" : ", rounded down to " + a + tile + " (the tile kept whole)";
-  else if (e.rounding == EdgeRounding::up_to_key_tile)
-    w += upper ? ", and keeps the " + tile + " that holds it whole" : ", rounded up to " + a + tile + " (a partly visible tile dropped)";
-  w += e.masked ? ", inside its own edge (its per-row mask kept)" : (e.anchor == EdgeAnchor::row ? "" : ", for every row alike (no per-row mask)");
-  return w;
-}
-
-// Every edge rule that can change what a row sees (golden/readings.hpp, EdgeRule), lower and upper.
-// A rule whose bound can only widen a masked row, or only repeat the unmasked one, is left out.
-Settings edge_settings(const AttnParams& p) {
-  using golden::EdgeAnchor;
-  using golden::EdgeRounding;
-  using golden::EdgeRule;
-  Settings s;
-  golden::TileGrid grid = golden::TileGrid::absolute;
-  auto add = [&](EdgeRule e, bool upper) {
-    e.grid = grid;
-    // A rule with no tile has no grid to be on: the absolute grid's copy of it is the one.
-    if (grid == golden::TileGrid::call && e.query_tile == 0 && e.key_tile == 0) return;
-    const auto change = [e, upper](Reading& r) { (upper ? r.upper_edge : r.lower_edge) = e; };
-    s.push_back(setting(edge_class(e, upper), edge_words(e, upper), change));
-  };
-  struct Anchor {
-    EdgeAnchor anchor;
-    int query_tile;
-    bool first;  // the anchor's edge is at or before the row's (a first row), else at or after (a last row)
-  };
-  std::vector<Anchor> anchors;  // the calls' (fewer parameters) before the query tiles'
-  if (p.mode != RunMode::prefill) {  // in prefill a call is the whole sequence: its edge rows are no one's
-    anchors.push_back({EdgeAnchor::call_first_row, 0, true});
-    anchors.push_back({EdgeAnchor::call_last_row, 0, false});
-  }
-  for (int t : kEdgeTiles) {
-    anchors.push_back({EdgeAnchor::query_tile_first_row, t, true});
-    anchors.push_back({EdgeAnchor::query_tile_last_row, t, false});
-  }
-  // A chunk or decode schedule is tried on the call's own tile grids too (in prefill they are the same).
-  std::vector<golden::TileGrid> grids = {golden::TileGrid::absolute};
-  if (p.mode != RunMode::prefill) grids.push_back(golden::TileGrid::call);
-  for (const golden::TileGrid g : grids)
-  for (const bool upper : {false, true}) {
-    grid = g;
-    if (!upper && p.band.left < 0) continue;  // no lower edge to move
-    // The row's own edge in whole key tiles: lower rounded down (unmasked) or up; upper dropped or kept whole.
-    for (int k : kEdgeTiles) {
-      add({EdgeAnchor::row, 0, EdgeRounding::down_to_key_tile, k, upper}, upper);
-      add({EdgeAnchor::row, 0, EdgeRounding::up_to_key_tile, k, false}, upper);
-    }
-    for (const Anchor& a : anchors) {
-      // The anchor's bound widens the row's edge when it lies before a lower edge (a first row) or after
-      // an upper one (a last row): masked, such a bound changes nothing, unless rounding pulls it back.
-      const bool widens = upper ? !a.first : a.first;
-      add({a.anchor, a.query_tile, EdgeRounding::exact, 0, false}, upper);
-      for (int k : kEdgeTiles)
-        for (const EdgeRounding rounding : {EdgeRounding::down_to_key_tile, EdgeRounding::up_to_key_tile}) {
-          add({a.anchor, a.query_tile, rounding, k, false}, upper);
-          // Masked matters where the rounded bound can land on the row's side of its own edge.
-          const bool narrows = widens ? (upper ? rounding == EdgeRounding::down_to_key_tile : rounding == EdgeRounding::up_to_key_tile)
-                                      : (upper ? rounding == EdgeRounding::up_to_key_tile : rounding == EdgeRounding::down_to_key_tile);
-          if (narrows) add({a.anchor, a.query_tile, rounding, k, true}, upper);
-        }
-    }
-  }
-  return s;
-}
 
 // A fitted value beside the spec's, each with as many digits as it takes to tell them apart (4 at
 // least, 9 at most): "0.1250268 instead of 0.125 (x1.000214)", never "0.125 instead of 0.125 (x1)".
@@ -198,6 +90,12 @@ std::string cap_words(double value, double spec) {
 
 }  // namespace
 
+ReadingSetting reading_setting(std::string name, std::string words, const std::function<void(golden::Reading&)>& change) {
+  golden::Reading r;
+  change(r);
+  return {std::move(name), std::move(words), r, change};
+}
+
 std::vector<std::pair<golden::CallScope, std::string>> scopes_of(const AttnParams& p) {
   using golden::CallScope;
   std::vector<std::pair<CallScope, std::string>> s = {{CallScope::every_call, ""}};
@@ -226,12 +124,14 @@ const std::vector<ReadingKnob>& reading_knobs() {
          return ContinuousKnob{p.softcap, p.softcap / 16, p.softcap * 16, [](Reading& r, double x) { r.softcap = x; }};
        },
        cap_words, "softcap_value_differs"},
-      {"softcap_rule", "whether and where the cap applies", "softcap_ignored, softcap_before_scale",
+      {"softcap_rule", "whether and where the cap applies", "softcap_ignored, softcap_before_scale, softcap_twice",
        [](const AttnParams& p) {
          if (p.softcap <= 0) return Settings{};
          return Settings{setting("softcap_ignored", "does not soft-cap the scores", [](Reading& r) { r.softcap = 0; }),
                          setting("softcap_before_scale", "caps q.k before the scale: cap * tanh(q.k / cap) * scale",
-                                 [](Reading& r) { r.cap_before_scale = true; })};
+                                 [](Reading& r) { r.cap_before_scale = true; }),
+                         setting("softcap_twice", "applies the cap twice: cap * tanh(tanh(s / cap))",
+                                 [](Reading& r) { r.cap_twice = true; })};
        }},
       {"sink_factor", "the sink logit times a factor fitted in [1/16, 16] (cases with sinks)", "sink_scaled", {},
        [](const AttnParams& p) -> std::optional<ContinuousKnob> {
@@ -313,14 +213,20 @@ const std::vector<ReadingKnob>& reading_knobs() {
            s.push_back(setting("query_position_from_call_start",
                                "masks each query by its row within the call (its position counted from the call's first row)",
                                [](Reading& r) { r.query_from_call_start = true; }));
+         if (p.mode != RunMode::prefill && p.band.left >= 0)
+           s.push_back(setting("query_position_from_call_start",
+                               "masks each query by its row within the call (its position counted from the call's first row), "
+                               "among the keys the call gathers (from its first row's window start on)",
+                               [](Reading& r) { r.query_from_call_start = true, r.keys_from_call_window = true; }));
          return s;
        }},
       {"edges", "the window's edges as a tiled kernel computes them: from the first or last row of the row's query "
                 "tile or call instead of its own, rounded down or up to a key tile, with or without the row's own mask "
-                "inside; tiles aligned to position 0 or (chunks, decode) to the call's first row and first visible key",
+                "inside; tiles aligned to position 0 or (chunks, decode) to the call's first row and first visible key; "
+                "the last key tile's padding attended",
        "window_edge_from_call_start, window_edge_per_key_tile, window_edge_per_query_tile, window_edge_per_call, "
        "future_keys_in_query_tile, future_keys_in_call, future_keys_in_key_tile, diagonal_key_tile_dropped, "
-       "upper_edge_per_query_tile, upper_edge_per_call, right_keys_stop_at_query_tile",
+       "upper_edge_per_query_tile, upper_edge_per_call, right_keys_stop_at_query_tile, padded_keys_attended",
        [](const AttnParams& p) {
          // The one-field rules first: of readings that reproduce alike, the first in the table is told.
          Settings s;
@@ -330,6 +236,18 @@ const std::vector<ReadingKnob>& reading_knobs() {
                                  "sees no key past the end of its " + std::to_string(t) + "-row query tile (the right side cut at the tile)",
                                  [t](Reading& r) { r.query_tile_upper_cap = t; }));
          for (ReadingSetting& e : edge_settings(p)) s.push_back(std::move(e));
+         // The last key tile's padding, where a band that reaches past the last key sees it.
+         if (p.band.right != 0) {
+           std::vector<golden::TileGrid> grids = {golden::TileGrid::absolute};
+           if (p.mode != RunMode::prefill) grids.push_back(golden::TileGrid::call);
+           for (const golden::TileGrid g : grids)
+             for (int t : kEdgeTiles)
+               s.push_back(setting("padded_keys_attended",
+                                   "attends the padding of its last " + std::to_string(t) + "-key tile" +
+                                       (g == golden::TileGrid::call ? " of the call's keys" : "") +
+                                       " as keys of score 0 and value 0 (the tile loaded padded, not bounds-masked)",
+                                   [t, g](Reading& r) { r.padded_key_tile = t, r.padded_grid = g; }));
+         }
          return s;
        }},
       {"decode_row", "the row a decode step reads as its own Q, K and V (and stores)", "decode_reads_another_row",
@@ -391,6 +309,53 @@ const std::vector<ReadingKnob>& reading_knobs() {
                          setting("cache_read_slot_shifted", "reads cached position p from the slot of p - 1 (writes it to p's)",
                                  [](Reading& r) { r.ring_read_shift = -1; })};
        }},
+      {"heads", "a head index map on the Q a row reads or the output it writes: a GQA group's [Hkv, group] order "
+                "transposed, the heads reversed or rotated, a group's first head for all",
+       "out_heads_permuted, q_heads_permuted",
+       [](const AttnParams& p) {
+         Settings s;
+         if (p.heads_q < 2) return s;
+         const int group = p.heads_q / p.heads_kv;
+         struct Map {
+           HeadMap map;
+           const char* out_words;
+           const char* q_words;
+           bool needs_groups;
+         };
+         const Map maps[] = {
+             {HeadMap::group_transposed, "writes query head kv*group+g's output at head g*Hkv+kv (a [Hkv, group] result flattened as [group, Hkv])",
+              "reads the Q of head kv*group+g for head g*Hkv+kv (Q's heads taken as [group, Hkv])", true},
+             {HeadMap::group_transposed_back, "writes query head g*Hkv+kv's output at head kv*group+g (a [group, Hkv] result flattened as [Hkv, group])",
+              "reads the Q of head g*Hkv+kv for head kv*group+g (Q's heads taken as [Hkv, group])", true},
+             {HeadMap::reversed, "writes head H-1-h's output at head h (the heads reversed)", "reads head H-1-h's Q for head h", false},
+             {HeadMap::rotated_up, "writes head h+1's output at head h (the heads shifted by one)", "reads head h+1's Q for head h", false},
+             {HeadMap::rotated_down, "writes head h-1's output at head h (the heads shifted by one)", "reads head h-1's Q for head h", false},
+             {HeadMap::group_first, "writes each GQA group's first head's output at every head of the group",
+              "reads each GQA group's first head's Q for every head of the group", true}};
+         for (const Map& m : maps) {
+           if (m.needs_groups && !(gqa(p) && group > 1)) continue;
+           if ((m.map == HeadMap::rotated_down || m.map == HeadMap::reversed) && p.heads_q == 2) continue;  // = rotated_up
+           const HeadMap map = m.map;
+           s.push_back(setting("out_heads_permuted", m.out_words, [map](Reading& r) { r.out_heads = map; }));
+           s.push_back(setting("q_heads_permuted", m.q_words, [map](Reading& r) { r.q_heads = map; }));
+         }
+         return s;
+       }},
+      {"chunk_pointer", "a chunked-prefill call's Q or K/V pointer not advanced by the call's first row",
+       "chunk_q_pointer_not_advanced, chunk_kv_pointer_not_advanced",
+       [](const AttnParams& p) {
+         Settings s;
+         bool later_chunks = false;
+         for (int b = 0; b < p.batch; ++b) later_chunks = later_chunks || (p.chunk > 0 && prompt_len(p, b) > p.chunk);
+         if (p.mode == RunMode::prefill || !later_chunks) return s;
+         s.push_back(setting("chunk_q_pointer_not_advanced",
+                             "reads a chunk's Q from the sequence's first rows (row - call start), not the chunk's own",
+                             [](Reading& r) { r.q_rows_from_call_start = true; }));
+         s.push_back(setting("chunk_kv_pointer_not_advanced",
+                             "reads (and stores) a chunk's own K/V from the sequence's first rows (position - call start), not the chunk's",
+                             [](Reading& r) { r.kv_rows_from_call_start = true; }));
+         return s;
+       }},
       {"layout", "a packed [nTokens, heads, D] tensor read or written as [heads, nTokens, D]", "q_layout_head_major, kv_layout_head_major, out_layout_head_major",
        [](const AttnParams&) {
          return Settings{setting("q_layout_head_major", "reads Q as [heads, nTokens, D] instead of [nTokens, heads, D]",
@@ -413,10 +378,15 @@ const std::vector<ReadingKnob>& reading_knobs() {
          s.push_back(setting("denominator_counts_masked_keys",
                              "counts every key the call holds in the softmax's denominator, masked or not",
                              [](Reading& r) { r.denominator = DenominatorScope::call; }));
+         if (p.mode != RunMode::prefill && p.band.left >= 0)
+           s.push_back(setting("denominator_counts_masked_keys",
+                               "counts every key the call gathers (from its first row's window start to its last row) in the "
+                               "softmax's denominator, masked or not",
+                               [](Reading& r) { r.denominator = DenominatorScope::call, r.keys_from_call_window = true; }));
          return s;
        }},
       {"online_softmax", "an online softmax over key tiles of 16..128 that does not rescale when the max grows",
-       "tile_rescale_missing, row_sum_not_rescaled",
+       "tile_rescale_missing, row_sum_not_rescaled, tile_rescale_inverted",
        [](const AttnParams&) {
          Settings s;
          for (int t : {16, 32, 64, 128}) {
@@ -432,13 +402,23 @@ const std::vector<ReadingKnob>& reading_knobs() {
                                "rescales neither its output nor its row sum when a later key tile of " + std::to_string(t) +
                                    " raises the row max",
                                [t](Reading& r) { r.tile = t, r.tile_rescale = TileRescale::neither_rescaled; }));
+           s.push_back(setting("tile_rescale_inverted",
+                               "rescales by e^(m_new - m_old) instead of e^(m_old - m_new) when a later key tile of " +
+                                   std::to_string(t) + " raises the row max (the factor's sign flipped)",
+                               [t](Reading& r) { r.tile = t, r.tile_rescale = TileRescale::inverted; }));
          }
          return s;
        }},
-      {"split_kv", "a row's keys in 2..8 parts, or in aligned blocks of 16..128 positions (split-KV), merged another way",
-       "split_kv_merge_wrong",
+      {"split_kv", "a row's keys in 2..8 parts, or in aligned blocks of 16..128 positions (split-KV), merged another way, "
+                   "or parts of floor(keys / n) that leave the newest keys in none",
+       "split_kv_merge_wrong, split_kv_remainder_dropped",
        [](const AttnParams& p) {
          Settings s;
+         for (int n : {2, 3, 4, 8})
+           s.push_back(setting("split_kv_remainder_dropped",
+                               "splits a row's keys in " + std::to_string(n) + " parts of floor(keys / " + std::to_string(n) +
+                                   "), the last keys % " + std::to_string(n) + " (the newest) in no part",
+                               [n](Reading& r) { r.splits = n, r.splits_drop_remainder = true; }));
          const std::pair<SplitMerge, const char*> merges[] = {
              {SplitMerge::mean, "averages the parts' outputs unweighted"},
              {SplitMerge::max_not_shared, "weighs each part by its row sum taken against its own max"},
@@ -462,20 +442,55 @@ const std::vector<ReadingKnob>& reading_knobs() {
          }
          return s;
        }},
-      {"max", "the row max subtracted before the exponent, and where it starts", "no_max_subtraction, max_starts_at_zero",
-       [](const AttnParams&) {
-         return Settings{setting("no_max_subtraction", "computes e^s in fp32 without subtracting the row max",
-                                 [](Reading& r) { r.no_max_fp32 = true; }),
-                         setting("max_starts_at_zero",
-                                 "starts the running max at 0 instead of -inf (a row whose scores are all far below 0 "
-                                 "underflows in fp32)",
-                                 [](Reading& r) { r.max_from_zero = true; })};
-       }},
-      {"rounding", "where a value is rounded to the case's fp16/bf16: the scores, P, the row sum, the P.V accumulator",
-       "scores_rounded_to_dtype, probabilities_rounded_to_dtype, row_sum_rounded_to_dtype, fp16_pv_accumulation",
+      {"max", "the row max subtracted before the exponent: where it starts, what it is taken over (weights in fp32)",
+       "no_max_subtraction, max_starts_at_zero, max_over_uncapped_scores, max_over_masked_keys",
        [](const AttnParams& p) {
-         if (!narrow(p)) return Settings{};
-         return Settings{setting("scores_rounded_to_dtype", "rounds the scores to the inputs' dtype before the softmax",
+         Settings s{setting("no_max_subtraction", "computes e^s in fp32 without subtracting the row max",
+                            [](Reading& r) { r.no_max_fp32 = true; }),
+                    setting("max_starts_at_zero",
+                            "starts the running max at 0 instead of -inf (a row whose scores are all far below 0 "
+                            "underflows in fp32)",
+                            [](Reading& r) { r.max_from_zero = true; }),
+                    setting("max_over_masked_keys",
+                            "takes the row max over every key the call holds, masked or not (fp32 weights far below it underflow)",
+                            [](Reading& r) { r.max_scope = MaxScope::call; })};
+         if (p.softcap > 0)
+           s.push_back(setting("max_over_uncapped_scores",
+                               "takes the row max over the scores before the soft-cap while the exponent sees the capped ones "
+                               "(fp32 weights far below it underflow)",
+                               [](Reading& r) { r.max_scope = MaxScope::uncapped; }));
+         return s;
+       }},
+      {"rounding", "where a value is rounded to the case's fp16/bf16 (the scores, P, the row sum, the P.V accumulator, "
+                   "the sink logit), or in an fp32 case to fp16 or bf16 (a value held in a narrower type)",
+       "scores_rounded_to_dtype, probabilities_rounded_to_dtype, row_sum_rounded_to_dtype, fp16_pv_accumulation, "
+       "sink_rounded_to_dtype, VALUE_rounded_to_fp16, VALUE_rounded_to_bf16",
+       [](const AttnParams& p) {
+         if (!narrow(p)) {
+           // An fp32 case: one intermediate held in fp16 or bf16 (a half argument, a half scratch buffer).
+           Settings s;
+           for (const DType t : {DType::fp16, DType::bf16}) {
+             const std::string type = t == DType::fp16 ? "fp16" : "bf16";
+             struct Value {
+               const char* name;
+               const char* words;
+               bool Reading::*flag;
+             };
+             const Value values[] = {{"scores", "the scores", &Reading::round_scores},
+                                     {"probabilities", "the unnormalised probabilities", &Reading::round_probabilities},
+                                     {"row_sum", "the softmax's row sum", &Reading::round_row_sum},
+                                     {"pv_accumulator", "the P.V accumulator", &Reading::accumulate_in_dtype},
+                                     {"sink", "the sink logit", &Reading::round_sink}};
+             for (const Value& v : values) {
+               if (v.flag == &Reading::round_sink && !p.sinks) continue;
+               const auto flag = v.flag;
+               s.push_back(setting(std::string(v.name) + "_rounded_to_" + type, "holds " + std::string(v.words) + " in " + type,
+                                   [flag, t](Reading& r) { r.*flag = true, r.round_type = t; }));
+             }
+           }
+           return s;
+         }
+         Settings s{setting("scores_rounded_to_dtype", "rounds the scores to the inputs' dtype before the softmax",
                                  [](Reading& r) { r.round_scores = true; }),
                          setting("probabilities_rounded_to_dtype", "rounds the unnormalised probabilities to the inputs' dtype before P.V",
                                  [](Reading& r) { r.round_probabilities = true; }),
@@ -483,6 +498,9 @@ const std::vector<ReadingKnob>& reading_knobs() {
                                  [](Reading& r) { r.round_row_sum = true; }),
                          setting("fp16_pv_accumulation", "accumulates P.V in the inputs' dtype",
                                  [](Reading& r) { r.accumulate_in_dtype = true; })};
+         if (p.sinks)
+           s.push_back(setting("sink_rounded_to_dtype", "rounds the sink logit to the inputs' dtype", [](Reading& r) { r.round_sink = true; }));
+         return s;
        }},
       {"fp8", "FP8 K/V: the format, the rounding, saturation, each descale's use, which rows go through FP8",
        "fp8_other_format, fp8_rounds_toward_zero, fp8_rounds_ties_away, fp8_no_saturation, fp8_v_read_with_k_descale, "
@@ -497,6 +515,23 @@ const std::vector<ReadingKnob>& reading_knobs() {
          s.push_back(setting("fp8_rounds_ties_away", "encodes FP8 rounding ties away from zero", [](Reading& r) { r.fp8_rounding = Fp8Rounding::ties_away; }));
          s.push_back(setting("fp8_no_saturation", "encodes FP8 without saturating (beyond the largest: NaN or inf)", [](Reading& r) { r.fp8_saturates = false; }));
          s.push_back(setting("fp8_v_read_with_k_descale", "reads V with k_descale", [](Reading& r) { r.v_descale = DescaleRule::other; }));
+         if (p.mode != RunMode::prefill) {
+           // The cache's read path alone: a call's own rows, quantised on load, read as the spec.
+           const std::pair<const char*, std::function<void(Reading&)>> cached[] = {
+               {"fp8_v_read_with_k_descale", [](Reading& r) { r.v_descale = DescaleRule::other; }},
+               {"fp8_k_read_with_v_descale", [](Reading& r) { r.k_descale = DescaleRule::other; }},
+               {"fp8_descale_twice", [](Reading& r) { r.k_descale = r.v_descale = DescaleRule::twice; }},
+               {"fp8_descale_not_applied", [](Reading& r) { r.k_descale = r.v_descale = DescaleRule::none_on_read; }}};
+           const char* words[] = {"reads the V codes it reads back from the cache with k_descale",
+                                  "reads the K codes it reads back from the cache with v_descale",
+                                  "multiplies the K/V it reads back from the cache by their descale twice",
+                                  "reads the K/V codes back from the cache without their descale"};
+           for (std::size_t i = 0; i < 4; ++i) {
+             const auto change = cached[i].second;
+             s.push_back(setting(cached[i].first, std::string(words[i]) + " (a call's own rows, quantised on load, read right)",
+                                 [change](Reading& r) { change(r), r.descale_cached_only = true; }));
+           }
+         }
          s.push_back(setting("fp8_k_read_with_v_descale", "reads K with v_descale", [](Reading& r) { r.k_descale = DescaleRule::other; }));
          s.push_back(setting("fp8_descale_twice", "multiplies K and V by their descale twice when reading them",
                              [](Reading& r) { r.k_descale = r.v_descale = DescaleRule::twice; }));

@@ -3,7 +3,7 @@
 // read the spec differently, with the class a finding names and the words it uses. Discrete knobs
 // list their settings for a case; continuous ones are fitted (readings_search.cpp).
 // harness/src/bisect/README.md's table of readings is checked against this one by a test
-// (swa-harness bisect --list-readings prints it).
+// (its failure message prints the table as the code has it).
 #include <functional>
 #include <optional>
 #include <string>
@@ -39,6 +39,9 @@ struct ReadingKnob {
 };
 
 const std::vector<ReadingKnob>& reading_knobs();
+
+// A discrete setting: its class, its words, and the change from the spec it makes.
+ReadingSetting reading_setting(std::string name, std::string words, const std::function<void(golden::Reading&)>& change);
 
 // The scopes a case's schedule has more than one kind of call for (every_call first), with their words.
 std::vector<std::pair<golden::CallScope, std::string>> scopes_of(const AttnParams& p);

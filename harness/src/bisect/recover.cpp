@@ -137,6 +137,7 @@ const char* finding_source_name(FindingSource s) {
     case FindingSource::value_storage: return "value storage";
     case FindingSource::cache_check: return "cache check";
     case FindingSource::band_measured: return "band measured";
+    case FindingSource::output_placement: return "output placement";
     case FindingSource::none: return "none";
   }
   return "none";

@@ -90,4 +90,34 @@ std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq, co
   return out;
 }
 
+// Cases beside the first where rules of tiles, of calls or of the window's edges that reproduced it
+// alike part ways: a window one key wider, and one wider than twice itself (past a tile of it); a
+// right edge 11 keys wider; twice the query and kv heads (the same groups: head maps that coincided
+// part ways); sequences twice as long and 7 more (past a tile of their length).
+std::vector<Scenario> look_alike_probes(const Scenario& s) {
+  std::vector<Scenario> probes;
+  if (s.window > 0)
+    for (const std::int64_t window : {s.window + 1, s.window * 2 + 3}) {
+      Scenario w = s;
+      w.window = window;
+      probes.push_back(w);
+    }
+  if (s.window_right > 0) {
+    Scenario w = s;
+    w.window_right += 11;
+    probes.push_back(w);
+  }
+  if (s.kv_heads > 1 && s.heads > s.kv_heads && s.heads <= 32) {
+    Scenario more = s;  // the same group size on twice the heads: head maps that coincided part ways
+    more.heads *= 2, more.kv_heads *= 2;
+    probes.push_back(more);
+  }
+  if (std::all_of(s.prompt_lens.begin(), s.prompt_lens.end(), [](std::int32_t n) { return n <= 1024; })) {
+    Scenario longer = s;
+    for (auto& n : longer.prompt_lens) n = n * 2 + 7;
+    probes.push_back(longer);
+  }
+  return probes;
+}
+
 }  // namespace swa::harness

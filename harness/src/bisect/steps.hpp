@@ -2,7 +2,8 @@
 // What bisect's steps hand each other (bisect.cpp runs them; each file below is one step's helpers):
 // run_case.cpp runs a case and judges it; variant_match.cpp holds the output against the variants;
 // localize.cpp says where the failing rows are; reductions.cpp lists smaller cases; describe.cpp
-// describes an output no reading or variant reproduces; emit.cpp writes the repro and the summary.
+// describes an output no reading or variant reproduces; cache_first.cpp tells a cache that went wrong
+// before the outputs; emit.cpp writes the repro and the summary.
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -79,6 +80,11 @@ RowError row_error(const Scenario& s, const BisectRun& e, int b, std::int64_t t,
 // The max-abs limit of token t of sequence b: its phase's.
 double limit_of(const BisectRun& e, int b, std::int64_t t);
 
+// When the outputs fail only in calls after the one whose cache writes first differ, and the cache's
+// own finding is clear (cache_finding.hpp, high): the sentence that says so, for a finding led by the
+// cache (what the later calls read back was written wrong). cache_first.cpp.
+std::optional<std::string> cache_went_wrong_first(const Scenario& s, const BisectRun& e);
+
 struct FailingRow {
   int sequence = 0, head = 0;
   std::int64_t token = 0;
@@ -102,6 +108,8 @@ struct ReductionFloor {
 };
 
 ReductionFloor floor_for(const Scenario& original);
+// Cases to tell look-alike readings apart on (reductions.cpp).
+std::vector<Scenario> look_alike_probes(const Scenario& s);
 // Smaller versions of a scenario, most aggressive first.
 std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq, const dut::Traits& traits,
                                  const ReductionFloor& floor);

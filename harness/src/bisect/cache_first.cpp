@@ -1,0 +1,45 @@
+// Whether the cache went wrong before the outputs did (steps.hpp).
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "cache_finding.hpp"
+#include "steps.hpp"
+
+namespace swa::harness {
+
+std::optional<std::string> cache_went_wrong_first(const Scenario& s, const BisectRun& e) {
+  if (e.cache_details.empty() || !e.reference) return std::nullopt;
+  const AttnParams& p = e.reference->problem.params;
+  const Finding cache = cache_finding(e.cache_details, p);
+  if (cache.confidence != Confidence::high || cache.name == "not_told" || cache.name == "cache_geometry_wrong") return std::nullopt;
+  auto place_of_call = [](const std::string& call) -> std::optional<SchedulePlace> {
+    std::istringstream in(call);
+    std::string word, step;
+    std::int64_t index = 0;
+    if (!(in >> word)) return std::nullopt;
+    if (word == "chunk" && in >> index) return SchedulePlace{false, index};
+    if (word == "decode" && in >> step >> index && step == "step") return SchedulePlace{true, index};
+    return std::nullopt;
+  };
+  std::optional<SchedulePlace> cache_first, output_first;
+  std::string cache_call;
+  for (const CacheMismatch& m : e.cache_details)
+    if (const auto at = place_of_call(m.call); at && (!cache_first || *at < *cache_first)) cache_first = at, cache_call = m.call;
+  for (int b = 0; b < p.batch; ++b)
+    for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
+      for (int h = 0; h < p.heads_q; ++h)
+        if (row_error(s, e, b, t, h).worst > limit_of(e, b, t)) {
+          const SchedulePlace at = place_of(p, b, t);
+          if (!output_first || at < *output_first) output_first = at;
+          break;
+        }
+  if (!cache_first || !output_first || !(*cache_first < *output_first)) return std::nullopt;
+  std::ostringstream o;
+  o << "The cache went wrong first: it differs after " << cache_call << ", and the outputs fail only from "
+    << (output_first->decode ? "decode step " : "chunk ") << output_first->index
+    << " on, in calls that read it back (the outputs before pass): what they read was written wrong.";
+  return o.str();
+}
+
+}  // namespace swa::harness
