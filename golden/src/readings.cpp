@@ -55,12 +55,6 @@ double decoded(const AttnParams& p, const Reading& r, bool key, double x, bool c
   return code(x / own) * own;
 }
 
-std::int64_t chunk_start(const AttnParams& p, int b, std::int64_t position) {
-  const std::int64_t prompt = prompt_len(p, b);
-  const std::int64_t chunk = p.chunk > 0 ? p.chunk : prompt;
-  return chunk > 0 ? position / chunk * chunk : 0;
-}
-
 // One row's work: the keys it weighs, with their K and V in fp64 as the reading reads them.
 class RowModel {
  public:
@@ -249,7 +243,7 @@ class RowModel {
     if (held < 0) return false;
     // A prompt call that read its own K/V rows from the sequence's row (position - call start) stored them too.
     if (r_.kv_rows_from_call_start && p_.mode != RunMode::prefill && held < prompt_len(p_, row_.sequence))
-      held -= chunk_start(p_, row_.sequence, held);
+      held -= call_of(p_, row_.sequence, held).s;
     // What a decode step stored at its position is the row it read as its own.
     if (p_.mode == RunMode::decode && held >= prompt_len(p_, row_.sequence)) held = decode_source(held);
     const std::int64_t row = p_.seq_offsets[row_.sequence] + held;
