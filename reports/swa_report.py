@@ -21,6 +21,9 @@ import sys
 from collections import Counter, defaultdict
 
 import h5py
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import swa_results  # noqa: E402  (beside this file, installed with it)
 import numpy as np
 
 import matplotlib
@@ -41,30 +44,14 @@ COLORS = {"pass": "#d9f2d9", "warn": "#fff1a8", "fail": "#f8c9c9", "error": "#f3
 REL_L2_LEVEL = {"fp32": 1e-5, "fp16": 2e-4, "bf16": 2e-3}
 
 
-def _str(x):
-    return x.decode() if isinstance(x, bytes) else str(x)
-
-
-def _table(dataset):
-    """A compound HDF5 table as a list of dicts with str/int/float values."""
-    rows = dataset[:]
-    names = rows.dtype.names
-    # Enum columns (status: pass|warn|fail|skip|error) by name; files written before the enum hold text.
-    enums = {n: {v: k for k, v in h5py.check_enum_dtype(dataset.dtype[n]).items()}
-             for n in names if h5py.check_enum_dtype(dataset.dtype[n])}
-    out = []
-    for r in rows:
-        out.append({n: (enums[n][int(r[n])] if n in enums else _str(r[n]) if rows.dtype[n].kind in "OSU"
-                        else r[n].item()) for n in names})
-    return out
+_str = swa_results.text
 
 
 def load(path):
-    with h5py.File(path, "r") as f:
-        meta = {k: _str(v) for k, v in f["meta"].attrs.items()}
-        data = {"path": path, "meta": meta, "scenarios": _table(f["scenarios"]), "results": _table(f["results"]),
-                "perf": _table(f["perf"]) if "perf" in f else []}
-    return data
+    try:
+        return swa_results.load(path)
+    except swa_results.ResultsFileError as e:
+        raise OSError(str(e)) from e
 
 
 def combine(files):

@@ -10,38 +10,27 @@ differ (the first differences are printed); 2: a file cannot be read.
 """
 import argparse
 import math
+import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reports"))
 try:
-    import h5py
+    import swa_results  # reports/swa_results.py: the results reader the report uses too
 except ImportError:
     sys.exit("compare-results.py: needs h5py (Debian package python3-h5py)")
 
 TIMINGS = {"run_ms"}
-
-
-def text(x):
-    return x.decode() if isinstance(x, bytes) else x
+text = swa_results.text
 
 
 def load(path):
     try:
-        with h5py.File(path, "r") as f:
-            scenarios = [text(r["id"]) for r in f["scenarios"][:]]
-            results = f["results"][:]
-            # status is an HDF5 enum (files written before it hold text): compare it by name.
-            enum = h5py.check_enum_dtype(f["results"].dtype["status"])
-            names = {v: k for k, v in enum.items()} if enum else None
-    except (OSError, KeyError) as e:
-        print(f"compare-results.py: {path}: not a results file ({e})", file=sys.stderr)
+        data = swa_results.load(path)
+    except swa_results.ResultsFileError as e:
+        print(f"compare-results.py: {e}", file=sys.stderr)
         sys.exit(2)
-    rows = {}
-    for r in results:
-        row = {n: r[n] for n in results.dtype.names}
-        if names:
-            row["status"] = names[int(row["status"])]
-        rows[(text(r["scenario_id"]), text(r["dut"]))] = row
-    return scenarios, rows, set(results.dtype.names)
+    rows = {(r["scenario_id"], r["dut"]): r for r in data["results"]}
+    return [s["id"] for s in data["scenarios"]], rows, set(data["result_columns"])
 
 
 def same(a, b):

@@ -314,6 +314,7 @@ class RowModel {
       return;
     }
     if ((r_.splits > 1 || r_.split_size > 0) && n > 0) return split_softmax(sigma, out);
+    if (r_.state_tile > 0) return narrow_state_softmax(sigma, out);
     double m = has_sink ? sigma : -std::numeric_limits<double>::infinity();
     if (r_.max_from_zero) m = 0;
     for (const double x : scores_) m = std::max(m, x);
@@ -365,6 +366,50 @@ class RowModel {
     if (!(l > 0) && r_.max_scope != MaxScope::visible) return std::fill(out, out + dims, std::numeric_limits<double>::quiet_NaN());
     if (!(l > 0)) return std::fill(out, out + dims, 0.0);
     for (int d = 0; d < dims; ++d) out[d] = out[d] / l + (r_.sink == SinkRule::in_numerator ? sink_weight / l : 0.0);
+  }
+
+  // The online softmax tile by tile, its state (m, l, acc) updated per tile and l and/or acc held in
+  // the rounding type after each update, as a kernel with a narrow running state does.
+  void narrow_state_softmax(double sigma, double* out) const {
+    const int dims = p_.head_size;
+    const std::size_t n = scores_.size();
+    const DType type = rounding_type();
+    std::vector<std::pair<std::size_t, std::size_t>> tiles;  // [first, end) in the row's keys
+    for (std::size_t j = 0; j < n;) {
+      std::size_t e = j;
+      while (e < n && positions_[e] / r_.state_tile == positions_[j] / r_.state_tile) ++e;
+      tiles.push_back({j, e});
+      j = e;
+    }
+    if (r_.state_newest_first) std::reverse(tiles.begin(), tiles.end());
+    double m = -std::numeric_limits<double>::infinity(), l = 0;
+    std::vector<double> acc(dims, 0.0);
+    auto hold = [&](double x) { return round_to(type, static_cast<float>(x)); };
+    auto update = [&](double m_new) {
+      const double f = std::isinf(m) ? 0.0 : base(m - m_new);
+      l *= f;
+      for (double& a : acc) a *= f;
+      m = m_new;
+    };
+    for (const auto& [a, z] : tiles) {
+      double m_new = m;
+      for (std::size_t j = a; j < z; ++j) m_new = std::max(m_new, scores_[j]);
+      update(m_new);
+      for (std::size_t j = a; j < z; ++j) {
+        const double w = base(scores_[j] - m);
+        l += w;
+        for (int d = 0; d < dims; ++d) acc[d] += w * values_[j * dims + d];
+      }
+      if (r_.state_round_sum) l = hold(l);
+      if (r_.state_round_acc)
+        for (double& x : acc) x = hold(x);
+    }
+    if (!std::isnan(sigma)) {
+      update(std::max(m, sigma));
+      l += base(sigma - m);
+      if (r_.state_round_sum) l = hold(l);
+    }
+    for (int d = 0; d < dims; ++d) out[d] = l > 0 ? acc[d] / l : 0.0;
   }
 
   void split_softmax(double sigma, double* out) const {

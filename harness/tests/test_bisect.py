@@ -159,10 +159,10 @@ class Bisect(unittest.TestCase):
         # Reproduced by the scale fitted on the DUT's own inputs.
         "scale-one-over-d": (PREFILL, "wrong_scale", r"scales the scores by (\S+) instead of (\S+) \(x([0-9.e+-]+)", None),
         "packed-rows": (PREFILL, "cross_sequence_leak", r"position \d+ of sequence 0 \(another sequence\) weight", "only sequences after the first fail"),
-        "drop-own-key": (PREFILL, "own_key_dropped", r"\(the query's own key\) weight 0;", None),
-        # Named by the band measured (one key after the query) or by the recovered attention.
-        "one-future-key": (PREFILL, "future_keys", r"\(1 after the query: a future key\) weight|attends 1 key\(s\) after the query", None),
-        "clamp-window-start": (PREFILL, "future_keys", r"a future key\) weight", "only the first 15 rows of a sequence fail"),
+        # Named by the keys each row attends, measured (key_runs.cpp), or by the recovered attention.
+        "drop-own-key": (PREFILL, "own_key_dropped", r"its last key is 1 before the window's last|\(the query's own key\) weight 0;", None),
+        "one-future-key": (PREFILL, "future_keys", r"its last key is 1 after the window's last|\(1 after the query: a future key\) weight", None),
+        "clamp-window-start": (PREFILL, "future_keys", r"keeps window_left \+ 1 keys|a future key\) weight", "only the first 15 rows of a sequence fail"),
         "kv-fp16": (PREFILL, "kv_stored_as_fp16", r"equals the V row rounded to fp16 in every element", None),
         "v-from-k": (PREFILL, "output_outside_the_values", r"no non-negative combination of V rows gives", None),
         "p-bf16": (PREFILL, "quantised_probabilities", r"has a significand of 8 bits: .* \(bf16\)", None),
@@ -171,7 +171,7 @@ class Bisect(unittest.TestCase):
         "last-key-tile": (PREFILL, "upper_edge_per_query_tile",
                           r"last row of its aligned 16-row query tile, and drops the aligned 16-key tile that holds it", None),
         "stale-max": (PREFILL, "tile_rescale_missing", r"key tile of 16", None),
-        "chunk-forgets-cache": (CHUNKED, "chunk_prefix_dropped", r"before the query's chunk, which starts at \d+", "only chunks after the first fail"),
+        "chunk-forgets-cache": (CHUNKED, "chunk_prefix_dropped", r"no key before its call's first row is read|before the query's chunk, which starts at \d+", "only chunks after the first fail"),
         # A reading reproduces it: the window one key wider, in decode steps only.
         "decode-window-plus-one": (DECODE, "window_plus_one", r"attends W\+1 keys on the left .*, in decode steps only", "only decode steps fail"),
         # A reading reproduces it (on a ring the same output as each query one position back, listed beside it).

@@ -108,6 +108,8 @@ BOOST_AUTO_TEST_CASE(a_hidden_discrete_reading_is_named_by_reproducing_it) {
       {"chunk_kv_pointer_not_advanced", true, with([](golden::Reading& r) { r.kv_rows_from_call_start = true; })},
       {"sink_rounded_to_fp16", false, with([](golden::Reading& r) { r.round_sink = true, r.round_type = DType::fp16; })},
       {"softcap_twice", true, with([](golden::Reading& r) { r.cap_twice = true, r.scope = golden::CallScope::decode_steps; })},
+      {"running_row_sum_in_fp16_per_48_key_tile", false,
+       with([](golden::Reading& r) { r.state_tile = 48, r.state_newest_first = true, r.state_round_sum = true, r.round_type = DType::fp16; })},
       {"query_position_from_call_start", true,
        with([](golden::Reading& r) { r.query_from_call_start = true, r.keys_from_call_window = true; })},
   };

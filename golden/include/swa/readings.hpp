@@ -182,6 +182,11 @@ struct Reading {
   // Rounding to the case's dtype (fp16, bf16) where the spec keeps fp32 or wider.
   bool round_scores = false, round_probabilities = false, round_row_sum = false, accumulate_in_dtype = false;
   bool round_sink = false;             // the sink logit held in the rounding type
+  // > 0: an online softmax over key tiles of this many positions (aligned to multiples of it, walked
+  // oldest first or newest first), its running row sum and/or accumulator held in the rounding type,
+  // rounded after every tile's update (the sink folded in after the walk).
+  int state_tile = 0;
+  bool state_newest_first = false, state_round_sum = false, state_round_acc = false;
   DType round_type = DType::fp32;      // the type those round to: fp32 means the case's own dtype
   // FP8 KV (cases with an FP8 format only).
   KvFormat fp8_format = KvFormat::dtype;  // dtype: the case's own format

@@ -23,6 +23,7 @@
 #include "cache_finding.hpp"
 #include "finding.hpp"
 #include "judgement.hpp"
+#include "key_runs.hpp"
 #include "placement.hpp"
 #include "readings_search.hpp"
 #include "recover.hpp"
@@ -39,7 +40,6 @@
 #include "swa/harness/case/problem_file.hpp"
 #include "swa/harness/base/join.hpp"
 #include "swa/harness/judge/metrics.hpp"
-
 
 namespace fs = std::filesystem;
 
@@ -105,6 +105,8 @@ class Bisection {
   Diagnosis diag_;
   std::optional<ReadingTrial> reading_;  // the simplest reading that reproduces the DUT, when one does
   std::optional<Placement> placement_;   // when none does: the failing rows as other rows' golden outputs
+  std::optional<KeyRunFit> key_runs_;    // or: each failing row a run of its own keys, the edges' rule fitted
+  std::string where_failing_, where_not_finite_;  // the original case's failing / non-finite rows by position
   std::vector<ReadingTrial> alike_;      // every reading that reproduced each failing case tried so far
   std::vector<std::string> told_apart_;  // "X: it leaves 3 of 40 rows over their limit on CASE"
   std::string refuted_;                  // a probe the DUT fails that the reading does not reproduce, in words
@@ -118,13 +120,7 @@ class Bisection {
 
 int Bisection::finish(int status) {
   summary_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  std::ostringstream top;
-  top << "Finding: " << summary_.finding.name << " (" << finding_source_name(summary_.finding.source) << ")\n";
-  top << "   Confidence: " << confidence_name(summary_.finding.confidence)
-      << (summary_.finding.why.empty() ? "" : " (" + summary_.finding.why + ")") << "\n";
-  for (const std::string& line : summary_.finding.evidence) top << "   " << line << "\n";
-  if (!summary_.pattern.empty()) top << "   Rows: " << join(summary_.pattern, "; ") << ".\n";
-  const std::string report = head_.str() + top.str() + "\n" + r_.str() + "\nBisect took " +
+  const std::string report = head_.str() + finding_text(summary_) + "\n" + r_.str() + "\nBisect took " +
                              std::to_string(summary_.seconds) + " s.\n";
   fs::create_directories(o_.out_dir);
   summary_.files.insert(summary_.files.begin(), {"report", (o_.out_dir / "report.txt").string()});
@@ -168,6 +164,8 @@ std::optional<int> Bisection::reproduce() {
 
 void Bisection::localize_rows() {
   summary_.pattern = failing_row_pattern(original_, first_);
+  where_failing_ = failing_rows_geometry(original_, first_, false);
+  where_not_finite_ = failing_rows_geometry(original_, first_, true);
   r_ << "2. Localize\n   " << localize(original_, first_) << "\n\n";
 }
 
@@ -210,13 +208,7 @@ void Bisection::diagnose_output() {
   if (!reproduced) search_for_a_reading();
 }
 
-void Bisection::progress(const std::string& line) const {
-  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  std::ostringstream o;
-  o.precision(1);
-  o << std::fixed << "swa-harness bisect: [" << t << " s] " << line << "\n";
-  std::cerr << o.str() << std::flush;
-}
+void Bisection::progress(const std::string& line) const { print_progress(t0_, line); }
 
 // On the DUT's own inputs, the readings of the spec (golden/readings.hpp) one knob at a time, then in
 // pairs, until one reproduces every row of the output within its limit.
@@ -245,6 +237,10 @@ void Bisection::search_for_a_reading() {
   if ((placement_ = fit_output_placement(p, first_.out, first_.ref, first_.row_limit)))
     r_ << "   Placed: " << placement_->placed << " of the " << placement_->failing
        << " failing rows are each exactly one other row's golden output (output_rows_misplaced).\n";
+  else if ((key_runs_ = fit_key_runs(first_.reference->problem, first_.out, first_.ref, first_.row_limit,
+                                      {{first_.traits.query_tile, first_.traits.key_tile}}))) {
+    if (!key_runs_->reproduced && !non_finite_summary(original_, first_).empty()) key_runs_.reset();  // NaN rows tell more
+    else r_ << "   Keys measured: each failing row measured is a run of its own keys; " << key_runs_->name << ".\n"; }
   if (found.closest)
     r_ << "   None reproduces the output. The closest, " << found.closest->name() << " (the DUT " << found.closest->words()
        << "), leaves " << found.closest->failing_within << " of the " << found.closest->failing
@@ -402,6 +398,10 @@ void Bisection::word_diagnosis() {
 std::string Bisection::class_of(const Scenario& x, const BisectRun& e) const {
   if (cache_only_) return cache_finding(e.cache_details, e.reference->problem.params).name;
   if (diag_.explained) return diagnose(e).best;
+  if (key_runs_) {  // the keys measured again (a second or so), not the least-squares recovery (minutes at 500 tokens)
+    const auto k = fit_key_runs(e.reference->problem, e.out, e.ref, e.row_limit, {{e.traits.query_tile, e.traits.key_tile}});
+    return k ? k->name : "not_told";
+  }
   return find_without_variant(x, e, o_, nullptr).name;
 }
 
@@ -472,6 +472,8 @@ void Bisection::conclude() {
     summary_.finding = reading_finding();
   } else if (placement_) {
     summary_.finding = placement_finding(*placement_);
+  } else if (key_runs_ && key_runs_->reproduced) {
+    summary_.finding = key_run_finding(*key_runs_);
   } else if (const std::optional<std::string> first = cache_went_wrong_first()) {
     summary_.finding = cache_finding(minimal_eval_.cache_details, minimal_eval_.reference->problem.params);
     summary_.finding.evidence.push_back(*first);
@@ -489,7 +491,8 @@ void Bisection::conclude() {
     summary_.finding.reproduced = diag_.explained && !suspicious_ && diag_.ranked.front().first <= first_.threshold;
     if (!diag_.explained || suspicious_) {
       r_ << step_++ << ". Recover: which keys the DUT attended, and how\n";
-      const Finding f = find_without_variant(minimal_, minimal_eval_, o_, &recovery_);
+      // Runs measured on every failing row say which keys more exactly, and sooner, than a least-squares fit.
+      const Finding f = key_runs_ ? key_run_finding(*key_runs_) : find_without_variant(minimal_, minimal_eval_, o_, &recovery_);
       if (recovery_.wider)
         r_ << "   (fitted at head size " << recovery_.wider->head_size << ": " << recovery_.wider->id() << ")\n";
       r_ << "   " << f.name << " (" << finding_source_name(f.source) << ")\n";
@@ -529,6 +532,11 @@ void Bisection::conclude() {
                              "at most medium: no computation of the cause reproduced the output";
     }
   }
+  // Where the rows go wrong, on the case as it came (a reduction can leave every row failing).
+  const bool nan = summary_.finding.source == FindingSource::non_finite_output;
+  if (!summary_.finding.reproduced && !(nan ? where_not_finite_ : where_failing_).empty())
+    summary_.finding.evidence.push_back(std::string(nan ? "The rows not finite" : "The failing rows") + " of " + original_.id() +
+                                        ", by position: " + (nan ? where_not_finite_ : where_failing_) + ".");
   // The outputs fail and the cache differs too: the cache's own finding is evidence beside it.
   if (!cache_only_ && !minimal_eval_.cache_details.empty() && summary_.finding.source != FindingSource::cache_check) {
     const Finding c = cache_finding(minimal_eval_.cache_details, minimal_eval_.reference->problem.params);

@@ -135,4 +135,22 @@ std::string summary_json(const Scenario& s, const BisectOptions& o, const Summar
   return j.dump(2) + "\n";
 }
 
+void print_progress(std::chrono::steady_clock::time_point start, const std::string& line) {
+  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::ostringstream o;
+  o.precision(1);
+  o << std::fixed << "swa-harness bisect: [" << t << " s] " << line << "\n";
+  std::cerr << o.str() << std::flush;
+}
+
+std::string finding_text(const Summary& m) {
+  std::ostringstream top;
+  top << "Finding: " << m.finding.name << " (" << finding_source_name(m.finding.source) << ")\n";
+  top << "   Confidence: " << confidence_name(m.finding.confidence) << (m.finding.why.empty() ? "" : " (" + m.finding.why + ")")
+      << "\n";
+  for (const std::string& line : m.finding.evidence) top << "   " << line << "\n";
+  if (!m.pattern.empty()) top << "   Rows: " << join(m.pattern, "; ") << ".\n";
+  return top.str();
+}
+
 }  // namespace swa::harness

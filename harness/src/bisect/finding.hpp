@@ -17,6 +17,7 @@ enum class FindingSource {
   cache_check,        // the KV cache the DUT left, against the golden cache model
   band_measured,      // the window band whose golden gives the output, measured at two windows
   output_placement,   // every failing row is another row's golden output: the rows are in the wrong places
+  key_runs_measured,  // each failing row is a softmax over a run of its own keys, measured; the edges' rule fitted
   none,               // nothing tells it
 };
 const char* finding_source_name(FindingSource s);  // "variant", "recovered attention", ...

@@ -78,6 +78,9 @@ ClassFeatures features_of(const std::string& name) {
                                              "extra_keys", "keys_dropped", "own_key_dropped", "key_tile_dropped",
                                              "chunk_prefix_dropped", "chunk_boundary_keys_dropped", "tile_rescale_missing"};
   if (keys.count(name)) return schedule({}, {"mask", "two-sided window"});
+  // Measured key runs (key_runs.cpp): which keys, by a rule of the row's position.
+  for (const char* prefix : {"first_key_", "last_key_", "window_from_", "keys_attended_differ", "zero_keys_attended"})
+    if (name.rfind(prefix, 0) == 0) return schedule({}, {"mask", "two-sided window"});
   // Precision and weighting: data-dependent, near the limits; the schedule moves the limits.
   if (name == "weights_do_not_sum_right") return schedule({}, {"sinks", "mask", "two-sided window"});
   // Bytes that are no input row's stored form: the storage dtype's or the FP8 encoding's.

@@ -2,6 +2,7 @@
 #include "readings_table.hpp"
 
 #include "readings_edges.hpp"
+#include "swa/dtype.hpp"
 
 #include <cmath>
 #include <sstream>
@@ -500,6 +501,29 @@ const std::vector<ReadingKnob>& reading_knobs() {
                                  [](Reading& r) { r.accumulate_in_dtype = true; })};
          if (p.sinks)
            s.push_back(setting("sink_rounded_to_dtype", "rounds the sink logit to the inputs' dtype", [](Reading& r) { r.round_sink = true; }));
+         return s;
+       }},
+      {"running_state", "an online softmax over key tiles whose running row sum or accumulator is held in fp16/bf16 "
+                        "(the case's dtype, or in an fp32 case either), rounded after every tile, tiles walked either way",
+       "running_row_sum_in_TYPE_per_T_key_tile, running_accumulator_in_TYPE_per_T_key_tile",
+       [](const AttnParams& p) {
+         Settings s;
+         const std::vector<DType> types = narrow(p) ? std::vector<DType>{DType::fp32} : std::vector<DType>{DType::fp16, DType::bf16};
+         for (const DType t : types)
+           for (const bool sum : {true, false})
+             for (const int tile : {16, 32, 48, 64, 128})
+               for (const bool newest : {false, true}) {
+                 const std::string type = t == DType::fp32 ? std::string(dtype_name(p.dtype)) : std::string(dtype_name(t));
+                 const std::string what = sum ? "row_sum" : "accumulator";
+                 s.push_back(setting("running_" + what + "_in_" + type + "_per_" + std::to_string(tile) + "_key_tile",
+                                     "holds the online softmax's running " + std::string(sum ? "row sum" : "P.V accumulator") + " in " +
+                                         type + ", rounded after every " + std::to_string(tile) + "-key tile (tiles walked " +
+                                         (newest ? "newest to oldest" : "oldest to newest") + ")",
+                                     [t, sum, tile, newest](Reading& r) {
+                                       r.state_tile = tile, r.state_newest_first = newest, r.round_type = t;
+                                       (sum ? r.state_round_sum : r.state_round_acc) = true;
+                                     }));
+               }
          return s;
        }},
       {"fp8", "FP8 K/V: the format, the rounding, saturation, each descale's use, which rows go through FP8",

@@ -138,6 +138,7 @@ const char* finding_source_name(FindingSource s) {
     case FindingSource::cache_check: return "cache check";
     case FindingSource::band_measured: return "band measured";
     case FindingSource::output_placement: return "output placement";
+    case FindingSource::key_runs_measured: return "key runs measured";
     case FindingSource::none: return "none";
   }
   return "none";

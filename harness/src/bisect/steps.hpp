@@ -4,6 +4,7 @@
 // localize.cpp says where the failing rows are; reductions.cpp lists smaller cases; describe.cpp
 // describes an output no reading or variant reproduces; cache_first.cpp tells a cache that went wrong
 // before the outputs; emit.cpp writes the repro and the summary.
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -94,6 +95,10 @@ struct FailingRow {
 std::vector<FailingRow> failing_rows(const Scenario& s, const BisectRun& e, std::size_t limit, bool finite_only);
 // Which rows fail, when only some do; empty when nothing narrows it.
 std::vector<std::string> failing_row_pattern(const Scenario& s, const BisectRun& e);
+// Which token rows a set holds, per sequence as position ranges, and what lines them up with tiles
+// (row_geometry.cpp); the failing rows' (or the non-finite ones'), empty when every row or none is.
+std::string row_set_geometry(const std::vector<std::vector<bool>>& rows, const std::vector<std::int64_t>& lens);
+std::string failing_rows_geometry(const Scenario& s, const BisectRun& e, bool non_finite_only);
 // The first failing query row in schedule order, and per sequence its first failing step or chunk.
 std::string localize(const Scenario& s, const BisectRun& e);
 // Where the output stops being a number, and which NaN the DUT never wrote; empty when all finite.
@@ -130,6 +135,9 @@ Finding find_without_variant(const Scenario& s, const BisectRun& e, const Bisect
 bool names_keys(const std::string& name);
 
 // The summary CI bots read (--json, DIR/summary.json).
+// One line on stderr: "swa-harness bisect: [12.3 s] LINE", the time since `start`.
+void print_progress(std::chrono::steady_clock::time_point start, const std::string& line);
+
 struct Summary {
   bool reproduces = false;
   std::string dut_error;
@@ -145,6 +153,8 @@ struct Summary {
 };
 
 std::string summary_json(const Scenario& s, const BisectOptions& o, const Summary& m);
+// The report's first lines: the finding, its confidence and why, its evidence, the failing rows.
+std::string finding_text(const Summary& m);
 // The run's tolerance as sweep-file keys, so the repro is judged by the same rule.
 std::string tolerance_yaml(const Scenario& s);
 void write_repro(const std::filesystem::path& path, const Scenario& s, const BisectRun& e, const BisectOptions& o,

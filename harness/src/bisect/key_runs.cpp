@@ -1,0 +1,527 @@
+#include "key_runs.hpp"
+
+#include "key_run_rules.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_set>
+
+#include "swa/kv_format.hpp"
+
+namespace swa::harness {
+namespace {
+
+using namespace key_run_rules;
+
+// The golden's softmax over every run of a row's own keys at once: exponentials against the row's
+// overall max, prefix sums in extended precision (a run's sum is a difference of two).
+class RowRuns {
+ public:
+  RowRuns(const Problem& pr, const RowPlace& r) : d_(pr.params.head_size), n_(r.last_key + 1) {
+    const AttnParams& p = pr.params;
+    const int hkv = p.heads_kv, g = kv_head_for(r.h, p.heads_q, hkv);
+    const std::int64_t off = pr.seq_offsets[r.b];
+    const float* q = &pr.q[(static_cast<std::size_t>(off + r.t) * p.heads_q + r.h) * d_];
+    std::vector<double> s(n_);
+    double top = p.sinks ? static_cast<double>(p.sinks[r.h]) : -INFINITY;
+    for (std::int64_t j = 0; j < n_; ++j) {
+      const float* k = &pr.k[(static_cast<std::size_t>(off + j) * hkv + g) * d_];
+      double dot = 0;
+      for (int x = 0; x < d_; ++x) dot += static_cast<double>(q[x]) * kv_read_value(p.kv_format, p.k_descale, k[x]);
+      double score = static_cast<double>(p.scale) * dot;
+      if (p.softcap > 0.f) score = p.softcap * std::tanh(score / p.softcap);
+      s[j] = score;
+      top = std::max(top, score);
+    }
+    sink_ = p.sinks ? std::exp(static_cast<long double>(p.sinks[r.h]) - top) : 0.0L;
+    zero_ = std::exp(static_cast<long double>(-top));
+    num_.assign(static_cast<std::size_t>(n_ + 1) * d_, 0.0L);
+    den_.assign(static_cast<std::size_t>(n_ + 1), 0.0L);
+    for (std::int64_t j = 0; j < n_; ++j) {
+      const long double w = std::exp(static_cast<long double>(s[j] - top));
+      const float* v = &pr.v[(static_cast<std::size_t>(off + j) * hkv + g) * d_];
+      den_[j + 1] = den_[j] + w;
+      for (int x = 0; x < d_; ++x)
+        num_[(j + 1) * d_ + x] = num_[j * d_ + x] + w * kv_read_value(p.kv_format, p.v_descale, v[x]);
+    }
+  }
+  std::int64_t keys() const { return n_; }
+  // The largest |o - run's output| is at most `limit`; an empty run (first > last) outputs 0.
+  // `zeros` more keys of score 0 and value 0 in the denominator (unwritten, zeroed slots read as keys).
+  bool matches(std::int64_t first, std::int64_t last, const double* o, double limit, std::int64_t zeros = 0) const {
+    first = std::max<std::int64_t>(0, first);
+    last = std::min(last, n_ - 1);
+    if (first > last) {
+      for (int x = 0; x < d_; ++x)
+        if (!(std::abs(o[x]) <= limit)) return false;
+      return true;
+    }
+    const long double z = den_[last + 1] - den_[first] + sink_ + zeros * zero_;
+    for (int x = 0; x < d_; ++x) {
+      const double v = static_cast<double>((num_[(last + 1) * d_ + x] - num_[first * d_ + x]) / z);
+      if (!(std::abs(o[x] - v) <= limit)) return false;
+    }
+    return true;
+  }
+  // The number of zero keys that, added to the run, gives `o` (solved on its largest element), or -1.
+  std::int64_t zero_keys_giving(std::int64_t first, std::int64_t last, const double* o, double limit) const {
+    if (first > last || first < 0 || last >= n_) return -1;
+    int x = 0;
+    for (int y = 1; y < d_; ++y)
+      if (std::abs(o[y]) > std::abs(o[x])) x = y;
+    if (!(std::abs(o[x]) > 0)) return -1;
+    const long double numerator = num_[(last + 1) * d_ + x] - num_[first * d_ + x];
+    const long double k = (numerator / o[x] - (den_[last + 1] - den_[first] + sink_)) / zero_;
+    if (!(k >= 0.5L && k < 1e6L)) return -1;
+    const std::int64_t zeros = std::llround(static_cast<double>(k));
+    return matches(first, last, o, limit, zeros) ? zeros : -1;
+  }
+
+ private:
+  int d_;
+  std::int64_t n_;
+  std::vector<long double> num_, den_;
+  long double sink_ = 0, zero_ = 0;
+};
+
+std::int64_t run_key(std::int64_t first, std::int64_t last, std::int64_t n) {
+  first = std::max<std::int64_t>(0, first);
+  last = std::min(last, n - 1);
+  return first > last ? -1 : first * (n + 1) + last;
+}
+
+// A measured row: the runs that give its output, keyed by run_key (capped: a row many runs give is
+// told by none of them).
+struct MeasuredRow {
+  RowPlace at;
+  std::unordered_set<std::int64_t> runs;
+  std::set<std::int64_t> firsts, lasts;
+  bool informative = true;
+};
+
+constexpr std::size_t kRunsPerRowCap = 4096;
+
+MeasuredRow measure_row(const Problem& pr, const RowPlace& r, const double* o, double limit) {
+  MeasuredRow m{r, {}, {}, {}, true};
+  const RowRuns runs(pr, r);
+  const std::int64_t n = runs.keys();
+  if (runs.matches(1, 0, o, limit)) m.runs.insert(-1);
+  for (std::int64_t a = 0; a < n && m.informative; ++a)
+    for (std::int64_t b = a; b < n; ++b)
+      if (runs.matches(a, b, o, limit)) {
+        m.runs.insert(run_key(a, b, n));
+        m.firsts.insert(a), m.lasts.insert(b);
+        if (m.runs.size() > kRunsPerRowCap) {
+          m.informative = false;
+          break;
+        }
+      }
+  return m;
+}
+
+enum class CallKind { prefill, chunk, decode };
+CallKind kind_of(const RowPlace& r) { return r.decode ? CallKind::decode : r.chunked ? CallKind::chunk : CallKind::prefill; }
+const char* kind_words(CallKind k) {
+  return k == CallKind::decode ? "decode steps" : k == CallKind::chunk ? "chunked-prefill calls" : "prefill";
+}
+
+// The run nearest the spec's that gives a row; nullopt when that is the run of no key.
+std::optional<std::pair<std::int64_t, std::int64_t>> nearest_run(const MeasuredRow& m) {
+  std::optional<std::pair<std::int64_t, std::int64_t>> best;
+  std::int64_t best_distance = 0;
+  for (std::int64_t key : m.runs) {
+    if (key < 0) continue;
+    const std::int64_t n = m.at.last_key + 1, a = key / (n + 1), z = key % (n + 1);
+    const std::int64_t distance = std::abs(a - m.at.spec_first) + std::abs(z - m.at.spec_last);
+    if (!best || distance < best_distance) best = std::pair(a, z), best_distance = distance;
+  }
+  return best;
+}
+
+// How the measured runs differ from the window's, told as one pattern when they share one: which
+// end moved, by how much, and the largest tile the moved edge always lands on.
+std::string run_deviations(const std::vector<MeasuredRow>& rows) {
+  struct Side {
+    const char* words;
+    std::int64_t rows = 0, most = 0;
+    std::vector<std::int64_t> edges;  // the position the edge lands on, per row
+  };
+  Side newest_dropped{"its newest keys dropped"}, oldest_dropped{"its oldest keys dropped"},
+      older_added{"older keys added"}, later_added{"later keys added"};
+  std::int64_t none = 0, told = 0;
+  for (const MeasuredRow& m : rows) {
+    if (!m.informative) continue;
+    ++told;
+    const auto run = nearest_run(m);
+    if (!run) {
+      ++none;
+      continue;
+    }
+    auto note = [](Side& s, std::int64_t count, std::int64_t edge) {
+      if (count <= 0) return;
+      ++s.rows, s.most = std::max(s.most, count), s.edges.push_back(edge);
+    };
+    note(newest_dropped, m.at.spec_last - run->second, run->second + 1);
+    note(oldest_dropped, run->first - m.at.spec_first, run->first);
+    note(older_added, m.at.spec_first - run->first, run->first);
+    note(later_added, run->second - m.at.spec_last, run->second + 1);
+  }
+  if (told == 0) return {};
+  std::vector<std::string> parts;
+  if (none > 0) parts.push_back(std::to_string(none) + " of the " + std::to_string(told) + " rows attend no key at all");
+  for (const Side* s : {&newest_dropped, &oldest_dropped, &older_added, &later_added}) {
+    if (s->rows == 0) continue;
+    std::string part = std::to_string(s->rows) + " of the " + std::to_string(told) + " rows have " + s->words + " (up to " +
+                       std::to_string(s->most) + ")";
+    for (int T : {256, 128, 64, 48, 40, 32, 16, 8})
+      if (std::all_of(s->edges.begin(), s->edges.end(), [T](std::int64_t e) { return e % T == 0; })) {
+        part += ", the run's edge there always on a multiple of " + std::to_string(T);
+        break;
+      }
+    parts.push_back(part);
+  }
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
+}
+
+const double* row_of(const std::vector<double>& v, const Problem& pr, const RowPlace& r) {
+  const AttnParams& p = pr.params;
+  return &v[(static_cast<std::size_t>(pr.seq_offsets[r.b] + r.t) * p.heads_q + r.h) * p.head_size];
+}
+
+bool finite_row(const double* o, int d) {
+  for (int x = 0; x < d; ++x)
+    if (!std::isfinite(o[x])) return false;
+  return true;
+}
+
+double max_abs_between(const double* a, const double* b, int d) {
+  double m = 0;
+  for (int x = 0; x < d; ++x) m = std::max(m, std::abs(a[x] - b[x]));
+  return m;
+}
+
+// A pair of edge rules, by its index in each list.
+struct Rule {
+  std::size_t first = 0, last = 0;
+  int complexity = 0;
+};
+
+// Every pair of edge rules each measured row allows, simplest first (each edge pre-filtered alone).
+std::vector<Rule> rules_fitting(const std::vector<MeasuredRow>& rows, const std::vector<Edge>& firsts,
+                                const std::vector<Edge>& lasts) {
+  auto edge_fits = [&](const Edge& e, bool first_edge) {
+    for (const MeasuredRow& m : rows) {
+      if (!m.informative) continue;
+      const std::int64_t x = e.at(m.at);
+      const auto& set = first_edge ? m.firsts : m.lasts;
+      if (!set.count(x) && !m.runs.count(-1)) return false;
+    }
+    return true;
+  };
+  std::vector<std::size_t> fs, ls;
+  for (std::size_t i = 0; i < firsts.size(); ++i)
+    if (edge_fits(firsts[i], true)) fs.push_back(i);
+  for (std::size_t i = 0; i < lasts.size(); ++i)
+    if (edge_fits(lasts[i], false)) ls.push_back(i);
+  std::vector<Rule> found;
+  for (std::size_t f : fs)
+    for (std::size_t l : ls) {
+      if (f == 0 && l == 0) continue;
+      bool all = true;
+      for (const MeasuredRow& m : rows)
+        if (m.informative && !m.runs.count(run_key(firsts[f].at(m.at), lasts[l].at(m.at), m.at.last_key + 1))) {
+          all = false;
+          break;
+        }
+      if (all) found.push_back({f, l, firsts[f].complexity + lasts[l].complexity});
+    }
+  std::stable_sort(found.begin(), found.end(), [](const Rule& a, const Rule& b) { return a.complexity < b.complexity; });
+  return found;
+}
+
+// Every row of the call kinds in `scope` computed with each rule: the count of rows each leaves over
+// its limit (a row the rule gives its spec run passes when the DUT's row passes).
+std::vector<std::int64_t> rows_left_over(const Problem& pr, const std::vector<double>& out, const std::vector<double>& ref,
+                                         const std::vector<double>& row_limit, const std::set<CallKind>& scope,
+                                         const std::vector<Rule>& rules, const std::vector<Edge>& firsts,
+                                         const std::vector<Edge>& lasts, std::int64_t& checked) {
+  const AttnParams& p = pr.params;
+  std::vector<std::int64_t> over(rules.size(), 0);
+  checked = 0;
+  for (int b = 0; b < p.batch; ++b)
+    for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
+      for (int h = 0; h < p.heads_q; ++h) {
+        const RowPlace r = place(p, b, t, h);
+        if (!scope.count(kind_of(r))) continue;
+        ++checked;
+        const double* o = row_of(out, pr, r);
+        const double limit = row_limit[static_cast<std::size_t>(pr.seq_offsets[b] + t)];
+        const bool passes = finite_row(o, p.head_size) && max_abs_between(o, row_of(ref, pr, r), p.head_size) <= limit;
+        const std::int64_t spec = run_key(firsts[0].at(r), lasts[0].at(r), r.last_key + 1);
+        std::optional<RowRuns> runs;
+        for (std::size_t i = 0; i < rules.size(); ++i) {
+          const std::int64_t a = firsts[rules[i].first].at(r), z = lasts[rules[i].last].at(r);
+          if (run_key(a, z, r.last_key + 1) == spec) {
+            over[i] += !passes;
+            continue;
+          }
+          if (!finite_row(o, p.head_size)) {
+            ++over[i];
+            continue;
+          }
+          if (!runs) runs.emplace(pr, r);
+          over[i] += !runs->matches(a, z, o, limit);
+        }
+      }
+  return over;
+}
+
+// The rows measured: every failing finite row, or an even sample of them in packed order.
+std::vector<RowPlace> failing_places(const Problem& pr, const std::vector<double>& out, const std::vector<double>& ref,
+                                     const std::vector<double>& row_limit, std::int64_t& failing) {
+  const AttnParams& p = pr.params;
+  std::vector<RowPlace> all;
+  for (int b = 0; b < p.batch; ++b)
+    for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
+      for (int h = 0; h < p.heads_q; ++h) {
+        const RowPlace r = place(p, b, t, h);
+        const double* o = row_of(out, pr, r);
+        if (!finite_row(o, p.head_size)) continue;
+        if (max_abs_between(o, row_of(ref, pr, r), p.head_size) > row_limit[static_cast<std::size_t>(pr.seq_offsets[b] + t)])
+          all.push_back(r);
+      }
+  failing = static_cast<std::int64_t>(all.size());
+  constexpr std::size_t kMeasured = 192;
+  if (all.size() <= kMeasured) return all;
+  std::vector<RowPlace> sample;
+  for (std::size_t i = 0; i < kMeasured; ++i) sample.push_back(all[i * all.size() / kMeasured]);
+  return sample;
+}
+
+std::string scope_words(const AttnParams& p, const std::set<CallKind>& scope) {
+  std::set<CallKind> present;
+  for (int b = 0; b < p.batch; ++b)
+    for (std::int64_t t = 0; t < p.seq_lens[b]; t += 1) present.insert(kind_of(place(p, b, t, 0)));
+  if (scope == present) return {};
+  std::vector<std::string> w;
+  for (CallKind k : scope) w.push_back(kind_words(k));
+  return w.size() == 1 ? w[0] : w[0] + " and " + w[1];
+}
+
+// Zero keys: a row the spec's run gives with k keys of score 0 and value 0 added to its denominator
+// (slots never written, zero-filled, read as keys). k is fitted as a rule of the row's position and
+// held to every row of the failing rows' call kinds.
+std::optional<KeyRunFit> fit_zero_keys(const Problem& pr, const std::vector<double>& out, const std::vector<double>& ref,
+                                       const std::vector<double>& row_limit, const std::set<CallKind>& scope,
+                                       const std::vector<std::pair<RowPlace, std::int64_t>>& measured, KeyRunFit fit,
+                                       std::chrono::steady_clock::time_point t0) {
+  const AttnParams& p = pr.params;
+  struct ZeroRule {
+    std::string words;
+    std::function<std::int64_t(const RowPlace&)> zeros;
+  };
+  std::vector<ZeroRule> rules;
+  // Every row without its newest key and with one zero key: the key it reads there was never stored.
+  const bool newest_zeroed = std::all_of(measured.begin(), measured.end(), [](const auto& m) { return m.second == -3; });
+  if (std::any_of(measured.begin(), measured.end(), [](const auto& m) { return m.second <= -2; }) && !newest_zeroed)
+    return std::nullopt;
+  if (newest_zeroed)
+    rules.push_back({"its newest key (its own) is read as a key of score 0 and value 0: the K/V it reads there were never "
+                     "stored (a zeroed slot)",
+                     [](const RowPlace&) { return std::int64_t{-3}; }});
+  if (p.band.left >= 0 && !newest_zeroed)
+    rules.push_back({"the window's first position (t - window_left) is not clamped at 0: its positions below 0 are read as "
+                     "zero keys (score 0, value 0), window_left - t of them",
+                     [&p](const RowPlace& r) { return std::max<std::int64_t>(0, p.band.left - r.t); }});
+  for (int T : tiles_for(p, {})) {
+    if (newest_zeroed) break;
+    rules.push_back({"the row's keys are padded to a whole tile of " + std::to_string(T) + " with zero keys (score 0, value 0)",
+                     [T](const RowPlace& r) { const std::int64_t c = r.spec_last - r.spec_first + 1; return ceil_to(c, T) - c; }});
+    if (p.band.right > 0)
+      rules.push_back({"the keys are padded to a whole " + std::to_string(T) + "-key tile, and the window's positions past the "
+                       "last key, up to that tile's end, are read as zero keys (score 0, value 0)",
+                       [&p, T](const RowPlace& r) {
+                         const std::int64_t reach = std::min(r.t + p.band.right, ceil_to(r.last_key + 1, T) - 1);
+                         return std::max<std::int64_t>(0, reach - r.last_key);
+                       }});
+    rules.push_back({"the keys up to the end of the last " + std::to_string(T) + "-key tile are read, past the last key as zero keys",
+                     [T](const RowPlace& r) { return ceil_to(r.spec_last + 1, T) - (r.spec_last + 1); }});
+  }
+  if (!newest_zeroed && std::all_of(measured.begin(), measured.end(), [&](const auto& m) { return m.second == measured[0].second; })) {
+    const std::int64_t c = measured[0].second;
+    rules.push_back({std::to_string(c) + " zero key(s) (score 0, value 0) in every failing row's denominator",
+                     [c](const RowPlace&) { return c; }});
+  }
+  fit.measured = fit.explained = static_cast<std::int64_t>(measured.size());
+  fit.scope = scope_words(p, scope);
+  for (std::size_t i = 0; i < measured.size() && i < 3; ++i)
+    fit.examples.push_back("token " + std::to_string(measured[i].first.t) + " of sequence " + std::to_string(measured[i].first.b) +
+                           " (head " + std::to_string(measured[i].first.h) + "): " +
+                           (measured[i].second == -3 ? std::string("the spec's keys but its newest, and one zero key")
+                                                     : "the spec's keys and " + std::to_string(measured[i].second) + " zero key(s)"));
+  for (const ZeroRule& rule : rules) {
+    if (!std::all_of(measured.begin(), measured.end(), [&](const auto& m) {
+          RowPlace r = m.first;
+          return rule.zeros(r) == m.second;
+        }))
+      continue;
+    bool holds = true;
+    fit.checked = 0;
+    for (int b = 0; b < p.batch && holds; ++b)
+      for (std::int64_t t = 0; t < p.seq_lens[b] && holds; ++t)
+        for (int h = 0; h < p.heads_q && holds; ++h) {
+          RowPlace r = place(p, b, t, h);
+          if (!scope.count(kind_of(r))) continue;
+          ++fit.checked;
+          r.spec_first = spec_first_at(p, r.t), r.spec_last = spec_last_at(p, r, r.t);
+          const double* o = row_of(out, pr, r);
+          const double limit = row_limit[static_cast<std::size_t>(pr.seq_offsets[b] + t)];
+          const std::int64_t k = rule.zeros(r);
+          holds = finite_row(o, p.head_size) &&
+                  (k == 0 ? max_abs_between(o, row_of(ref, pr, r), p.head_size) <= limit
+                          : k == -3 ? RowRuns(pr, r).matches(r.spec_first, r.spec_last - 1, o, limit, 1)
+                                    : RowRuns(pr, r).matches(r.spec_first, r.spec_last, o, limit, k));
+        }
+    if (!holds) continue;
+    fit.reproduced = true;
+    fit.name = "zero_keys_attended";
+    fit.words = rule.words;
+    break;
+  }
+  if (!fit.reproduced) {
+    fit.name = "zero_keys_attended";
+    fit.words = "each failing row is the spec's softmax with zero keys (score 0, value 0) added to its denominator; "
+                "no rule of the row's position gives their number";
+  }
+  fit.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return fit;
+}
+
+}  // namespace
+
+std::optional<KeyRunFit> fit_key_runs(const Problem& pr, const std::vector<double>& out, const std::vector<double>& ref,
+                                      const std::vector<double>& row_limit, const KeyRunTiles& tiles) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const AttnParams& p = pr.params;
+  if (pr.q.empty() || pr.k.empty() || pr.v.empty()) return std::nullopt;  // no float inputs (a cache-entry problem)
+  KeyRunFit fit;
+  const std::vector<RowPlace> places = failing_places(pr, out, ref, row_limit, fit.failing);
+  if (places.empty()) return std::nullopt;
+  std::vector<Edge> firsts = first_key_rules(p, tiles_for(p, tiles)), lasts = last_key_rules(p, tiles_for(p, tiles));
+  add_tiled_anchor_rules(p, tiles_for(p, tiles), firsts, lasts);
+  std::vector<MeasuredRow> rows;
+  std::vector<std::pair<RowPlace, std::int64_t>> zero_rows;  // rows the spec's run gives with this many zero keys
+  std::set<CallKind> scope;
+  for (RowPlace r : places) {
+    r.spec_first = firsts[0].at(r), r.spec_last = lasts[0].at(r);
+    // The spec's run must give the golden's row: else this model of the softmax is not the golden's here.
+    const RowRuns check(pr, r);
+    const double* golden_row = row_of(ref, pr, r);
+    double size = 0;
+    for (int x = 0; x < p.head_size; ++x) size = std::max(size, std::abs(golden_row[x]));
+    if (!check.matches(r.spec_first, r.spec_last, golden_row, 1e-9 * (1 + size))) return std::nullopt;
+    const double limit = row_limit[static_cast<std::size_t>(pr.seq_offsets[r.b] + r.t)];
+    MeasuredRow m = measure_row(pr, r, row_of(out, pr, r), limit);
+    scope.insert(kind_of(r));
+    if (m.runs.empty()) {  // the spec's run with zero keys added, or not a question of which keys
+      // The run with zero keys, or without its newest key and with zero keys (a key never stored, read as 0).
+      std::int64_t zeros = check.zero_keys_giving(r.spec_first, r.spec_last, row_of(out, pr, r), limit);
+      if (zeros < 0 && r.spec_last > r.spec_first) {
+        zeros = check.zero_keys_giving(r.spec_first, r.spec_last - 1, row_of(out, pr, r), limit);
+        if (zeros >= 0) zeros = -2 - zeros;  // marks the newest key dropped
+      }
+      if (zeros == -1) return std::nullopt;
+      zero_rows.push_back({r, zeros});
+      continue;
+    }
+    rows.push_back(std::move(m));
+  }
+  if (!zero_rows.empty()) {
+    if (!rows.empty()) return std::nullopt;  // runs and zero keys mixed: no one account
+    return fit_zero_keys(pr, out, ref, row_limit, scope, zero_rows, fit, t0);
+  }
+  fit.measured = fit.explained = static_cast<std::int64_t>(rows.size());
+  for (const MeasuredRow& m : rows) {
+    if (!m.informative || fit.examples.size() >= 3) continue;
+    const std::optional<std::pair<std::int64_t, std::int64_t>> run = nearest_run(m);
+    std::ostringstream o;
+    o << "token " << m.at.t << " of sequence " << m.at.b << " (head " << m.at.h << "): the spec's keys [" << m.at.spec_first << ", "
+      << m.at.spec_last << "], the DUT's output is the run ";
+    if (!run) o << "of no key (0)";
+    else o << "[" << run->first << ", " << run->second << "]";
+    fit.examples.push_back(o.str());
+  }
+  fit.pattern = run_deviations(rows);
+  std::vector<Rule> fitting = rules_fitting(rows, firsts, lasts);
+  if (fitting.size() > 512) fitting.resize(512);  // each is held to every row below, simplest first
+  std::vector<std::int64_t> over = rows_left_over(pr, out, ref, row_limit, scope, fitting, firsts, lasts, fit.checked);
+  fit.scope = scope_words(p, scope);
+  for (std::size_t i = 0; i < fitting.size(); ++i) {
+    if (over[i] != 0) continue;
+    const Edge& f = firsts[fitting[i].first];
+    const Edge& l = lasts[fitting[i].last];
+    if (!fit.reproduced) {
+      fit.reproduced = true;
+      fit.name = known_class(p, f, l).empty() ? rule_name(f, l) : known_class(p, f, l);
+      fit.words = rule_words(f, l);
+    } else if (fit.alternatives.size() < 3) {
+      fit.alternatives.push_back(rule_name(f, l) + " (" + rule_words(f, l) + ")");
+    }
+  }
+  if (!fit.reproduced) fit.name = "keys_attended_differ";
+  fit.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return fit;
+}
+
+Finding key_run_finding(const KeyRunFit& fit) {
+  std::ostringstream first, second;
+  first.precision(3);
+  const std::string where = fit.scope.empty() ? "" : " in " + fit.scope + " only";
+  if (fit.name == "zero_keys_attended") {
+    first << "Each failing row is the softmax of its window's keys and of keys of score 0 and value 0" << where << ": "
+          << fit.words << ".";
+    if (fit.reproduced)
+      second << "Reproduced row by row: the golden with those zero keys gives every one of the " << fit.checked
+             << " rows it was held to within its limit (the " << fit.failing << " failing ones included).";
+    else
+      second << "Measured: ";
+  } else if (fit.reproduced) {
+    first << "Each row attends a run of its own keys other than the window's" << where << ": " << fit.words << ".";
+    second << "Reproduced row by row: the golden with the rule's runs gives every one of the " << fit.checked
+           << " rows it was held to within its limit (the " << fit.failing << " failing ones included; " << fit.measured
+           << " of them measured first, each a run of its own keys).";
+  } else {
+    first << "Each of the " << fit.measured << " failing rows measured is the softmax of a run of its own keys other than "
+          << "the window's" << where << ", but no rule of a row's position (offsets, query-tile or call rows, tile roundings) "
+          << "gives every run.";
+    second << "Measured runs: ";
+  }
+  ConfidenceEvidence ce;
+  ce.failing_rows = fit.failing;
+  ce.reproduced_rows = fit.reproduced ? fit.failing : 0;
+  ce.consistent_rows = fit.reproduced ? -1 : fit.explained * fit.failing / std::max<std::int64_t>(1, fit.measured);
+  const ConfidenceRule rule = confidence_from(ce);
+  std::vector<std::string> evidence = {first.str()};
+  if (fit.reproduced) evidence.push_back(second.str());
+  std::string examples;
+  for (const std::string& e : fit.examples) examples += (examples.empty() ? "" : "; ") + e;
+  if (!examples.empty()) evidence.push_back((fit.reproduced ? "Measured, for example: " : second.str()) + examples + ".");
+  if (!fit.reproduced && !fit.pattern.empty()) evidence.push_back("How the runs differ from the window's: " + fit.pattern + ".");
+  if (!fit.alternatives.empty()) {
+    std::string alt;
+    for (const std::string& a : fit.alternatives) alt += (alt.empty() ? "" : "; ") + a;
+    evidence.push_back("Also reproducing every row, not told apart on this case: " + alt + ".");
+  }
+  Finding f{fit.name, FindingSource::key_runs_measured, evidence, rule.confidence, rule.why};
+  f.reproduced = fit.reproduced;
+  return f;
+}
+
+}  // namespace swa::harness

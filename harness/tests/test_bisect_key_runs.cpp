@@ -1,0 +1,116 @@
+// Bisect's measurement of the keys each failing row attends (key_runs.cpp) and the row geometry
+// (row_geometry.cpp), on outputs a hidden edge rule made: the rule is named and reproduced; an output
+// no run of keys gives is not measured; the failing rows are told by position and tile.
+#define BOOST_TEST_MODULE harness_bisect_key_runs
+#include <boost/test/unit_test.hpp>
+
+#include "../src/bisect/key_runs.hpp"
+#include "../src/bisect/steps.hpp"
+#include "swa/golden.hpp"
+#include "swa/readings.hpp"
+
+using namespace swa;
+using namespace swa::harness;
+
+namespace swa::harness {
+std::ostream& operator<<(std::ostream& o, Confidence c) { return o << confidence_name(c); }
+}  // namespace swa::harness
+
+namespace {
+
+// Two sequences (one not a multiple of any tile), GQA 4/2, a window of 21 keys (not a tile multiple),
+// a cap that bites and sinks.
+void spec_of(ProblemSpec& s) {
+  s.seq_lens = {75, 40};
+  s.heads_q = 4, s.heads_kv = 2, s.head_size = 32;
+  s.band = {20, 0};
+  s.scale = 0.3f;
+  s.softcap = 6.5f;
+  s.sinks = true;
+  s.seed = 17;
+}
+
+std::vector<double> dut_output(const AttnParams& p, const golden::Reading& r) {
+  std::vector<double> out = golden::read_all(p, r);
+  for (double& x : out) x = static_cast<float>(x);
+  return out;
+}
+
+std::vector<double> limits(const AttnParams& p) { return std::vector<double>(static_cast<std::size_t>(total_tokens(p)), 2e-6); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_first_key_rounded_to_a_tile_is_measured_and_reproduced) {
+  ProblemSpec s;
+  spec_of(s);
+  Problem pr;
+  build_problem(s, pr);
+  golden::Reading r;
+  r.lower_edge.rounding = golden::EdgeRounding::down_to_key_tile;
+  r.lower_edge.key_tile = 16;
+  const auto fit = fit_key_runs(pr, dut_output(pr.params, r), golden::run(pr.params).out, limits(pr.params));
+  BOOST_TEST_REQUIRE(fit.has_value());
+  BOOST_TEST(fit->reproduced);
+  BOOST_TEST(fit->name == "first_key_rounded_down_to_16", fit->name << ": " << fit->words);
+  BOOST_TEST(fit->measured == std::min<std::int64_t>(fit->failing, 192));
+  const Finding f = key_run_finding(*fit);
+  BOOST_TEST(f.confidence == Confidence::high, f.why);
+  BOOST_TEST(f.reproduced);
+}
+
+BOOST_AUTO_TEST_CASE(a_window_taken_from_the_query_tile_s_first_row_is_named_as_such) {
+  ProblemSpec s;
+  spec_of(s);
+  Problem pr;
+  build_problem(s, pr);
+  golden::Reading r;
+  r.lower_edge.anchor = r.upper_edge.anchor = golden::EdgeAnchor::query_tile_first_row;
+  r.lower_edge.query_tile = r.upper_edge.query_tile = 32;
+  const auto fit = fit_key_runs(pr, dut_output(pr.params, r), golden::run(pr.params).out, limits(pr.params));
+  BOOST_TEST_REQUIRE(fit.has_value());
+  BOOST_TEST(fit->reproduced);
+  BOOST_TEST(fit->name == "window_from_query_tile_first_row_32", fit->name << ": " << fit->words);
+}
+
+BOOST_AUTO_TEST_CASE(an_output_no_run_of_keys_gives_is_not_measured) {
+  ProblemSpec s;
+  spec_of(s);
+  Problem pr;
+  build_problem(s, pr);
+  std::vector<double> out = dut_output(pr.params, {});
+  for (double& x : out) x *= 1.001;  // every row off by a factor: weights that do not sum to one
+  BOOST_TEST(!fit_key_runs(pr, out, golden::run(pr.params).out, limits(pr.params)).has_value());
+  // The golden's own output: nothing fails, nothing to measure.
+  BOOST_TEST(!fit_key_runs(pr, dut_output(pr.params, {}), golden::run(pr.params).out, limits(pr.params)).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(rows_are_told_by_position_and_tile) {
+  // The last 3 rows of a 131-token sequence, none of a 64-token one: the last partial tile of 8..64.
+  std::vector<std::vector<bool>> rows = {std::vector<bool>(131, false), std::vector<bool>(64, false)};
+  for (int t = 128; t < 131; ++t) rows[0][t] = true;
+  const std::string told = row_set_geometry(rows, {131, 64});
+  BOOST_TEST(told.find("rows 128..130 (its last 3)") != std::string::npos, told);
+  BOOST_TEST(told.find("last, partial query tile of every sequence, for a tile of 8, 16, 32, 64 rows") != std::string::npos, told);
+  // Rows 32..47 of the first: aligned on 16 (and 8, 32 at its start), not the last tile.
+  rows[0].assign(131, false);
+  for (int t = 32; t < 48; ++t) rows[0][t] = true;
+  const std::string aligned = row_set_geometry(rows, {131, 64});
+  BOOST_TEST(aligned.find("Every range starts on a multiple of 8, 16 and ends") != std::string::npos, aligned);
+}
+
+BOOST_AUTO_TEST_CASE(keys_past_the_last_read_as_zero_keys_are_counted_and_reproduced) {
+  // A two-sided window reaching past a sequence's end, the keys padded to a 16-key tile with keys of
+  // score 0 and value 0: the spec's run and a number of zero keys that follows the tile.
+  ProblemSpec s;
+  spec_of(s);
+  s.band = {20, 5};
+  Problem pr;
+  build_problem(s, pr);
+  golden::Reading r;
+  r.padded_key_tile = 16;
+  const auto fit = fit_key_runs(pr, dut_output(pr.params, r), golden::run(pr.params).out, limits(pr.params));
+  BOOST_TEST_REQUIRE(fit.has_value());
+  BOOST_TEST(fit->name == "zero_keys_attended");
+  BOOST_TEST(fit->reproduced, fit->words);
+  BOOST_TEST(fit->words.find("16-key tile") != std::string::npos, fit->words);
+}
