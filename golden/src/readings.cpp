@@ -44,7 +44,10 @@ double decoded(const AttnParams& p, const Reading& r, bool key, double x, bool c
   const KvFormat f = r.fp8_format == KvFormat::dtype ? p.kv_format : r.fp8_format;
   const double own = key ? p.k_descale : p.v_descale, other = key ? p.v_descale : p.k_descale;
   const DescaleRule rule = r.descale_cached_only && !cached ? DescaleRule::own : key ? r.k_descale : r.v_descale;
-  auto code = [&](double y) { return fp8_round(f, r.fp8_rounding, r.fp8_saturates, y); };
+  auto code = [&](double y) {
+    if (r.fp8_clamp > 0) y = std::clamp(y, -r.fp8_clamp, r.fp8_clamp);
+    return fp8_round(f, r.fp8_rounding, r.fp8_saturates, y);
+  };
   switch (rule) {
     case DescaleRule::own: return code(x / own) * own;
     case DescaleRule::other: return code(x / own) * other;
@@ -259,7 +262,8 @@ class RowModel {
 
   double score(const double* k) {
     double dot = 0;
-    for (int d = 0; d < p_.head_size; ++d) dot += q_[d] * k[d];
+    const int dims = r_.qk_dims > 0 ? std::min(r_.qk_dims, p_.head_size) : p_.head_size;
+    for (int d = 0; d < dims; ++d) dot += q_[d] * k[d];
     last_uncapped_ = scale_ * dot;
     double x = r_.cap_before_scale && cap_ > 0 ? scale_ * cap_ * std::tanh(dot / cap_) : scale_ * dot;
     if (!r_.cap_before_scale && cap_ > 0) x = cap_ * std::tanh(x / cap_);

@@ -4,6 +4,9 @@
 #define BOOST_TEST_MODULE harness_bisect_key_runs
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <cmath>
+
 #include "../src/bisect/key_runs.hpp"
 #include "../src/bisect/steps.hpp"
 #include "swa/golden.hpp"
@@ -113,4 +116,46 @@ BOOST_AUTO_TEST_CASE(keys_past_the_last_read_as_zero_keys_are_counted_and_reprod
   BOOST_TEST(fit->name == "zero_keys_attended");
   BOOST_TEST(fit->reproduced, fit->words);
   BOOST_TEST(fit->words.find("16-key tile") != std::string::npos, fit->words);
+}
+
+BOOST_AUTO_TEST_CASE(a_rule_that_holds_only_in_some_rows_is_fitted_with_its_condition) {
+  // Made without bisect's models: a kernel that drops the 16-key tile holding a row's own key when the
+  // row ends that tile ((t + 1) % 16 == 0: a full last page read as empty), the spec elsewhere.
+  ProblemSpec s;
+  spec_of(s);
+  Problem pr;
+  build_problem(s, pr);
+  const AttnParams& p = pr.params;
+  std::vector<double> out = dut_output(p, {});
+  const int d = p.head_size, group = p.heads_q / p.heads_kv;
+  for (int b = 0; b < p.batch; ++b)
+    for (std::int64_t t = 15; t < p.seq_lens[b]; t += 16)
+      for (int h = 0; h < p.heads_q; ++h) {
+        const std::int64_t first = std::max<std::int64_t>(0, t - p.band.left), last = t / 16 * 16 - 1;
+        const std::size_t row = static_cast<std::size_t>(pr.seq_offsets[b] + t) * p.heads_q + h;
+        const float* q = &pr.q[row * d];
+        std::vector<double> acc(d, 0.0);
+        double denominator = std::exp(static_cast<double>(p.sinks[h]));  // the sink: weight, no value
+        for (std::int64_t j = first; j <= last; ++j) {
+          const std::size_t kv = (static_cast<std::size_t>(pr.seq_offsets[b] + j) * p.heads_kv + h / group) * d;
+          double dot = 0;
+          for (int x = 0; x < d; ++x) dot += static_cast<double>(q[x]) * pr.k[kv + x];
+          const double w = std::exp(p.softcap * std::tanh(p.scale * dot / p.softcap));
+          denominator += w;
+          for (int x = 0; x < d; ++x) acc[x] += w * pr.v[kv + x];
+        }
+        for (int x = 0; x < d; ++x) out[row * d + x] = static_cast<float>(acc[x] / denominator);
+      }
+  const auto fit = fit_key_runs(pr, out, golden::run(p).out, limits(p));
+  BOOST_TEST_REQUIRE(fit.has_value());
+  BOOST_TEST(fit->reproduced, fit->name << ": " << fit->pattern);
+  BOOST_TEST(fit->name == "newest_key_tile_dropped_16_in_rows_row_ends_a_16_tile", fit->name << ": " << fit->words);
+  BOOST_TEST(fit->words.find("(t + 1) % 16 == 0") != std::string::npos, fit->words);
+  // The same rows dropped in every row: no condition is needed, the unconditional rule is named.
+  golden::Reading every;
+  every.upper_edge.rounding = golden::EdgeRounding::down_to_key_tile;
+  every.upper_edge.key_tile = 16;
+  const auto plain = fit_key_runs(pr, dut_output(p, every), golden::run(p).out, limits(p));
+  BOOST_TEST_REQUIRE(plain.has_value());
+  BOOST_TEST(plain->name.find("_in_rows_") == std::string::npos, plain->name);
 }

@@ -4,12 +4,14 @@
 #define BOOST_TEST_MODULE harness_bisect_readings
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <random>
 #include <sstream>
 
 #include "../src/bisect/finding.hpp"
+#include "../src/bisect/judgement.hpp"
 #include "../src/bisect/placement.hpp"
 #include "../src/bisect/readings_search.hpp"
 #include "swa/golden.hpp"
@@ -132,6 +134,47 @@ BOOST_AUTO_TEST_CASE(a_padded_key_tile_is_named_where_a_two_sided_band_reaches_i
   BOOST_TEST_REQUIRE(!s.reproducing.empty(), "closest " << (s.closest ? s.closest->name() : "-"));
   BOOST_TEST(s.reproducing.front().name() == "padded_keys_attended");
   BOOST_TEST(s.reproducing.front().words().find("16-key tile") != std::string::npos, s.reproducing.front().words());
+}
+
+BOOST_AUTO_TEST_CASE(scores_over_the_first_dims_only_are_named) {
+  // The DUT made without the readings: the golden of Q with its dims past 16 zeroed (head size 32).
+  Case c(12);
+  const std::vector<double> ref = golden::run(c.p).out;
+  const std::vector<float> q = c.q;
+  for (std::size_t i = 0; i < c.q.size(); ++i)
+    if (i % 32 >= 16) c.q[i] = 0;
+  const std::vector<double> out = golden::run(c.p).out;
+  c.q = q;  // the search reads the DUT's own inputs
+  const ReadingSearch s = search_readings(c.p, out, ref, limits(c.p, 2e-6), [](const std::string&) {});
+  BOOST_TEST_REQUIRE(!s.reproducing.empty(), "closest " << (s.closest ? s.closest->name() : "-"));
+  BOOST_TEST(s.reproducing.front().name() == "scores_over_first_16_dims");
+}
+
+BOOST_AUTO_TEST_CASE(an_fp8_clamp_at_another_type_s_largest_is_named_and_a_look_alike_held_to_its_reading) {
+  Case c(11);
+  c.p.kv_format = KvFormat::fp8_e5m2;
+  c.p.k_descale = 1 / 293.7f, c.p.v_descale = 1 / 311.3f;  // not powers of two; |x / descale| passes 448
+  const std::vector<double> ref = golden::run(c.p).out;
+  // The DUT made without the readings: the golden of K/V clamped at 448 descales first.
+  const std::vector<float> k = c.k, v = c.v;
+  for (float& x : c.k) x = std::clamp(x, -448 * c.p.k_descale, 448 * c.p.k_descale);
+  for (float& x : c.v) x = std::clamp(x, -448 * c.p.v_descale, 448 * c.p.v_descale);
+  const std::vector<double> out = golden::run(c.p).out;
+  c.k = k, c.v = v;  // the search reads the DUT's own inputs
+  const ReadingSearch s = search_readings(c.p, out, ref, limits(c.p, 2e-6), [](const std::string&) {});
+  BOOST_TEST_REQUIRE(!s.reproducing.empty(), "closest " << (s.closest ? s.closest->name() : "-"));
+  BOOST_TEST(s.reproducing.front().name() == "fp8_clamped_at_448");
+  // The other format loses the large values too; the variant's reading, row by row, does not reproduce.
+  Finding look_alike{"fp8_other_format", FindingSource::variant, {}, Confidence::high, ""};
+  BOOST_TEST(hold_variant_to_its_reading(look_alike, "fp8_other_format", c.p, out, ref, limits(c.p, 2e-6)));
+  BOOST_TEST(look_alike.confidence == Confidence::medium);
+  BOOST_TEST(look_alike.why.find("failing rows over their limit") != std::string::npos, look_alike.why);
+  // Where the kernel does quantise to the other format, the variant stands.
+  golden::Reading other;
+  other.fp8_format = KvFormat::fp8_e4m3;
+  Finding right{"fp8_other_format", FindingSource::variant, {}, Confidence::high, ""};
+  BOOST_TEST(!hold_variant_to_its_reading(right, "fp8_other_format", c.p, dut_output(c.p, other), ref, limits(c.p, 2e-6)));
+  BOOST_TEST(right.confidence == Confidence::high);
 }
 
 BOOST_AUTO_TEST_CASE(a_continuous_reading_is_fitted_to_its_value) {

@@ -133,6 +133,9 @@ struct Reading {
   bool cap_before_scale = false;  // cap * tanh(q.k / cap) * scale
   bool cap_twice = false;         // the cap applied to the capped score again: cap * tanh(tanh(s / cap))
   bool exp2 = false;              // 2^(s - max) where e^(s - max) is meant
+  // > 0: q.k summed over the first qk_dims dims only (a contraction in blocks whose partial last block
+  // is dropped, or a loop bound taken from another size).
+  int qk_dims = 0;
   // The window and the query's position.
   std::int64_t left_delta = 0, right_delta = 0;
   bool window_ignored = false;      // causal
@@ -192,6 +195,7 @@ struct Reading {
   KvFormat fp8_format = KvFormat::dtype;  // dtype: the case's own format
   Fp8Rounding fp8_rounding = Fp8Rounding::nearest_even;
   bool fp8_saturates = true;  // false: beyond the largest value becomes NaN (e4m3) or inf (e5m2)
+  double fp8_clamp = 0;       // > 0: |x / descale| clamped to this before encoding (another type's largest value)
   DescaleRule k_descale = DescaleRule::own, v_descale = DescaleRule::own;
   bool fp8_chunk_keys_unquantised = false;  // a prompt call's own K/V rows read before the cache's FP8
   bool descale_cached_only = false;  // the descale rules on the keys read back from the cache alone (a call's own rows as the spec)

@@ -2,7 +2,6 @@
 #include "swa/harness/bisect/bisect.hpp"
 
 #include <yaml-cpp/yaml.h>
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -40,8 +39,6 @@
 #include "swa/harness/case/problem_file.hpp"
 #include "swa/harness/base/join.hpp"
 #include "swa/harness/judge/metrics.hpp"
-
-namespace fs = std::filesystem;
 
 namespace swa::harness {
 namespace {
@@ -112,6 +109,7 @@ class Bisection {
   std::string refuted_;                  // a probe the DUT fails that the reading does not reproduce, in words
   std::optional<Finding> band_;
   bool suspicious_ = false;
+  bool variant_unlike_reading_ = false;  // the variant matched, the reading of its name does not reproduce
   Scenario minimal_;
   BisectRun minimal_eval_;
   Recovery recovery_;
@@ -122,7 +120,7 @@ int Bisection::finish(int status) {
   summary_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   const std::string report = head_.str() + finding_text(summary_) + "\n" + r_.str() + "\nBisect took " +
                              std::to_string(summary_.seconds) + " s.\n";
-  fs::create_directories(o_.out_dir);
+  std::filesystem::create_directories(o_.out_dir);
   summary_.files.insert(summary_.files.begin(), {"report", (o_.out_dir / "report.txt").string()});
   const std::string json = summary_json(original_, o_, summary_);
   write_file_atomically(o_.out_dir / "report.txt", report);
@@ -455,6 +453,7 @@ void Bisection::reduce() {
     if (!reduced) break;
   }
   if (reading_) tell_apart_on_probes();
+  else if (key_runs_) hold_key_runs_to_probes(*key_runs_, original_, o_, [&](const std::string& l) { progress(l); });
   summary_.minimal_case = minimal_.id();
   r_ << "5. Reduce: the smallest case with the same diagnosis and the same needed features\n   " << minimal_.id()
      << "\n   " << minimal_.prompt_lens.size() << " sequence(s), " << minimal_.heads << " query head(s) / "
@@ -489,6 +488,9 @@ void Bisection::conclude() {
                           suspicious_ ? "the variant matches only within 1% of the DUT's error"
                                       : "the output matches the variant to the baseline-level threshold"};
     summary_.finding.reproduced = diag_.explained && !suspicious_ && diag_.ranked.front().first <= first_.threshold;
+    if (diag_.explained && !suspicious_)
+      variant_unlike_reading_ = hold_variant_to_its_reading(summary_.finding, diag_.best, minimal_eval_.reference->problem.params,
+                                                            minimal_eval_.out, minimal_eval_.ref, minimal_eval_.row_limit);
     if (!diag_.explained || suspicious_) {
       r_ << step_++ << ". Recover: which keys the DUT attended, and how\n";
       // Runs measured on every failing row say which keys more exactly, and sooner, than a least-squares fit.
@@ -525,7 +527,8 @@ void Bisection::conclude() {
       o << "; the closest, " << found.closest->name() << " (the DUT " << found.closest->words() << "), leaves "
         << found.closest->failing_within << " of the " << found.closest->failing << " failing rows compared within their limit";
     summary_.finding.evidence.push_back(o.str() + ".");
-    const bool computed = (summary_.finding.source == FindingSource::variant && !suspicious_) || summary_.finding.reproduced;
+    const bool computed = (summary_.finding.source == FindingSource::variant && !suspicious_ && !variant_unlike_reading_) ||
+                          summary_.finding.reproduced;
     if (summary_.finding.confidence == Confidence::high && !computed) {
       summary_.finding.confidence = Confidence::medium;
       summary_.finding.why = (summary_.finding.why.empty() ? "" : summary_.finding.why + "; ") +
@@ -537,18 +540,17 @@ void Bisection::conclude() {
   if (!summary_.finding.reproduced && !(nan ? where_not_finite_ : where_failing_).empty())
     summary_.finding.evidence.push_back(std::string(nan ? "The rows not finite" : "The failing rows") + " of " + original_.id() +
                                         ", by position: " + (nan ? where_not_finite_ : where_failing_) + ".");
-  // The outputs fail and the cache differs too: the cache's own finding is evidence beside it.
-  if (!cache_only_ && !minimal_eval_.cache_details.empty() && summary_.finding.source != FindingSource::cache_check) {
-    const Finding c = cache_finding(minimal_eval_.cache_details, minimal_eval_.reference->problem.params);
-    summary_.finding.evidence.push_back("The KV cache differs from the golden's too: " + c.name + ": " +
-                                        (c.evidence.empty() ? "" : c.evidence.front()));
-  }
+  // The outputs fail and the cache differs too: the cache's own finding is evidence beside it, or
+  // leads where the outputs told nothing (cache_first.cpp).
+  if (!cache_only_ && !minimal_eval_.cache_details.empty() && summary_.finding.source != FindingSource::cache_check)
+    summary_.finding = with_the_cache_s_finding(std::move(summary_.finding),
+                                                cache_finding(minimal_eval_.cache_details, minimal_eval_.reference->problem.params));
   summary_.finding = judge_finding(std::move(summary_.finding), ablations_);
 }
 
 void Bisection::emit_files() {
   progress("files: " + o_.out_dir.string());
-  fs::create_directories(o_.out_dir);
+  std::filesystem::create_directories(o_.out_dir);
   {
     // The DUT's name goes in as a YAML double-quoted scalar (it may hold quotes, backslashes and
     // newlines: an exec: command line); the comment gets it on one line.

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "fp8_codes.hpp"
 #include "ring_slot_fit.hpp"
 
 namespace swa::harness {
@@ -80,6 +81,36 @@ std::string range_words(const std::set<std::int64_t>& positions) {
 
 Finding say(std::string name, std::vector<std::string> evidence, Confidence c, std::string why) {
   return Finding{std::move(name), FindingSource::cache_check, std::move(evidence), c, std::move(why)};
+}
+
+// Slots whose kv heads hold another kv head's K/V of the right row, or zeros: one map of heads shared
+// by (nearly) every such slot is a head index the DUT's cache write gets wrong.
+std::optional<Finding> kv_heads_finding(const std::vector<const CacheMismatch*>& slots, const AttnParams& p) {
+  std::map<std::vector<int>, int> maps;
+  int told = 0;
+  for (const CacheMismatch* m : slots)
+    if (p.heads_kv > 0 && static_cast<int>(m->head_holds.size()) == p.heads_kv &&
+        std::none_of(m->head_holds.begin(), m->head_holds.end(), [](int h) { return h == CacheMismatch::kHeadOther; })) {
+      bool identity = true;  // every head its own: nothing misplaced (FP8 codes off by the other rounding)
+      for (int g = 0; g < p.heads_kv; ++g) identity = identity && m->head_holds[g] == g;
+      if (!identity) ++told, ++maps[m->head_holds];
+    }
+  if (told == 0 || told * 10 < static_cast<int>(slots.size()) * 9) return std::nullopt;
+  const auto& [map, count] = *std::max_element(maps.begin(), maps.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::ostringstream o, share;
+  o << "in " << count << " of the " << slots.size() << " slots that hold bytes of no row, the right position's row is there "
+    << "with its kv heads placed otherwise:";
+  for (int g = 0; g < p.heads_kv; ++g)
+    if (map[g] != g)
+      o << " kv head " << g << " holds " << (map[g] == CacheMismatch::kHeadZeros ? "zeros (never written)" : "kv head " + std::to_string(map[g]) + "'s K/V") << ";";
+  o << " the DUT's cache write indexes the kv head wrong (its head offset or stride)";
+  share << count << " of the " << slots.size() << " differing slots recorded show one map of kv heads";
+  // One slot is one row: a map of heads told by one slot alone is at most medium.
+  const bool clear = count >= 2 && count * 10 >= static_cast<int>(slots.size()) * 9;
+  if (count < 2) share << "; one slot alone: at most medium";
+  Finding f = say("kv_heads_misplaced_in_cache", {o.str()}, clear ? Confidence::high : Confidence::medium, share.str());
+  f.reproduced = count == static_cast<int>(slots.size());  // every differing slot is that map of the right row, byte for byte
+  return f;
 }
 
 }  // namespace
@@ -183,6 +214,14 @@ Finding cache_finding(const std::vector<CacheMismatch>& all, const AttnParams& p
                                  "page table row is wrong"},
                    c, why);
       case SlotClass::values_differ:
+        if (std::optional<Finding> heads = kv_heads_finding(members, p)) {
+          heads->evidence.push_back("the first: " + first_words);
+          return *heads;
+        }
+        if (std::optional<Finding> codec = fit_fp8_codes(all, p)) {
+          codec->evidence.push_back("the first: " + first_words);
+          return *codec;
+        }
         return say("stored_values_differ",
                    {first_words, std::string("the slots hold bytes that are no input row's stored form: the values are "
                                              "stored differently (") +

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <sstream>
+
+#include "readings_search.hpp"
 
 #include "swa/harness/base/join.hpp"
 
@@ -133,6 +136,20 @@ Finding judge_finding(Finding f, const std::vector<Ablation>& ablations) {
   a.evidence.push_back("Closest explanation, contradicted: " + f.name + ": " + join(contradictions, "; ") + ".");
   for (const std::string& e : f.evidence) a.evidence.push_back("(" + f.name + ") " + e);
   return a;
+}
+
+bool hold_variant_to_its_reading(Finding& f, const std::string& variant, const AttnParams& p, const std::vector<double>& out,
+                                 const std::vector<double>& ref, const std::vector<double>& row_limit) {
+  const std::optional<ReadingTrial> t = check_reading_named(p, variant, out, ref, row_limit);
+  if (!t || t->reproduces) return false;
+  std::ostringstream o;
+  o << "the reading " << variant << " (the DUT " << t->words() << "), computed row by row, leaves " << t->failing - t->failing_within
+    << " of the " << t->failing << " failing rows over their limit: the variant's match of the whole output is loose";
+  f.evidence.push_back(o.str());
+  f.reproduced = false;
+  if (f.confidence == Confidence::high) f.confidence = Confidence::medium;
+  f.why = "at most medium: " + o.str();
+  return true;
 }
 
 }  // namespace swa::harness

@@ -26,6 +26,7 @@ RowPlace place(const AttnParams& p, int b, std::int64_t t, int h) {
     r.c0 = 0, r.c1 = r.n - 1;
   }
   r.last_key = p.mode == RunMode::prefill ? r.n - 1 : r.c1;
+  r.packed = p.seq_offsets ? p.seq_offsets[b] : 0;
   return r;
 }
 
@@ -94,6 +95,18 @@ std::vector<Edge> first_key_rules(const AttnParams& p, const std::vector<int>& t
     e.push_back({"first_key_rounded_down_to_" + std::to_string(T),
                  "the window's first key is rounded down to " + tile_words(p, T) + " (keys below the window attended)", 2,
                  [&p, T](const RowPlace& r) { return floor_to(spec_first_at(p, r.t), T); }});
+    // Key tiles on the packed batch's rows (a varlen kernel's key buffer): aligned to (row + packed) % T.
+    e.push_back({"first_key_rounded_down_to_" + std::to_string(T) + "_of_packed_batch",
+                 "the window's first key is rounded down to a " + std::to_string(T) + "-key tile of the packed batch's rows "
+                 "(tiles on the batch's buffer, not the sequence's positions: keys below the window attended)", 3,
+                 [&p, T](const RowPlace& r) { return std::max<std::int64_t>(0, floor_to(spec_first_at(p, r.t) + r.packed, T) - r.packed); }});
+    e.push_back({"first_key_rounded_up_to_" + std::to_string(T) + "_of_packed_batch",
+                 "the window's first key is rounded up to a " + std::to_string(T) + "-key tile of the packed batch's rows "
+                 "(a partial first tile of the batch's buffer dropped)", 3,
+                 [&p, T](const RowPlace& r) { return std::min(r.t + 1, ceil_to(spec_first_at(p, r.t) + r.packed, T) - r.packed); }});
+    e.push_back({"oldest_key_tile_dropped_" + std::to_string(T),
+                 "the " + std::to_string(T) + "-key tile holding the window's first key is dropped whole (tiles on " + tile_words(p, T) + ")", 2,
+                 [&p, T](const RowPlace& r) { return floor_to(spec_first_at(p, r.t), T) + T; }});
     e.push_back({"first_key_rounded_up_to_" + std::to_string(T),
                  "the window's first key is rounded up to " + tile_words(p, T) + " (a partial first key tile dropped)", 2,
                  [&p, T](const RowPlace& r) { return std::min(r.t + 1, ceil_to(spec_first_at(p, r.t), T)); }});
@@ -134,6 +147,16 @@ std::vector<Edge> last_key_rules(const AttnParams& p, const std::vector<int>& ti
     e.push_back({"last_key_tile_dropped_" + std::to_string(T),
                  "its last key is rounded down to the end of a whole tile of " + std::to_string(T) + " (a partial last key tile dropped)", 2,
                  [&p, T](const RowPlace& r) { return floor_to(spec_last_at(p, r, r.t) + 1, T) - 1; }});
+    e.push_back({"last_key_tile_dropped_" + std::to_string(T) + "_of_packed_batch",
+                 "its last key is rounded down to the end of a whole " + std::to_string(T) + "-key tile of the packed batch's rows "
+                 "(tiles on the batch's buffer: a partial last tile dropped)", 3,
+                 [&p, T](const RowPlace& r) { return floor_to(spec_last_at(p, r, r.t) + 1 + r.packed, T) - 1 - r.packed; }});
+    e.push_back({"last_key_tile_kept_whole_" + std::to_string(T) + "_of_packed_batch",
+                 "its last " + std::to_string(T) + "-key tile of the packed batch's rows is attended whole (keys after the window's end seen)", 3,
+                 [&p, T](const RowPlace& r) { return std::min(r.last_key, ceil_to(spec_last_at(p, r, r.t) + 1 + r.packed, T) - 1 - r.packed); }});
+    e.push_back({"newest_key_tile_dropped_" + std::to_string(T),
+                 "the " + std::to_string(T) + "-key tile holding its last key is dropped whole, full or not (tiles on " + tile_words(p, T) + ")", 2,
+                 [&p, T](const RowPlace& r) { return floor_to(spec_last_at(p, r, r.t), T) - 1; }});
     e.push_back({"last_key_tile_kept_whole_" + std::to_string(T),
                  "its last key tile of " + std::to_string(T) + " is attended whole (keys after the window's end seen)", 2,
                  [&p, T](const RowPlace& r) { return std::min(r.last_key, ceil_to(spec_last_at(p, r, r.t) + 1, T) - 1); }});
@@ -181,6 +204,35 @@ void add_tiled_anchor_rules(const AttnParams& p, const std::vector<int>& tiles, 
         }
       }
     }
+}
+
+std::vector<Condition> row_conditions(const AttnParams& p, const std::vector<int>& tiles) {
+  std::vector<Condition> c;
+  auto tiles_spanned = [](const RowPlace& r, int T) { return floor_to(r.spec_last, T) / T - floor_to(r.spec_first, T) / T + 1; };
+  for (int T : tiles) {
+    const std::string n = std::to_string(T);
+    c.push_back({"row_ends_a_" + n + "_tile", "whose position ends a " + n + "-key tile ((t + 1) % " + n + " == 0: its last tile is full)", 1,
+                 [T](const RowPlace& r) { return (r.t + 1) % T == 0; }});
+    c.push_back({"row_starts_a_" + n + "_tile", "whose position starts a " + n + "-key tile (t % " + n + " == 0: its last tile holds one key)", 1,
+                 [T](const RowPlace& r) { return r.t % T == 0; }});
+    c.push_back({"odd_" + n + "_tiles", "whose keys span an odd number of " + n + "-key tiles", 1,
+                 [T, tiles_spanned](const RowPlace& r) { return r.spec_first <= r.spec_last && tiles_spanned(r, T) % 2 == 1; }});
+    c.push_back({"even_" + n + "_tiles", "whose keys span an even number of " + n + "-key tiles", 1,
+                 [T, tiles_spanned](const RowPlace& r) { return r.spec_first <= r.spec_last && tiles_spanned(r, T) % 2 == 0; }});
+    c.push_back({"several_" + n + "_tiles", "whose keys span more than one " + n + "-key tile", 1,
+                 [T, tiles_spanned](const RowPlace& r) { return r.spec_first <= r.spec_last && tiles_spanned(r, T) > 1; }});
+    c.push_back({"window_starts_inside_a_" + n + "_tile", "whose first key is not on a multiple of " + n, 1,
+                 [T](const RowPlace& r) { return r.spec_first % T != 0; }});
+  }
+  if (p.band.left >= 0)
+    c.push_back({"window_clipped_at_0", "whose window reaches past the sequence's first key (t < window_left)", 1,
+                 [&p](const RowPlace& r) { return r.t < p.band.left; }});
+  if (p.mode != RunMode::prefill) {
+    c.push_back({"call_first_row", "that are their call's first row", 1, [](const RowPlace& r) { return r.t == r.c0; }});
+    c.push_back({"not_call_first_row", "that are not their call's first row", 1, [](const RowPlace& r) { return r.t != r.c0; }});
+    c.push_back({"call_last_row", "that are their call's last row", 1, [](const RowPlace& r) { return r.t == r.c1; }});
+  }
+  return c;
 }
 
 // The class a rule has when it is one the rest of bisect names too (the band's, the recovery's).

@@ -21,6 +21,7 @@ struct RowPlace {
   std::int64_t t = 0, n = 0, c0 = 0, c1 = 0;
   bool decode = false, chunked = false;
   std::int64_t last_key = 0;  // the last key that exists for the row's call
+  std::int64_t packed = 0;    // the sequence's first row in the packed batch (a varlen kernel's key grid)
   std::int64_t spec_first = 0, spec_last = 0;
 };
 
@@ -45,6 +46,15 @@ std::vector<Edge> first_key_rules(const AttnParams& p, const std::vector<int>& t
 std::vector<Edge> last_key_rules(const AttnParams& p, const std::vector<int>& tiles);
 void add_tiled_anchor_rules(const AttnParams& p, const std::vector<int>& tiles, std::vector<Edge>& first,
                             std::vector<Edge>& last);
+
+// A condition on where a row sits: a rule that holds on the rows it picks, the spec on the others,
+// is a rule of the kernel's too (a last page handled as empty when it is full, an unpaired split).
+struct Condition {
+  std::string name, words;  // words: "rows <words>"
+  int complexity = 1;
+  std::function<bool(const RowPlace&)> holds;  // of a row with its spec_first / spec_last set
+};
+std::vector<Condition> row_conditions(const AttnParams& p, const std::vector<int>& tiles);
 
 // A pair's class (the class another method names for it, when there is one), and its words.
 std::string known_class(const AttnParams& p, const Edge& first, const Edge& last);

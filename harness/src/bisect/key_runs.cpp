@@ -106,9 +106,8 @@ struct MeasuredRow {
 
 constexpr std::size_t kRunsPerRowCap = 4096;
 
-MeasuredRow measure_row(const Problem& pr, const RowPlace& r, const double* o, double limit) {
+MeasuredRow measure_row(const RowRuns& runs, const RowPlace& r, const double* o, double limit) {
   MeasuredRow m{r, {}, {}, {}, true};
-  const RowRuns runs(pr, r);
   const std::int64_t n = runs.keys();
   if (runs.matches(1, 0, o, limit)) m.runs.insert(-1);
   for (std::int64_t a = 0; a < n && m.informative; ++a)
@@ -246,41 +245,53 @@ std::vector<Rule> rules_fitting(const std::vector<MeasuredRow>& rows, const std:
   return found;
 }
 
-// Every row of the call kinds in `scope` computed with each rule: the count of rows each leaves over
-// its limit (a row the rule gives its spec run passes when the DUT's row passes).
-std::vector<std::int64_t> rows_left_over(const Problem& pr, const std::vector<double>& out, const std::vector<double>& ref,
-                                         const std::vector<double>& row_limit, const std::set<CallKind>& scope,
-                                         const std::vector<Rule>& rules, const std::vector<Edge>& firsts,
-                                         const std::vector<Edge>& lasts, std::int64_t& checked) {
+// Every row of the call kinds in `scope` computed with each rule: per rule, per row, whether the rule
+// gives the row (a row the rule gives its spec run is given when the DUT's row passes), and per row
+// whether it passes. A conditional rule is then counted without computing anything again.
+struct RuleChecks {
+  std::vector<RowPlace> rows;                // with spec_first / spec_last set
+  std::vector<char> passes;                  // [row]
+  std::vector<std::vector<char>> given;      // [rule][row]
+  std::int64_t over(std::size_t rule) const { return std::count(given[rule].begin(), given[rule].end(), 0); }
+  // The rule on the rows the condition picks, the spec on the others.
+  std::int64_t over(std::size_t rule, const Condition& c) const {
+    std::int64_t n = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i) n += !(c.holds(rows[i]) ? given[rule][i] : passes[i]);
+    return n;
+  }
+};
+
+RuleChecks check_rules(const Problem& pr, const std::vector<double>& out, const std::vector<double>& ref,
+                       const std::vector<double>& row_limit, const std::set<CallKind>& scope, const std::vector<Rule>& rules,
+                       const std::vector<Edge>& firsts, const std::vector<Edge>& lasts) {
   const AttnParams& p = pr.params;
-  std::vector<std::int64_t> over(rules.size(), 0);
-  checked = 0;
+  RuleChecks c;
+  c.given.assign(rules.size(), {});
   for (int b = 0; b < p.batch; ++b)
     for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
       for (int h = 0; h < p.heads_q; ++h) {
-        const RowPlace r = place(p, b, t, h);
+        RowPlace r = place(p, b, t, h);
         if (!scope.count(kind_of(r))) continue;
-        ++checked;
+        r.spec_first = firsts[0].at(r), r.spec_last = lasts[0].at(r);
         const double* o = row_of(out, pr, r);
         const double limit = row_limit[static_cast<std::size_t>(pr.seq_offsets[b] + t)];
-        const bool passes = finite_row(o, p.head_size) && max_abs_between(o, row_of(ref, pr, r), p.head_size) <= limit;
-        const std::int64_t spec = run_key(firsts[0].at(r), lasts[0].at(r), r.last_key + 1);
+        const bool finite = finite_row(o, p.head_size);
+        const bool passes = finite && max_abs_between(o, row_of(ref, pr, r), p.head_size) <= limit;
+        const std::int64_t spec = run_key(r.spec_first, r.spec_last, r.last_key + 1);
         std::optional<RowRuns> runs;
         for (std::size_t i = 0; i < rules.size(); ++i) {
           const std::int64_t a = firsts[rules[i].first].at(r), z = lasts[rules[i].last].at(r);
-          if (run_key(a, z, r.last_key + 1) == spec) {
-            over[i] += !passes;
-            continue;
+          bool given = passes;
+          if (run_key(a, z, r.last_key + 1) != spec) {
+            if (finite && !runs) runs.emplace(pr, r);
+            given = finite && runs->matches(a, z, o, limit);
           }
-          if (!finite_row(o, p.head_size)) {
-            ++over[i];
-            continue;
-          }
-          if (!runs) runs.emplace(pr, r);
-          over[i] += !runs->matches(a, z, o, limit);
+          c.given[i].push_back(given);
         }
+        c.rows.push_back(r);
+        c.passes.push_back(passes);
       }
-  return over;
+  return c;
 }
 
 // The rows measured: every failing finite row, or an even sample of them in packed order.
@@ -414,8 +425,9 @@ std::optional<KeyRunFit> fit_key_runs(const Problem& pr, const std::vector<doubl
   KeyRunFit fit;
   const std::vector<RowPlace> places = failing_places(pr, out, ref, row_limit, fit.failing);
   if (places.empty()) return std::nullopt;
-  std::vector<Edge> firsts = first_key_rules(p, tiles_for(p, tiles)), lasts = last_key_rules(p, tiles_for(p, tiles));
-  add_tiled_anchor_rules(p, tiles_for(p, tiles), firsts, lasts);
+  const std::vector<int> tile_sizes = tiles_for(p, tiles);
+  std::vector<Edge> firsts = first_key_rules(p, tile_sizes), lasts = last_key_rules(p, tile_sizes);
+  add_tiled_anchor_rules(p, tile_sizes, firsts, lasts);
   std::vector<MeasuredRow> rows;
   std::vector<std::pair<RowPlace, std::int64_t>> zero_rows;  // rows the spec's run gives with this many zero keys
   std::set<CallKind> scope;
@@ -428,7 +440,7 @@ std::optional<KeyRunFit> fit_key_runs(const Problem& pr, const std::vector<doubl
     for (int x = 0; x < p.head_size; ++x) size = std::max(size, std::abs(golden_row[x]));
     if (!check.matches(r.spec_first, r.spec_last, golden_row, 1e-9 * (1 + size))) return std::nullopt;
     const double limit = row_limit[static_cast<std::size_t>(pr.seq_offsets[r.b] + r.t)];
-    MeasuredRow m = measure_row(pr, r, row_of(out, pr, r), limit);
+    MeasuredRow m = measure_row(check, r, row_of(out, pr, r), limit);
     scope.insert(kind_of(r));
     if (m.runs.empty()) {  // the spec's run with zero keys added, or not a question of which keys
       // The run with zero keys, or without its newest key and with zero keys (a key never stored, read as 0).
@@ -461,19 +473,35 @@ std::optional<KeyRunFit> fit_key_runs(const Problem& pr, const std::vector<doubl
   fit.pattern = run_deviations(rows);
   std::vector<Rule> fitting = rules_fitting(rows, firsts, lasts);
   if (fitting.size() > 512) fitting.resize(512);  // each is held to every row below, simplest first
-  std::vector<std::int64_t> over = rows_left_over(pr, out, ref, row_limit, scope, fitting, firsts, lasts, fit.checked);
+  const RuleChecks checks = check_rules(pr, out, ref, row_limit, scope, fitting, firsts, lasts);
+  fit.checked = static_cast<std::int64_t>(checks.rows.size());
   fit.scope = scope_words(p, scope);
+  auto found = [&](const std::string& name, const std::string& words) {
+    if (!fit.reproduced) fit.reproduced = true, fit.name = name, fit.words = words;
+    else if (fit.alternatives.size() < 3) fit.alternatives.push_back(name + " (" + words + ")");
+    if (fit.reproducing.size() < 128) fit.reproducing.push_back({name, words});
+  };
   for (std::size_t i = 0; i < fitting.size(); ++i) {
-    if (over[i] != 0) continue;
     const Edge& f = firsts[fitting[i].first];
     const Edge& l = lasts[fitting[i].last];
-    if (!fit.reproduced) {
-      fit.reproduced = true;
-      fit.name = known_class(p, f, l).empty() ? rule_name(f, l) : known_class(p, f, l);
-      fit.words = rule_words(f, l);
-    } else if (fit.alternatives.size() < 3) {
-      fit.alternatives.push_back(rule_name(f, l) + " (" + rule_words(f, l) + ")");
-    }
+    if (checks.over(i) == 0) found(known_class(p, f, l).empty() ? rule_name(f, l) : known_class(p, f, l), rule_words(f, l));
+  }
+  // No rule holds on every row: a rule on the rows a condition picks (every measured row among them),
+  // the spec on the rest, simplest first.
+  if (!fit.reproduced) {
+    std::vector<Condition> conditions;
+    for (Condition& c : row_conditions(p, tile_sizes))
+      if (std::all_of(rows.begin(), rows.end(), [&](const MeasuredRow& m) { return c.holds(m.at); }) &&
+          !std::all_of(checks.rows.begin(), checks.rows.end(), [&](const RowPlace& r) { return c.holds(r); }))
+        conditions.push_back(std::move(c));
+    constexpr std::size_t kConditionalRules = 96;
+    for (std::size_t i = 0; i < fitting.size() && i < kConditionalRules; ++i)
+      for (const Condition& c : conditions)
+        if (checks.over(i, c) == 0) {
+          const Edge& f = firsts[fitting[i].first];
+          const Edge& l = lasts[fitting[i].last];
+          found(rule_name(f, l) + "_in_rows_" + c.name, rule_words(f, l) + ", in the rows " + c.words + " (the others attend the window)");
+        }
   }
   if (!fit.reproduced) fit.name = "keys_attended_differ";
   fit.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -496,7 +524,9 @@ Finding key_run_finding(const KeyRunFit& fit) {
     first << "Each row attends a run of its own keys other than the window's" << where << ": " << fit.words << ".";
     second << "Reproduced row by row: the golden with the rule's runs gives every one of the " << fit.checked
            << " rows it was held to within its limit (the " << fit.failing << " failing ones included; " << fit.measured
-           << " of them measured first, each a run of its own keys).";
+           << " of them measured first, each a run of its own keys)";
+    if (fit.probes_held > 0) second << "; held to " << fit.probes_held << " more case(s) the DUT fails, it reproduces each";
+    second << ".";
   } else {
     first << "Each of the " << fit.measured << " failing rows measured is the softmax of a run of its own keys other than "
           << "the window's" << where << ", but no rule of a row's position (offsets, query-tile or call rows, tile roundings) "
@@ -514,6 +544,7 @@ Finding key_run_finding(const KeyRunFit& fit) {
   for (const std::string& e : fit.examples) examples += (examples.empty() ? "" : "; ") + e;
   if (!examples.empty()) evidence.push_back((fit.reproduced ? "Measured, for example: " : second.str()) + examples + ".");
   if (!fit.reproduced && !fit.pattern.empty()) evidence.push_back("How the runs differ from the window's: " + fit.pattern + ".");
+  if (!fit.refuted.empty()) evidence.push_back(fit.refuted);
   if (!fit.alternatives.empty()) {
     std::string alt;
     for (const std::string& a : fit.alternatives) alt += (alt.empty() ? "" : "; ") + a;

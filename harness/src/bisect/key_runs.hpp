@@ -31,6 +31,9 @@ struct KeyRunFit {
   std::vector<std::string> examples;      // a few measured rows: spec run vs the DUT's
   std::string pattern;                    // how the measured runs differ from the window's, in words
   bool reproduced = false;    // the rule holds on every checked row
+  std::vector<std::pair<std::string, std::string>> reproducing;  // every rule that holds (class, words), simplest first
+  std::int64_t probes_held = 0;  // more cases the DUT fails that the rule reproduces too (hold_key_runs_to_probes)
+  std::string refuted;        // the rule reproduced this case, and not this probe (in words)
   double seconds = 0;
 };
 

@@ -178,6 +178,21 @@ ReadingTrial check_reading(const AttnParams& p, const ReadingTrial& trial, const
   return t;
 }
 
+std::optional<ReadingTrial> check_reading_named(const AttnParams& p, const std::string& name, const std::vector<double>& out,
+                                                const std::vector<double>& ref, const std::vector<double>& row_limit) {
+  std::optional<ReadingTrial> best;
+  for (const ReadingKnob& knob : reading_knobs()) {
+    if (!knob.settings) continue;
+    for (ReadingSetting& setting : knob.settings(p)) {
+      if (setting.name != name) continue;
+      const ReadingTrial t = check_reading(p, trial_of({std::move(setting)}, {golden::CallScope::every_call, ""}), out, ref, row_limit);
+      if (!best || (t.reproduces && !best->reproduces) || (t.reproduces == best->reproduces && t.failing_within > best->failing_within))
+        best = std::move(t);
+    }
+  }
+  return best;
+}
+
 ReadingSearch search_readings(const AttnParams& p, const std::vector<double>& out, const std::vector<double>& ref,
                               const std::vector<double>& row_limit, const std::function<void(const std::string&)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -47,4 +47,10 @@ ReadingSearch search_readings(const AttnParams& p, const std::vector<double>& ou
 ReadingTrial check_reading(const AttnParams& p, const ReadingTrial& trial, const std::vector<double>& out,
                            const std::vector<double>& ref, const std::vector<double>& row_limit);
 
+// The readings of the table named `name` (every call), each checked on the whole output: the one that
+// reproduces, else the one with the most failing rows within their limit; nullopt when the table has
+// no setting of that name for p. A look-alike (a variant) is held to it.
+std::optional<ReadingTrial> check_reading_named(const AttnParams& p, const std::string& name, const std::vector<double>& out,
+                                                const std::vector<double>& ref, const std::vector<double>& row_limit);
+
 }  // namespace swa::harness

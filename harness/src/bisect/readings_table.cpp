@@ -145,6 +145,19 @@ const std::vector<ReadingKnob>& reading_knobs() {
          return Settings{setting("exp_base_two", "computes the softmax's exponent in base 2 (2^x where e^x is meant)",
                                  [](Reading& r) { r.exp2 = true; })};
        }},
+      {"score_dims", "the dims q.k sums over: the first d only, d a block multiple below D", "scores_over_first_N_dims",
+       [](const AttnParams& p) {
+         Settings s;
+         for (int d : {8, 16, 32, 48, 64, 96, 128, 192, 256, 512}) {
+           if (d >= p.head_size) break;
+           s.push_back(setting("scores_over_first_" + std::to_string(d) + "_dims",
+                               "sums q.k over the first " + std::to_string(d) + " of the " + std::to_string(p.head_size) +
+                                   " dims (the dims past " + std::to_string(d) + " left out of the scores: a partial last "
+                                   "block of the contraction dropped, or a loop bound from another size)",
+                               [d](Reading& r) { r.qk_dims = d; }));
+         }
+         return s;
+       }},
       {"window_left", "the window's left edge: W-2 .. W+2 keys, L - R, or none", "window_plus_one, window_minus_one, window_left_off_by_N, window_left_from_right_edge, no_window",
        [](const AttnParams& p) {
          Settings s;
@@ -527,7 +540,7 @@ const std::vector<ReadingKnob>& reading_knobs() {
          return s;
        }},
       {"fp8", "FP8 K/V: the format, the rounding, saturation, each descale's use, which rows go through FP8",
-       "fp8_other_format, fp8_rounds_toward_zero, fp8_rounds_ties_away, fp8_no_saturation, fp8_v_read_with_k_descale, "
+       "fp8_other_format, fp8_rounds_toward_zero, fp8_rounds_ties_away, fp8_no_saturation, fp8_clamped_at_N, fp8_v_read_with_k_descale, "
        "fp8_k_read_with_v_descale, fp8_descale_twice, fp8_descale_not_applied, fp8_descale_inverted, fp8_chunk_keys_unquantised",
        [](const AttnParams& p) {
          Settings s;
@@ -538,6 +551,14 @@ const std::vector<ReadingKnob>& reading_knobs() {
          s.push_back(setting("fp8_rounds_toward_zero", "encodes FP8 rounding toward zero", [](Reading& r) { r.fp8_rounding = Fp8Rounding::toward_zero; }));
          s.push_back(setting("fp8_rounds_ties_away", "encodes FP8 rounding ties away from zero", [](Reading& r) { r.fp8_rounding = Fp8Rounding::ties_away; }));
          s.push_back(setting("fp8_no_saturation", "encodes FP8 without saturating (beyond the largest: NaN or inf)", [](Reading& r) { r.fp8_saturates = false; }));
+         // A saturation bound taken from another type: the other FP8 format's, the FNUZ e4m3's, fp16's.
+         const double own_max = p.kv_format == KvFormat::fp8_e4m3 ? 448 : 57344;
+         for (const auto& [bound, type] : {std::pair<double, const char*>{448, "e4m3"}, {240, "e4m3fnuz"}, {57344, "e5m2"}, {65504, "fp16"}})
+           if (bound != own_max)
+             s.push_back(setting("fp8_clamped_at_" + number(bound, 6),
+                                 std::string("clamps the values it encodes to +-") + number(bound, 6) + " (" + type +
+                                     "'s largest) before rounding them to " + (p.kv_format == KvFormat::fp8_e4m3 ? "e4m3" : "e5m2"),
+                                 [bound](Reading& r) { r.fp8_clamp = bound; }));
          s.push_back(setting("fp8_v_read_with_k_descale", "reads V with k_descale", [](Reading& r) { r.v_descale = DescaleRule::other; }));
          if (p.mode != RunMode::prefill) {
            // The cache's read path alone: a call's own rows, quantised on load, read as the spec.

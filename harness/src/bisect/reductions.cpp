@@ -93,7 +93,8 @@ std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq, co
 // Cases beside the first where rules of tiles, of calls or of the window's edges that reproduced it
 // alike part ways: a window one key wider, and one wider than twice itself (past a tile of it); a
 // right edge 11 keys wider; twice the query and kv heads (the same groups: head maps that coincided
-// part ways); sequences twice as long and 7 more (past a tile of their length).
+// part ways); twice the decode steps and 7 more; sequences twice as long and 7 more (past a tile of
+// their length).
 std::vector<Scenario> look_alike_probes(const Scenario& s) {
   std::vector<Scenario> probes;
   if (s.window > 0)
@@ -111,6 +112,11 @@ std::vector<Scenario> look_alike_probes(const Scenario& s) {
     Scenario more = s;  // the same group size on twice the heads: head maps that coincided part ways
     more.heads *= 2, more.kv_heads *= 2;
     probes.push_back(more);
+  }
+  if (s.mode == RunMode::decode && s.decode_steps > 0 && s.decode_steps <= 256) {
+    Scenario steps = s;  // positions past more page and tile boundaries
+    steps.decode_steps = s.decode_steps * 2 + 7;
+    probes.push_back(steps);
   }
   if (std::all_of(s.prompt_lens.begin(), s.prompt_lens.end(), [](std::int32_t n) { return n <= 1024; })) {
     Scenario longer = s;

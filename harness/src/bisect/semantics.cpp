@@ -1,4 +1,5 @@
 #include "semantics.hpp"
+#include "fp8_codes.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -252,6 +253,26 @@ struct Fp8Reading {
   }
 };
 
+// A one-key row's output read as the FP8 codes of its V (the code whose value times v_descale, in the
+// output's dtype, is the element), beside the codes the spec's encoder gives: what the codec fit reads.
+CacheMismatch codes_read_back(const AttnParams& p, const float* v, const double* o, int head) {
+  CacheMismatch m;
+  m.held_kind = CacheMismatch::Held::no_position;
+  for (int x = 0; x < p.head_size; ++x) {
+    const double encoded = v[x] / static_cast<double>(p.v_descale);
+    const std::uint8_t want = fp8_encode(p.kv_format, encoded), near = fp8_encode(p.kv_format, static_cast<float>(v[x] / p.v_descale));
+    int got = -1;
+    for (int c = 0; c < 256 && got < 0; ++c)
+      if (round_to(p.dtype, static_cast<float>(fp8_decode(p.kv_format, static_cast<std::uint8_t>(c)) * p.v_descale)) == o[x]) got = c;
+    if (got < 0) continue;  // no code gives it: not a value read back
+    const auto g = static_cast<std::uint8_t>(got);
+    const bool same = round_to(p.dtype, static_cast<float>(fp8_decode(p.kv_format, g) * p.v_descale)) ==
+                      round_to(p.dtype, static_cast<float>(fp8_decode(p.kv_format, want) * p.v_descale));
+    m.codes.push_back({true, head, x, encoded, want, same ? want : g, !same && g != near});
+  }
+  return m;
+}
+
 }  // namespace
 
 std::optional<Finding> fp8_value_finding(const Problem& pr, const std::vector<double>& out, const std::vector<double>& ref,
@@ -266,6 +287,7 @@ std::optional<Finding> fp8_value_finding(const Problem& pr, const std::vector<do
           for (bool inverted : {false, true}) readings.push_back({rounding, store_k, read_k, other, inverted, false});
   readings.push_back({Rounding::nearest_even, false, false, false, false, true});
   std::vector<bool> fits(readings.size(), true);
+  std::vector<CacheMismatch> read_codes;  // each one-key row's V as codes read back, for the codec fit
   const int d = p.head_size, hkv = p.heads_kv;
   int rows = 0, failing_elsewhere = 0, single_passing = 0;
   for (int b = 0; b < p.batch; ++b)
@@ -288,6 +310,7 @@ std::optional<Finding> fp8_value_finding(const Problem& pr, const std::vector<do
         ++rows;
         const std::int64_t key = band_first_key(p.band, t);
         const float* v = &pr.v[(static_cast<std::size_t>(pr.seq_offsets[b] + key) * hkv + kv_head_for(h, p.heads_q, hkv)) * d];
+        read_codes.push_back(codes_read_back(p, v, o, h));
         for (std::size_t c = 0; c < readings.size(); ++c) {
           if (!fits[c]) continue;
           const Fp8Reading& r = readings[c];
@@ -320,6 +343,13 @@ std::optional<Finding> fp8_value_finding(const Problem& pr, const std::vector<do
   std::ostringstream e;
   e << rows << " failing row(s) see a single key, so their output is that key's V as the DUT reads it; ";
   if (matching.empty()) {
+    // The codes the DUT read V from, fitted as an encoder (a region where they differ, a rule there).
+    if (std::optional<Finding> codec = fit_fp8_codes(read_codes, p)) {
+      codec->source = FindingSource::value_storage;
+      codec->evidence.insert(codec->evidence.begin(), e.str() + "read as FP8 codes (the output over v_descale), they are V's "
+                                                          "codes but where the encoder differs:");
+      return codec;
+    }
     e << "it matches no reading of the FP8 spec (rounding, descale, format, descale direction) nor the golden's";
     return Finding{"fp8_values_wrong", FindingSource::value_storage, {e.str()}, Confidence::medium,
                    "the values are wrong in a way no reading of the FP8 spec gives"};

@@ -6,6 +6,7 @@
 // before the outputs; emit.cpp writes the repro and the summary.
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "ablation.hpp"
 #include "finding.hpp"
+#include "key_runs.hpp"
 #include "readings_search.hpp"
 #include "recover.hpp"
 #include "swa/harness/bisect/bisect.hpp"
@@ -83,8 +85,12 @@ double limit_of(const BisectRun& e, int b, std::int64_t t);
 
 // When the outputs fail only in calls after the one whose cache writes first differ, and the cache's
 // own finding is clear (cache_finding.hpp, high): the sentence that says so, for a finding led by the
-// cache (what the later calls read back was written wrong). cache_first.cpp.
+// cache (what the later calls read back was written wrong); or, when the stored FP8 codes are fitted
+// every one, the sentence that says so. cache_first.cpp.
 std::optional<std::string> cache_went_wrong_first(const Scenario& s, const BisectRun& e);
+// The outputs' finding with the cache's beside it as evidence; or, where the outputs' abstains and the
+// cache's is clear (high) or accounts for every slot exactly, the cache's, the abstention beside it.
+Finding with_the_cache_s_finding(Finding outputs, Finding cache);
 
 struct FailingRow {
   int sequence = 0, head = 0;
@@ -115,6 +121,12 @@ struct ReductionFloor {
 ReductionFloor floor_for(const Scenario& original);
 // Cases to tell look-alike readings apart on (reductions.cpp).
 std::vector<Scenario> look_alike_probes(const Scenario& s);
+// The rules the key runs reproduced `original` with, held to its look-alike probes: on each probe the
+// DUT fails, only the rules that reproduce it too are kept, and the simplest kept is the fit's. When
+// none is kept the rule fitted the case by coincidence: the fit is a measurement again
+// (keys_attended_differ), with the probe named. Each probe costs one run of the DUT.
+void hold_key_runs_to_probes(KeyRunFit& fit, const Scenario& original, const BisectOptions& o,
+                             const std::function<void(const std::string&)>& progress);
 // Smaller versions of a scenario, most aggressive first.
 std::vector<Scenario> reductions(const Scenario& s, std::int64_t failing_seq, const dut::Traits& traits,
                                  const ReductionFloor& floor);

@@ -66,6 +66,7 @@ void CacheChecker::prepare() {
         if (std::isnan(values[i])) other[i] = stored[i];
       }
     };
+    raw_k_ = k_, raw_v_ = v_;
     read_back(k_, p.k_descale, fp8_k_, fp8_k_other_);
     read_back(v_, p.v_descale, fp8_v_, fp8_v_other_);
     stored_k_ = fp8_k_.data();
@@ -214,6 +215,42 @@ void CacheChecker::record(CacheMismatch m, const dut::KvCache* cache, std::size_
   details_.push_back(std::move(m));
 }
 
+void CacheChecker::record_slot(CacheMismatch m, const dut::KvCache& cache, std::size_t offset, std::int64_t input_row,
+                               const std::vector<unsigned char>& want_k, const std::vector<unsigned char>& want_v) {
+  const std::size_t before = details_.size();
+  record(std::move(m), &cache, offset);
+  const AttnParams& p = pr_.params;
+  if (details_.size() == before) return;
+  CacheMismatch& r = details_.back();
+  if (r.held_kind != CacheMismatch::Held::no_position || r.expected < 0) return;
+  const std::size_t row = static_cast<std::size_t>(p.heads_kv) * p.head_size, first = static_cast<std::size_t>(input_row) * row;
+  const std::size_t head_bytes = static_cast<std::size_t>(p.head_size) * element_bytes_;
+  for (int g = 0; g < p.heads_kv; ++g) {
+    const unsigned char* k = &cache.k[offset + g * head_bytes];
+    const unsigned char* v = &cache.v[offset + g * head_bytes];
+    int holds = std::all_of(k, k + head_bytes, [](unsigned char c) { return c == 0; }) &&
+                        std::all_of(v, v + head_bytes, [](unsigned char c) { return c == 0; })
+                    ? CacheMismatch::kHeadZeros
+                    : CacheMismatch::kHeadOther;
+    for (int from = 0; from < p.heads_kv && holds == CacheMismatch::kHeadOther; ++from)
+      if (std::memcmp(k, &want_k[from * head_bytes], head_bytes) == 0 && std::memcmp(v, &want_v[from * head_bytes], head_bytes) == 0)
+        holds = from;
+    r.head_holds.push_back(holds);
+  }
+  if (!is_fp8(p.kv_format) || slots_with_codes_ >= 64) return;
+  ++slots_with_codes_;
+  for (const bool value : {false, true}) {
+    const unsigned char* got = value ? &cache.v[offset] : &cache.k[offset];
+    const std::vector<unsigned char>& want = value ? want_v : want_k;
+    const std::vector<unsigned char>& other = value ? fp8_v_other_ : fp8_k_other_;
+    const std::vector<double>& raw = value ? raw_v_ : raw_k_;
+    const float descale = value ? p.v_descale : p.k_descale;
+    for (std::size_t i = 0; i < row; ++i)
+      r.codes.push_back({value, static_cast<int>(i / p.head_size), static_cast<int>(i % p.head_size), raw[first + i] / descale,
+                         want[i], got[i], got[i] != want[i] && got[i] != other[first + i]});
+  }
+}
+
 void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
   const AttnParams& p = pr_.params;
   const std::size_t elem = element_bytes_;
@@ -275,7 +312,7 @@ void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
       if (same_row(&cache.k[off], want_k.data(), input_row, fp8_k_other_, held_k) &&
           same_row(&cache.v[off], want_v.data(), input_row, fp8_v_other_, held_v))
         continue;
-      record(CacheMismatch{.kind = Kind::slot, .sequence = b, .slot = slot, .expected = pos}, &cache, off);
+      record_slot(CacheMismatch{.kind = Kind::slot, .sequence = b, .slot = slot, .expected = pos}, cache, off, input_row, want_k, want_v);
       note([&] {
         return seq + " slot " + std::to_string(slot) + " holds " + held_position(b, cache, off) + ", expected " +
                (pos >= 0 ? "position " + std::to_string(pos) : std::string("nothing (an unwritten slot stays zero)"));
@@ -350,7 +387,8 @@ void CacheChecker::compare_paged(const dut::KvCache& cache, const std::string& w
       if (same_row(&cache.k[off], want_k.data(), input_row, fp8_k_other_, held_k) &&
           same_row(&cache.v[off], want_v.data(), input_row, fp8_v_other_, held_v))
         continue;
-      record(CacheMismatch{.kind = Kind::slot, .sequence = b, .slot = pos, .page = page, .expected = pos}, &cache, off);
+      record_slot(CacheMismatch{.kind = Kind::slot, .sequence = b, .slot = pos, .page = page, .expected = pos}, cache, off,
+                  input_row, want_k, want_v);
       note([&] {
         return seq + " position " + std::to_string(pos) + " (physical page " + std::to_string(page) + " slot " +
                std::to_string(pos % P) + ") holds " + held_position(b, cache, off) + ", expected position " +

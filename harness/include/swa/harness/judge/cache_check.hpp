@@ -34,6 +34,20 @@ struct CacheMismatch {
   std::int64_t held = -1;      // the position held (Held::position)
   std::int64_t expected = -1;  // the position the golden's model holds there, -1 none
   std::int64_t got_value = 0, expected_value = 0;  // tokens_written, base, page table entry
+  // An FP8 slot holding bytes of no row, where the model holds a position (the first 64 such slots):
+  // every element's code, with the value the kernel was to encode, for bisect to fit the codec on.
+  struct StoredCode {
+    bool value = false;     // V (else K)
+    int head = 0, dim = 0;
+    double encoded = 0;     // the input / its descale, in fp64
+    std::uint8_t expected = 0, got = 0;
+    bool differs = false;   // got is neither the code nor the other one a correct kernel may store
+  };
+  std::vector<StoredCode> codes;
+  // A slot holding bytes of no row, where the model holds a position: per kv head, what that head's
+  // K/V hold: kv head g of the expected row (g >= 0; its own when right), zeros (-2), neither (-1).
+  static constexpr int kHeadZeros = -2, kHeadOther = -1;
+  std::vector<int> head_holds;
 };
 
 class CacheChecker final : public dut::ScheduleObserver {
@@ -66,6 +80,10 @@ class CacheChecker final : public dut::ScheduleObserver {
   HeldRow held_row(const dut::KvCache& cache, std::size_t offset) const;
   std::string held_position(int b, const dut::KvCache& cache, std::size_t offset) const;
   void record(CacheMismatch m, const dut::KvCache* cache, std::size_t offset);
+  // record() of a slot, with its FP8 codes when it holds bytes of no row (want: the codes expected).
+  void record_slot(CacheMismatch m, const dut::KvCache& cache, std::size_t offset, std::int64_t input_row,
+                   const std::vector<unsigned char>& want_k, const std::vector<unsigned char>& want_v);
+  std::size_t slots_with_codes_ = 0;
   std::string call_;
   bool last_call_ = false;
   std::size_t detail_limit_ = 0;
@@ -79,6 +97,7 @@ class CacheChecker final : public dut::ScheduleObserver {
   bool prepared_ = false;
   void prepare();  // the rest, at the first call
   std::vector<double> k_, v_;  // the problem's K and V in fp64 as attention reads them, [nTokens, Hkv, D]
+  std::vector<double> raw_k_, raw_v_;  // FP8 only: the inputs before their encoding
   std::size_t element_bytes_;
   // Every input row as the cache stores it: the problem's storage, or FP8 codes made here.
   const unsigned char* stored_k_ = nullptr;
