@@ -17,6 +17,7 @@ the script does not grade.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,10 +45,18 @@ def python_faults(path):
     import ast
     with open(path) as f:
         tree = ast.parse(f.read(), path)
+    found, literal = {}, False
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "FAULTS" for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise SystemExit(f"bisect-faults.py: {path} has no FAULTS dict")
+            found.update(ast.literal_eval(node.value))
+            literal = True
+    # A FAULTS filled at import (a decorator, assignments): the kernel's top-level fault_NN functions.
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and re.fullmatch(r"fault_\d+", node.name) and node.name not in found:
+            found[node.name] = "(described in the kernel's FAULTS)"
+    if not found and not literal:
+        raise SystemExit(f"bisect-faults.py: {path} has no FAULTS dict and no fault_NN function")
+    return dict(sorted(found.items()))
 
 
 def first_failure(path):
@@ -64,6 +73,8 @@ def main():
     ap.add_argument("--out", default="bisect-faults")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--python-batch", help="a Python kernel file with a FAULTS dict: one DUT per entry")
+    ap.add_argument("--from-results", metavar="DIR",
+                    help="bisect from DIR/FAULT.h5, an earlier `run` of the sweep on that fault, instead of running it")
     ap.add_argument("names", nargs="*")
     a = ap.parse_args()
     harness = os.path.join(a.build, "harness", "swa-harness")
@@ -75,6 +86,12 @@ def main():
     if unknown:
         print(f"bisect-faults.py: unknown fault(s) {', '.join(unknown)}; allowed: {', '.join(known)}", file=sys.stderr)
         return 2
+    if a.from_results:
+        missing = [n for n in (a.names or list(known)) if not os.path.isfile(os.path.join(a.from_results, n + ".h5"))]
+        if missing:
+            print(f"bisect-faults.py: --from-results {a.from_results} has no {missing[0]}.h5 (one results file per "
+                  f"fault, FAULT.h5)", file=sys.stderr)
+            return 2
     if os.path.exists(a.out):
         print(f"bisect-faults.py: --out {a.out} exists; give a new folder", file=sys.stderr)
         return 2
@@ -87,9 +104,12 @@ def main():
             dut = "plugin:" + os.path.join(a.build, "dut", "external", "faults", f"libswa_fault_{name}.so")
         work = os.path.join(a.out, name)
         os.makedirs(work)
-        results = os.path.join(work, "run.h5")
-        subprocess.run([harness, "run", a.sweep_file, "--dut", dut, "--jobs", str(a.jobs), "--out", results],
-                       capture_output=True, text=True)
+        if a.from_results:
+            results = os.path.join(a.from_results, name + ".h5")
+        else:
+            results = os.path.join(work, "run.h5")
+            subprocess.run([harness, "run", a.sweep_file, "--dut", dut, "--jobs", str(a.jobs), "--out", results],
+                           capture_output=True, text=True)
         scenario, failing, rows = first_failure(results)
         entry = {"fault": name, "where": known[name][0], "what": known[name][1], "failing": failing, "rows": rows,
                  "scenario": scenario}
@@ -104,7 +124,8 @@ def main():
                 entry["summary"] = {"class": "(bisect exited %d) %s" % (r.returncode, r.stderr.strip()[:300])}
         # The run's tensor dumps of every failing scenario (up to gigabytes a fault) are not needed:
         # bisect reran its scenario itself, and its repro.h5 keeps the minimal case's tensors.
-        shutil.rmtree(results + ".dumps", ignore_errors=True)
+        if not a.from_results:  # another run's files are not this script's to remove
+            shutil.rmtree(results + ".dumps", ignore_errors=True)
         entries.append(entry)
         s = entry.get("summary", {})
         print(f"{name}: {failing}/{rows} rows fail; {s.get('class', '-')} ({s.get('confidence', '-')}) "

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "../src/bisect/key_runs.hpp"
 #include "../src/bisect/steps.hpp"
@@ -158,4 +159,68 @@ BOOST_AUTO_TEST_CASE(a_rule_that_holds_only_in_some_rows_is_fitted_with_its_cond
   const auto plain = fit_key_runs(pr, dut_output(p, every), golden::run(p).out, limits(p));
   BOOST_TEST_REQUIRE(plain.has_value());
   BOOST_TEST(plain->name.find("_in_rows_") == std::string::npos, plain->name);
+}
+
+namespace {
+
+// Each row's softmax over its causal window, key j counted count(b, t, j) times; written without
+// bisect's models.
+std::vector<double> weighted_rows(const Problem& pr, const std::function<int(int, std::int64_t, std::int64_t)>& count) {
+  const AttnParams& p = pr.params;
+  std::vector<double> out = dut_output(p, {});
+  const int d = p.head_size, group = p.heads_q / p.heads_kv;
+  for (int b = 0; b < p.batch; ++b)
+    for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
+      for (int h = 0; h < p.heads_q; ++h) {
+        const std::int64_t first = std::max<std::int64_t>(0, t - p.band.left);
+        const std::size_t row = static_cast<std::size_t>(pr.seq_offsets[b] + t) * p.heads_q + h;
+        const float* q = &pr.q[row * d];
+        std::vector<double> acc(d, 0.0);
+        double denominator = std::exp(static_cast<double>(p.sinks[h]));
+        for (std::int64_t j = first; j <= t; ++j) {
+          const std::size_t kv = (static_cast<std::size_t>(pr.seq_offsets[b] + j) * p.heads_kv + h / group) * d;
+          double dot = 0;
+          for (int x = 0; x < d; ++x) dot += static_cast<double>(q[x]) * pr.k[kv + x];
+          const double w = count(b, t, j) * std::exp(p.softcap * std::tanh(p.scale * dot / p.softcap));
+          denominator += w;
+          for (int x = 0; x < d; ++x) acc[x] += w * pr.v[kv + x];
+        }
+        for (int x = 0; x < d; ++x) out[row * d + x] = static_cast<float>(acc[x] / denominator);
+      }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(keys_counted_twice_are_recovered_and_their_rule_reproduced) {
+  ProblemSpec s;
+  spec_of(s);
+  Problem pr;
+  build_problem(s, pr);
+  const AttnParams& p = pr.params;
+  const auto ref = golden::run(p).out;
+  // 24-key tiles (no tile of the common list) read as [s, s + 24]: the first key of each tile past
+  // the window's first is counted twice.
+  const auto tiles = fit_key_runs(pr, weighted_rows(pr, [&](int, std::int64_t t, std::int64_t j) {
+    return j % 24 == 0 && j > std::max<std::int64_t>(0, t - p.band.left) ? 2 : 1;
+  }), ref, limits(p));
+  BOOST_TEST_REQUIRE(tiles.has_value());
+  BOOST_TEST(tiles->reproduced, tiles->name << ": " << tiles->pattern);
+  BOOST_TEST(tiles->name == "tile_first_key_counted_twice_24", tiles->name << ": " << tiles->words);
+  BOOST_TEST(key_run_finding(*tiles).confidence == Confidence::high);
+  // The own key counted twice in every row.
+  const auto own = fit_key_runs(pr, weighted_rows(pr, [](int, std::int64_t t, std::int64_t j) { return j == t ? 2 : 1; }), ref,
+                                limits(p));
+  BOOST_TEST_REQUIRE(own.has_value());
+  BOOST_TEST(own->name == "newest_key_counted_twice", own->name << ": " << own->pattern);
+  // Keys counted twice by no rule of a row's position: measured, told, medium.
+  const auto scattered = fit_key_runs(pr, weighted_rows(pr, [](int b, std::int64_t t, std::int64_t j) {
+    return (j * 7 + t * 3 + b) % 11 == 0 ? 2 : 1;
+  }), ref, limits(p));
+  BOOST_TEST_REQUIRE(scattered.has_value());
+  BOOST_TEST(!scattered->reproduced, scattered->name);
+  BOOST_TEST(scattered->name == "keys_counted_twice");
+  const Finding f = key_run_finding(*scattered);
+  BOOST_TEST(f.confidence == Confidence::medium, f.why);
+  BOOST_TEST(f.evidence.size() >= 2);
 }

@@ -84,6 +84,10 @@ ClassFeatures features_of(const std::string& name) {
   // Measured key runs (key_runs.cpp): which keys, by a rule of the row's position.
   for (const char* prefix : {"first_key_", "last_key_", "window_from_", "keys_attended_differ", "zero_keys_attended"})
     if (name.rfind(prefix, 0) == 0) return schedule({}, {"mask", "two-sided window"});
+  // Keys counted otherwise (key_weights.cpp): which keys, and how many times each.
+  if (name.find("_counted_twice") != std::string::npos || name.find("_left_out") != std::string::npos ||
+      name == "keys_weighted_otherwise" || name == "keys_outside_the_window_counted")
+    return schedule({}, {"mask", "two-sided window"});
   // Precision and weighting: data-dependent, near the limits; the schedule moves the limits.
   if (name == "weights_do_not_sum_right") return schedule({}, {"sinks", "mask", "two-sided window"});
   // Bytes that are no input row's stored form: the storage dtype's or the FP8 encoding's.

@@ -35,7 +35,7 @@ void hold_key_runs_to_probes(KeyRunFit& fit, const Scenario& original, const Bis
                     (here && here->reproduced ? " (there: " + here->name + ")" : "") +
                     ": it fits this case's rows, not the kernel's on every case.";
       fit.reproduced = false;
-      fit.name = "keys_attended_differ";
+      fit.name = fit.unruled_name;
       fit.words.clear();
       fit.alternatives.clear();
       progress("key runs: refuted on " + x.id());

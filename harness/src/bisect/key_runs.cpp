@@ -1,6 +1,8 @@
 #include "key_runs.hpp"
 
 #include "key_run_rules.hpp"
+#include "key_weights.hpp"
+#include "row_runs.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -11,89 +13,10 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "swa/kv_format.hpp"
-
 namespace swa::harness {
 namespace {
 
 using namespace key_run_rules;
-
-// The golden's softmax over every run of a row's own keys at once: exponentials against the row's
-// overall max, prefix sums in extended precision (a run's sum is a difference of two).
-class RowRuns {
- public:
-  RowRuns(const Problem& pr, const RowPlace& r) : d_(pr.params.head_size), n_(r.last_key + 1) {
-    const AttnParams& p = pr.params;
-    const int hkv = p.heads_kv, g = kv_head_for(r.h, p.heads_q, hkv);
-    const std::int64_t off = pr.seq_offsets[r.b];
-    const float* q = &pr.q[(static_cast<std::size_t>(off + r.t) * p.heads_q + r.h) * d_];
-    std::vector<double> s(n_);
-    double top = p.sinks ? static_cast<double>(p.sinks[r.h]) : -INFINITY;
-    for (std::int64_t j = 0; j < n_; ++j) {
-      const float* k = &pr.k[(static_cast<std::size_t>(off + j) * hkv + g) * d_];
-      double dot = 0;
-      for (int x = 0; x < d_; ++x) dot += static_cast<double>(q[x]) * kv_read_value(p.kv_format, p.k_descale, k[x]);
-      double score = static_cast<double>(p.scale) * dot;
-      if (p.softcap > 0.f) score = p.softcap * std::tanh(score / p.softcap);
-      s[j] = score;
-      top = std::max(top, score);
-    }
-    sink_ = p.sinks ? std::exp(static_cast<long double>(p.sinks[r.h]) - top) : 0.0L;
-    zero_ = std::exp(static_cast<long double>(-top));
-    num_.assign(static_cast<std::size_t>(n_ + 1) * d_, 0.0L);
-    den_.assign(static_cast<std::size_t>(n_ + 1), 0.0L);
-    for (std::int64_t j = 0; j < n_; ++j) {
-      const long double w = std::exp(static_cast<long double>(s[j] - top));
-      const float* v = &pr.v[(static_cast<std::size_t>(off + j) * hkv + g) * d_];
-      den_[j + 1] = den_[j] + w;
-      for (int x = 0; x < d_; ++x)
-        num_[(j + 1) * d_ + x] = num_[j * d_ + x] + w * kv_read_value(p.kv_format, p.v_descale, v[x]);
-    }
-  }
-  std::int64_t keys() const { return n_; }
-  // The largest |o - run's output| is at most `limit`; an empty run (first > last) outputs 0.
-  // `zeros` more keys of score 0 and value 0 in the denominator (unwritten, zeroed slots read as keys).
-  bool matches(std::int64_t first, std::int64_t last, const double* o, double limit, std::int64_t zeros = 0) const {
-    first = std::max<std::int64_t>(0, first);
-    last = std::min(last, n_ - 1);
-    if (first > last) {
-      for (int x = 0; x < d_; ++x)
-        if (!(std::abs(o[x]) <= limit)) return false;
-      return true;
-    }
-    const long double z = den_[last + 1] - den_[first] + sink_ + zeros * zero_;
-    for (int x = 0; x < d_; ++x) {
-      const double v = static_cast<double>((num_[(last + 1) * d_ + x] - num_[first * d_ + x]) / z);
-      if (!(std::abs(o[x] - v) <= limit)) return false;
-    }
-    return true;
-  }
-  // The number of zero keys that, added to the run, gives `o` (solved on its largest element), or -1.
-  std::int64_t zero_keys_giving(std::int64_t first, std::int64_t last, const double* o, double limit) const {
-    if (first > last || first < 0 || last >= n_) return -1;
-    int x = 0;
-    for (int y = 1; y < d_; ++y)
-      if (std::abs(o[y]) > std::abs(o[x])) x = y;
-    if (!(std::abs(o[x]) > 0)) return -1;
-    const long double numerator = num_[(last + 1) * d_ + x] - num_[first * d_ + x];
-    const long double k = (numerator / o[x] - (den_[last + 1] - den_[first] + sink_)) / zero_;
-    if (!(k >= 0.5L && k < 1e6L)) return -1;
-    const std::int64_t zeros = std::llround(static_cast<double>(k));
-    return matches(first, last, o, limit, zeros) ? zeros : -1;
-  }
-
- private:
-  int d_;
-  std::int64_t n_;
-  std::vector<long double> num_, den_;
-  long double sink_ = 0, zero_ = 0;
-};
-
-std::int64_t run_key(std::int64_t first, std::int64_t last, std::int64_t n) {
-  first = std::max<std::int64_t>(0, first);
-  last = std::min(last, n - 1);
-  return first > last ? -1 : first * (n + 1) + last;
-}
 
 // A measured row: the runs that give its output, keyed by run_key (capped: a row many runs give is
 // told by none of them).
@@ -121,12 +44,6 @@ MeasuredRow measure_row(const RowRuns& runs, const RowPlace& r, const double* o,
         }
       }
   return m;
-}
-
-enum class CallKind { prefill, chunk, decode };
-CallKind kind_of(const RowPlace& r) { return r.decode ? CallKind::decode : r.chunked ? CallKind::chunk : CallKind::prefill; }
-const char* kind_words(CallKind k) {
-  return k == CallKind::decode ? "decode steps" : k == CallKind::chunk ? "chunked-prefill calls" : "prefill";
 }
 
 // The run nearest the spec's that gives a row; nullopt when that is the run of no key.
@@ -187,23 +104,6 @@ std::string run_deviations(const std::vector<MeasuredRow>& rows) {
   std::string out;
   for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
   return out;
-}
-
-const double* row_of(const std::vector<double>& v, const Problem& pr, const RowPlace& r) {
-  const AttnParams& p = pr.params;
-  return &v[(static_cast<std::size_t>(pr.seq_offsets[r.b] + r.t) * p.heads_q + r.h) * p.head_size];
-}
-
-bool finite_row(const double* o, int d) {
-  for (int x = 0; x < d; ++x)
-    if (!std::isfinite(o[x])) return false;
-  return true;
-}
-
-double max_abs_between(const double* a, const double* b, int d) {
-  double m = 0;
-  for (int x = 0; x < d; ++x) m = std::max(m, std::abs(a[x] - b[x]));
-  return m;
 }
 
 // A pair of edge rules, by its index in each list.
@@ -316,16 +216,6 @@ std::vector<RowPlace> failing_places(const Problem& pr, const std::vector<double
   return sample;
 }
 
-std::string scope_words(const AttnParams& p, const std::set<CallKind>& scope) {
-  std::set<CallKind> present;
-  for (int b = 0; b < p.batch; ++b)
-    for (std::int64_t t = 0; t < p.seq_lens[b]; t += 1) present.insert(kind_of(place(p, b, t, 0)));
-  if (scope == present) return {};
-  std::vector<std::string> w;
-  for (CallKind k : scope) w.push_back(kind_words(k));
-  return w.size() == 1 ? w[0] : w[0] + " and " + w[1];
-}
-
 // Zero keys: a row the spec's run gives with k keys of score 0 and value 0 added to its denominator
 // (slots never written, zero-filled, read as keys). k is fitted as a rule of the row's position and
 // held to every row of the failing rows' call kinds.
@@ -402,12 +292,14 @@ std::optional<KeyRunFit> fit_zero_keys(const Problem& pr, const std::vector<doub
         }
     if (!holds) continue;
     fit.reproduced = true;
+    fit.kind = KeyRunKind::zero_keys;
     fit.name = "zero_keys_attended";
     fit.words = rule.words;
     break;
   }
   if (!fit.reproduced) {
-    fit.name = "zero_keys_attended";
+    fit.kind = KeyRunKind::zero_keys;
+    fit.unruled_name = fit.name = "zero_keys_attended";
     fit.words = "each failing row is the spec's softmax with zero keys (score 0, value 0) added to its denominator; "
                 "no rule of the row's position gives their number";
   }
@@ -430,6 +322,7 @@ std::optional<KeyRunFit> fit_key_runs(const Problem& pr, const std::vector<doubl
   add_tiled_anchor_rules(p, tile_sizes, firsts, lasts);
   std::vector<MeasuredRow> rows;
   std::vector<std::pair<RowPlace, std::int64_t>> zero_rows;  // rows the spec's run gives with this many zero keys
+  std::vector<RowPlace> weighed;  // rows no run and no zero keys give
   std::set<CallKind> scope;
   for (RowPlace r : places) {
     r.spec_first = firsts[0].at(r), r.spec_last = lasts[0].at(r);
@@ -449,11 +342,24 @@ std::optional<KeyRunFit> fit_key_runs(const Problem& pr, const std::vector<doubl
         zeros = check.zero_keys_giving(r.spec_first, r.spec_last - 1, row_of(out, pr, r), limit);
         if (zeros >= 0) zeros = -2 - zeros;  // marks the newest key dropped
       }
-      if (zeros == -1) return std::nullopt;
+      if (zeros == -1) {
+        weighed.push_back(r);  // perhaps its keys counted otherwise
+        continue;
+      }
       zero_rows.push_back({r, zeros});
       continue;
     }
     rows.push_back(std::move(m));
+  }
+  if (!weighed.empty()) {  // every measured row, runs included, as its keys' weights (a run is such a weighting too)
+    if (!zero_rows.empty()) return std::nullopt;
+    for (const MeasuredRow& m : rows) weighed.push_back(m.at);
+    std::sort(weighed.begin(), weighed.end(), [&](const RowPlace& a, const RowPlace& b) {
+      return std::pair(pr.seq_offsets[a.b] + a.t, a.h) < std::pair(pr.seq_offsets[b.b] + b.t, b.h);
+    });
+    std::optional<KeyRunFit> weights = fit_key_weights(pr, out, ref, row_limit, weighed, scope, tile_sizes, fit);
+    if (weights) weights->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return weights;
   }
   if (!zero_rows.empty()) {
     if (!rows.empty()) return std::nullopt;  // runs and zero keys mixed: no one account
@@ -512,7 +418,23 @@ Finding key_run_finding(const KeyRunFit& fit) {
   std::ostringstream first, second;
   first.precision(3);
   const std::string where = fit.scope.empty() ? "" : " in " + fit.scope + " only";
-  if (fit.name == "zero_keys_attended") {
+  if (fit.kind == KeyRunKind::weights) {
+    if (fit.reproduced) {
+      first << "Each failing row is the softmax of its window's keys with some of them counted another number of times" << where
+            << ": " << fit.words << ".";
+      second << "Reproduced row by row: the golden with the rule's key weights gives every one of the " << fit.checked
+             << " rows it was held to within its limit (the " << fit.failing << " failing ones included; " << fit.measured
+             << " of them measured first, each its keys' whole-number weights recovered)";
+      if (fit.probes_held > 0) second << "; held to " << fit.probes_held << " more case(s) the DUT fails, it reproduces each";
+      second << ".";
+    } else {
+      first << "Each of the " << fit.measured << " failing rows measured is the softmax of its window's keys with a few of them "
+            << "counted another number of times (twice, or not at all), or keys outside it counted once" << where
+            << ": whole-number weights recovered row by row, each giving the DUT's row within its limit; no rule of a row's "
+            << "position (its newest or oldest key, a tile's first or last key on a grid, a whole tile) gives every row's keys.";
+      second << "Measured: ";
+    }
+  } else if (fit.name == "zero_keys_attended") {
     first << "Each failing row is the softmax of its window's keys and of keys of score 0 and value 0" << where << ": "
           << fit.words << ".";
     if (fit.reproduced)
@@ -543,7 +465,8 @@ Finding key_run_finding(const KeyRunFit& fit) {
   std::string examples;
   for (const std::string& e : fit.examples) examples += (examples.empty() ? "" : "; ") + e;
   if (!examples.empty()) evidence.push_back((fit.reproduced ? "Measured, for example: " : second.str()) + examples + ".");
-  if (!fit.reproduced && !fit.pattern.empty()) evidence.push_back("How the runs differ from the window's: " + fit.pattern + ".");
+  if (fit.kind == KeyRunKind::weights && !fit.pattern.empty()) evidence.push_back("The keys counted otherwise: " + fit.pattern + ".");
+  else if (!fit.reproduced && !fit.pattern.empty()) evidence.push_back("How the runs differ from the window's: " + fit.pattern + ".");
   if (!fit.refuted.empty()) evidence.push_back(fit.refuted);
   if (!fit.alternatives.empty()) {
     std::string alt;

@@ -19,12 +19,18 @@
 
 namespace swa::harness {
 
+// What a row's measured keys are: a run of its own keys, its window's keys and zero keys, or its
+// window's keys each counted some whole number of times (key_weights.hpp).
+enum class KeyRunKind { runs, zero_keys, weights };
+
 struct KeyRunFit {
+  KeyRunKind kind = KeyRunKind::runs;
   std::int64_t failing = 0;   // failing finite rows (sequence, token, head)
   std::int64_t measured = 0;  // of them, measured (a bounded sample of them in schedule order)
   std::int64_t explained = 0;  // of the measured, reproduced by some run of their own keys
   std::int64_t checked = 0;   // rows of the rule's call kinds the rule was computed on
   std::string name;           // the class: the edges' rule (first_key_..., last_key_...)
+  std::string unruled_name = "keys_attended_differ";  // the class when no rule holds (the measurement's)
   std::string words;          // what the DUT computes, in words
   std::string scope;          // the call kinds it holds in ("" = every row failing is of every kind)
   std::vector<std::string> alternatives;  // other rules that fit and hold, in words
