@@ -237,6 +237,22 @@ class Bisect(unittest.TestCase):
                 self.assertEqual(json.load(f), summary)
             self.assertNotIn("Recover", open(os.path.join(tmp, "report.txt")).read())
 
+    def test_a_dut_that_keeps_state_across_calls_is_told(self):
+        """A kernel right on its first call and wrong after (a counter never reset) passes alone in a
+        fresh worker: bisect runs it again in the same one and says so, not does_not_reproduce."""
+        examples = os.path.join(os.path.dirname(CI), "..", "dut", "external", "examples")
+        with tempfile.TemporaryDirectory() as tmp:
+            kernel = os.path.join(tmp, "stateful_kernel.py")
+            with open(kernel, "w") as f:
+                f.write(f"import sys\nsys.path.insert(0, {os.path.abspath(examples)!r})\nimport numpy_kernel\n"
+                        "_calls = [0]\n\n\ndef attention(p):\n    _calls[0] += 1\n"
+                        "    numpy_kernel.attention(p)\n    if _calls[0] > 1:\n        p.out[0] = 0\n")
+            r = run("bisect", CI, "--filter", self.PREFILL, "--dut", f"python:{kernel}:attention", "--out",
+                    os.path.join(tmp, "b"), "--json")
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            summary = json.loads(r.stdout)
+            self.assertEqual((summary["reproduces"], summary["class"]), (True, "fails_after_earlier_calls"), r.stdout)
+
     def test_a_correct_dut_does_not_reproduce(self):
         scenario = run("list", CI, "--sweep", "caches").stdout.split()[3]
         with tempfile.TemporaryDirectory() as tmp:

@@ -9,6 +9,8 @@
 #include <functional>
 
 #include "../src/bisect/key_runs.hpp"
+#include "../src/bisect/output_grid.hpp"
+#include "../src/bisect/zero_rows.hpp"
 #include "../src/bisect/steps.hpp"
 #include "swa/golden.hpp"
 #include "swa/readings.hpp"
@@ -223,4 +225,120 @@ BOOST_AUTO_TEST_CASE(keys_counted_twice_are_recovered_and_their_rule_reproduced)
   const Finding f = key_run_finding(*scattered);
   BOOST_TEST(f.confidence == Confidence::medium, f.why);
   BOOST_TEST(f.evidence.size() >= 2);
+}
+
+namespace {
+
+// A split-KV kernel written without bisect's models: each row's window split on multiples of 12
+// positions (no tile of any list), each split's softmax alone, its LSE kept as `lse_of(max, l)`, the
+// partial outputs merged as natural logs with the sink as a natural-log logit, each split's weight
+// then multiplied by `skew(t, split)`.
+std::vector<double> split_rows(const Problem& pr, const std::function<double(double, double)>& lse_of,
+                               const std::function<double(std::int64_t, int)>& skew) {
+  const AttnParams& p = pr.params;
+  std::vector<double> out = dut_output(p, {});
+  const int d = p.head_size, group = p.heads_q / p.heads_kv;
+  constexpr std::int64_t kSplit = 12;
+  for (int b = 0; b < p.batch; ++b)
+    for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
+      for (int h = 0; h < p.heads_q; ++h) {
+        const std::int64_t first = std::max<std::int64_t>(0, t - p.band.left);
+        const std::size_t row = static_cast<std::size_t>(pr.seq_offsets[b] + t) * p.heads_q + h;
+        const float* q = &pr.q[row * d];
+        std::vector<std::vector<double>> partial;
+        std::vector<double> lse;
+        for (std::int64_t a = first; a <= t; a = (a / kSplit + 1) * kSplit) {
+          const std::int64_t z = std::min(t, (a / kSplit + 1) * kSplit - 1);
+          std::vector<double> s;
+          for (std::int64_t j = a; j <= z; ++j) {
+            const std::size_t kv = (static_cast<std::size_t>(pr.seq_offsets[b] + j) * p.heads_kv + h / group) * d;
+            double dot = 0;
+            for (int x = 0; x < d; ++x) dot += static_cast<double>(q[x]) * pr.k[kv + x];
+            s.push_back(p.softcap * std::tanh(p.scale * dot / p.softcap));
+          }
+          const double m = *std::max_element(s.begin(), s.end());
+          double l = 0;
+          std::vector<double> acc(d, 0.0);
+          for (std::int64_t j = a; j <= z; ++j) {
+            const std::size_t kv = (static_cast<std::size_t>(pr.seq_offsets[b] + j) * p.heads_kv + h / group) * d;
+            const double w = std::exp(s[j - a] - m);
+            l += w;
+            for (int x = 0; x < d; ++x) acc[x] += w * pr.v[kv + x];
+          }
+          for (double& x : acc) x /= l;
+          partial.push_back(acc);
+          lse.push_back(lse_of(m, l));
+        }
+        double top = p.sinks[h];
+        for (double x : lse) top = std::max(top, x);
+        double z = std::exp(p.sinks[h] - top);
+        std::vector<double> o(d, 0.0);
+        for (std::size_t i = 0; i < lse.size(); ++i) {
+          const double w = std::exp(lse[i] - top) * skew(t, static_cast<int>(i));
+          z += w;
+          for (int x = 0; x < d; ++x) o[x] += w * partial[i][x];
+        }
+        for (int x = 0; x < d; ++x) out[row * d + x] = static_cast<float>(o[x] / z);
+      }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(split_kv_merge_weights_are_solved_and_their_rule_reproduced) {
+  ProblemSpec s;
+  spec_of(s);
+  Problem pr;
+  build_problem(s, pr);
+  const AttnParams& p = pr.params;
+  const auto ref = golden::run(p).out;
+  // Each split's LSE kept in base 2 (max * log2 e + log2 l, as an exp2 softmax keeps it) and merged as
+  // natural logs.
+  const auto base2 = fit_key_runs(pr, split_rows(pr, [](double m, double l) { return m / std::log(2.0) + std::log2(l); },
+                                                 [](std::int64_t, int) { return 1.0; }),
+                                  ref, limits(p));
+  BOOST_TEST_REQUIRE(base2.has_value());
+  BOOST_TEST((base2->kind == KeyRunKind::splits), base2->name);
+  BOOST_TEST(base2->reproduced, base2->name << ": " << base2->words << " / " << base2->refuted);
+  BOOST_TEST(base2->name == "split_merge_weights");
+  BOOST_TEST(base2->words.find("runs of 12") != std::string::npos, base2->words);
+  BOOST_TEST(base2->words.find("1/ln 2") != std::string::npos, base2->words);
+  BOOST_TEST(key_run_finding(*base2).confidence == Confidence::high);
+  // Weights skewed by no rule of a merge: the split weights solved and told, at most medium.
+  const auto skewed = fit_key_runs(pr, split_rows(pr, [](double m, double l) { return m + std::log(l); },
+                                                  [](std::int64_t t, int i) { return 1.0 + 0.4 * static_cast<double>((t * 7 + i * 3) % 5); }),
+                                   ref, limits(p));
+  BOOST_TEST_REQUIRE(skewed.has_value());
+  BOOST_TEST((skewed->kind == KeyRunKind::splits), skewed->name);
+  BOOST_TEST(!skewed->reproduced, skewed->words);
+  BOOST_TEST(skewed->name == "split_merge_weights_differ");
+  BOOST_TEST(key_run_finding(*skewed).confidence == Confidence::medium);
+}
+
+BOOST_AUTO_TEST_CASE(outputs_through_a_narrower_type_and_rows_left_zero_are_reproduced) {
+  ProblemSpec s;
+  spec_of(s);
+  Problem pr;
+  build_problem(s, pr);
+  const AttnParams& p = pr.params;
+  const auto ref = golden::run(p).out;
+  for (const DType narrower : {DType::bf16, DType::fp16}) {
+    std::vector<double> out = ref;
+    for (double& x : out) x = round_to(DType::fp32, round_to(narrower, static_cast<float>(x)));
+    const auto f = output_through_narrower_type(pr, out, ref, limits(p));
+    BOOST_TEST_REQUIRE(f.has_value(), dtype_name(narrower));
+    BOOST_TEST(f->name == "output_rounded_through_" + std::string(dtype_name(narrower)));
+    BOOST_TEST(f->reproduced);
+  }
+  BOOST_TEST(!output_through_narrower_type(pr, dut_output(p, {}), ref, limits(p)).has_value());
+  // The last 15 rows of the first sequence written as zeros: rows not computed, told by position.
+  std::vector<double> out = dut_output(p, {});
+  for (std::int64_t t = 60; t < p.seq_lens[0]; ++t)
+    for (int x = 0; x < p.heads_q * p.head_size; ++x) out[static_cast<std::size_t>(t * p.heads_q) * p.head_size + x] = 0.0;
+  const ZeroRows z = count_zero_rows(pr, out, ref, limits(p));
+  BOOST_TEST(every_failing_row_zero(z));
+  BOOST_TEST(z.failing == 15 * p.heads_q);
+  // One more failing row, tiny but not zero (a row computed and scaled away): not every failing row is zero.
+  for (int x = 0; x < p.head_size; ++x) out[static_cast<std::size_t>(10 * p.heads_q) * p.head_size + x] *= 1e-6;
+  BOOST_TEST(!every_failing_row_zero(count_zero_rows(pr, out, ref, limits(p))));
 }

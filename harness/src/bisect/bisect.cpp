@@ -25,6 +25,8 @@
 #include "key_runs.hpp"
 #include "placement.hpp"
 #include "readings_search.hpp"
+#include "zero_rows.hpp"
+#include "output_grid.hpp"
 #include "recover.hpp"
 #include "semantics.hpp"
 #include "swa/baseline.hpp"
@@ -86,6 +88,9 @@ class Bisection {
   // clear: the sentence that says so (what the later calls read back was written wrong).
   std::optional<std::string> cache_went_wrong_first() const;
   void tell_apart_on_probes();
+  // An exact variant that the facts of the output (zero rows, a narrower grid) give too: held to the
+  // first look-alike probe the DUT fails (true when none fails, or the variant computes it exactly).
+  bool variant_holds_on_a_probe();
   // One line on stderr per step, with the time so far: a long bisect is never silent.
   void progress(const std::string& line) const;
 
@@ -103,7 +108,9 @@ class Bisection {
   std::optional<ReadingTrial> reading_;  // the simplest reading that reproduces the DUT, when one does
   std::optional<Placement> placement_;   // when none does: the failing rows as other rows' golden outputs
   std::optional<KeyRunFit> key_runs_;    // or: each failing row a run of its own keys, the edges' rule fitted
-  std::string where_failing_, where_not_finite_;  // the original case's failing / non-finite rows by position
+  std::string where_failing_, where_not_finite_;
+  ZeroRows zero_rows_;                   // the original case's failing rows that hold exactly 0
+  std::optional<Finding> narrower_output_;  // the original case's output stored through a narrower type  // the original case's failing / non-finite rows by position
   std::vector<ReadingTrial> alike_;      // every reading that reproduced each failing case tried so far
   std::vector<std::string> told_apart_;  // "X: it leaves 3 of 40 rows over their limit on CASE"
   std::string refuted_;                  // a probe the DUT fails that the reading does not reproduce, in words
@@ -150,7 +157,30 @@ std::optional<int> Bisection::reproduce() {
   summary_.max_abs = first_.max_abs;
   summary_.threshold = first_.threshold;
   if (!first_.fails) {
-    r_ << "   The failure does not reproduce: the DUT passes this scenario.\n";
+    // A DUT that keeps state across calls (a counter, a cached plan, a buffer not reset) passes a
+    // scenario run first and fails it after others: the DUT runs it again, after more runs of it.
+    constexpr int kRunsBefore = 2;
+    progress("reproduce: the DUT passes; it runs the scenario again after " + std::to_string(kRunsBefore) + " more run(s) of it");
+    const BisectRun again = evaluate_case(original_, o_, kRunsBefore);
+    if (again.error.empty() && again.fails) {
+      r_ << "   Its first run here passes; run again by the DUT after " << kRunsBefore << " more run(s) of it, it fails: "
+         << again.reason << "\n";
+      summary_.reproduces = true;
+      summary_.reason = again.reason;
+      summary_.max_abs = again.max_abs;
+      summary_.finding = {"fails_after_earlier_calls", FindingSource::none,
+                          {"The DUT keeps state from one call to the next: the scenario's first run here passes (max abs error " +
+                               std::to_string(first_.max_abs) + "); run again after " + std::to_string(kRunsBefore) +
+                               " more run(s) of the same scenario, same inputs, it fails (" + again.reason + ").",
+                           "A counter, a cached plan or a workspace that one call leaves for the next (not reset per launch) "
+                           "makes a later call compute something else; which scenarios ran before decides whether it fails."},
+                          Confidence::high,
+                          "computed: the same inputs pass on the first run and fail on a later one"};
+      summary_.finding.reproduced = true;
+      return finish(1);
+    }
+    r_ << "   The failure does not reproduce: the DUT passes this scenario, first and after " << kRunsBefore
+       << " more run(s) of it.\n";
     summary_.finding = {"does_not_reproduce", FindingSource::none, {"the DUT passes this scenario"}};
     return finish(0);
   }
@@ -164,6 +194,8 @@ void Bisection::localize_rows() {
   summary_.pattern = failing_row_pattern(original_, first_);
   where_failing_ = failing_rows_geometry(original_, first_, false);
   where_not_finite_ = failing_rows_geometry(original_, first_, true);
+  zero_rows_ = count_zero_rows(first_.reference->problem, first_.out, first_.ref, first_.row_limit);
+  narrower_output_ = output_through_narrower_type(first_.reference->problem, first_.out, first_.ref, first_.row_limit);
   r_ << "2. Localize\n   " << localize(original_, first_) << "\n\n";
 }
 
@@ -203,6 +235,15 @@ void Bisection::diagnose_output() {
     r_ << "   Not told apart from a correct kernel on this case: " << join(diag_.silent, ", ") << "\n";
   if (const std::string nf = non_finite_summary(original_, first_); !nf.empty()) r_ << "   " << nf << "\n";
   const bool reproduced = diag_.explained && diag_.ranked.front().first <= first_.threshold;
+  if (!reproduced && every_failing_row_zero(zero_rows_) && first_.cache_details.empty()) {
+    r_ << "\n4b. Not searched: every failing row holds exactly 0 (rows not computed, or computed over no key); no reading "
+          "of the spec can tell more than which rows.\n";
+    return;
+  }
+  if (!reproduced && narrower_output_ && first_.cache_details.empty()) {
+    r_ << "\n4b. Not searched: " << narrower_output_->evidence.front() << "\n";
+    return;
+  }
   if (!reproduced) search_for_a_reading();
 }
 
@@ -461,12 +502,40 @@ void Bisection::reduce() {
      << ".\n   " << localize(minimal_, minimal_eval_) << "\n\n";
 }
 
+bool Bisection::variant_holds_on_a_probe() {
+  progress("variants: " + diag_.best + " gives the output as its facts do; held to a probe");
+  for (const Scenario& x : look_alike_probes(original_)) {
+    BisectRun e;
+    try {
+      e = evaluate_case(x, o_);
+    } catch (const std::exception&) {
+      continue;  // a probe the case's limits refuse: no evidence
+    }
+    if (!e.error.empty() || !e.fails || !e.output_fails) continue;
+    const Diagnosis d = diagnose(e);
+    const bool holds = d.explained && d.best == diag_.best && d.ranked.front().first <= e.threshold;
+    r_ << "   The variant " << diag_.best << (holds ? " reproduces" : " does not reproduce") << " the probe " << x.id()
+       << " the DUT fails too" << (holds ? ".\n" : ": the facts of the output lead.\n");
+    return holds;
+  }
+  return true;
+}
+
 // The cache's finding, the band's, the variant's, or what the output itself tells (its non-finite
 // elements, its single-key rows, the recovered attention); then judged against the ablation.
 void Bisection::conclude() {
   progress("conclude: the finding and its confidence");
+  // A variant that computes the output exactly is a known bug reproduced: it leads the facts of the
+  // output below (zero rows, a narrower grid), which it may produce too (a window of W - 1 at W = 1).
+  const bool facts = first_.cache_details.empty() && (every_failing_row_zero(zero_rows_) || narrower_output_);
+  const bool variant_exact = diag_.explained && !suspicious_ && diag_.ranked.front().first <= first_.threshold &&
+                             (!facts || variant_holds_on_a_probe());
   if (cache_only_) {
     summary_.finding = cache_finding(minimal_eval_.cache_details, minimal_eval_.reference->problem.params);
+  } else if (every_failing_row_zero(zero_rows_) && first_.cache_details.empty() && !variant_exact) {
+    summary_.finding = rows_not_computed_finding(zero_rows_, where_failing_, reading_ ? reading_->name() + " (the DUT " + reading_->words() + ")" : "");
+  } else if (narrower_output_ && first_.cache_details.empty() && !variant_exact) {
+    summary_.finding = *narrower_output_;
   } else if (reading_) {
     summary_.finding = reading_finding();
   } else if (placement_) {
@@ -494,7 +563,15 @@ void Bisection::conclude() {
     if (!diag_.explained || suspicious_) {
       r_ << step_++ << ". Recover: which keys the DUT attended, and how\n";
       // Runs measured on every failing row say which keys more exactly, and sooner, than a least-squares fit.
-      const Finding f = key_runs_ ? key_run_finding(*key_runs_) : find_without_variant(minimal_, minimal_eval_, o_, &recovery_);
+      // A split merge no rule reproduced is a weak account (free weights per row): the recovery's class
+      // leads when it names one, the split weights stand beside it.
+      const bool weak_split = key_runs_ && key_runs_->kind == KeyRunKind::splits && !key_runs_->reproduced;
+      Finding f = key_runs_ && !weak_split ? key_run_finding(*key_runs_) : find_without_variant(minimal_, minimal_eval_, o_, &recovery_);
+      if (weak_split) {
+        const Finding split = key_run_finding(*key_runs_);
+        if (f.confidence == Confidence::abstained) f = split;
+        else f.evidence.push_back("Also measured (" + split.name + "): " + split.evidence.front());
+      }
       if (recovery_.wider)
         r_ << "   (fitted at head size " << recovery_.wider->head_size << ": " << recovery_.wider->id() << ")\n";
       r_ << "   " << f.name << " (" << finding_source_name(f.source) << ")\n";

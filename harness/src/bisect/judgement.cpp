@@ -58,7 +58,9 @@ ClassFeatures features_of(const std::string& name) {
     return with(std::move(must), std::move(extra));
   };
   static const std::set<std::string> facts = {"non_finite_output", "output_outside_the_values", "does_not_reproduce",
-                                              "dut_did_not_run", "not_told", "output_rows_misplaced"};
+                                              "dut_did_not_run", "not_told", "output_rows_misplaced",
+                                              "fails_after_earlier_calls", "rows_not_computed",
+                                              "output_rounded_through_bf16", "output_rounded_through_fp16"};
   if (facts.count(name)) return {{}, {}, true};
   if (name == "window_plus_one" || name == "window_minus_one" || name == "no_window" || name.rfind("window_left_", 0) == 0)
     return schedule(name == "window_left_from_right_edge" ? std::set<std::string>{"two-sided window"} : std::set<std::string>{"window"},
@@ -84,6 +86,8 @@ ClassFeatures features_of(const std::string& name) {
   // Measured key runs (key_runs.cpp): which keys, by a rule of the row's position.
   for (const char* prefix : {"first_key_", "last_key_", "window_from_", "keys_attended_differ", "zero_keys_attended"})
     if (name.rfind(prefix, 0) == 0) return schedule({}, {"mask", "two-sided window"});
+  // Split-KV merges (split_merge.cpp): the weights come from each split's scores, so the mask and the sinks move them.
+  if (name.rfind("split_", 0) == 0) return schedule({}, {"sinks", "mask", "two-sided window", "soft-cap", "FP8 KV", "dtype"});
   // Keys counted otherwise (key_weights.cpp): which keys, and how many times each.
   if (name.find("_counted_twice") != std::string::npos || name.find("_left_out") != std::string::npos ||
       name == "keys_weighted_otherwise" || name == "keys_outside_the_window_counted")

@@ -3,12 +3,14 @@
 #include "key_run_rules.hpp"
 #include "key_weights.hpp"
 #include "row_runs.hpp"
+#include "split_merge.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <unordered_set>
@@ -106,6 +108,27 @@ std::string run_deviations(const std::vector<MeasuredRow>& rows) {
   return out;
 }
 
+// The tiles the measured runs' moved edges lie on: for each grid origin (positions, the window's first
+// key, the call's first row, the packed batch), the greatest common divisor of the moved edges'
+// distances from it, added to `tiles` when it is a plausible tile (16 .. 4096).
+std::vector<int> tiles_of_moved_edges(const std::vector<MeasuredRow>& rows, const std::vector<int>& tiles) {
+  std::set<int> all(tiles.begin(), tiles.end());
+  const std::vector<std::function<std::int64_t(const RowPlace&)>> origins = {
+      [](const RowPlace&) { return std::int64_t{0}; }, [](const RowPlace& r) { return r.spec_first; },
+      [](const RowPlace& r) { return r.c0; }, [](const RowPlace& r) { return -r.packed; }};
+  for (const auto& origin : origins) {
+    std::int64_t g = 0, moved = 0;
+    for (const MeasuredRow& m : rows) {
+      const auto run = m.informative ? nearest_run(m) : std::nullopt;
+      if (!run) continue;
+      if (run->second != m.at.spec_last) g = std::gcd(g, run->second + 1 - origin(m.at)), ++moved;
+      if (run->first != m.at.spec_first) g = std::gcd(g, run->first - origin(m.at)), ++moved;
+    }
+    if (moved >= 2 && g >= 16 && g <= 4096) all.insert(static_cast<int>(g));
+  }
+  return {all.begin(), all.end()};
+}
+
 // A pair of edge rules, by its index in each list.
 struct Rule {
   std::size_t first = 0, last = 0;
@@ -174,9 +197,9 @@ RuleChecks check_rules(const Problem& pr, const std::vector<double>& out, const 
         if (!scope.count(kind_of(r))) continue;
         r.spec_first = firsts[0].at(r), r.spec_last = lasts[0].at(r);
         const double* o = row_of(out, pr, r);
-        const double limit = row_limit[static_cast<std::size_t>(pr.seq_offsets[b] + t)];
+        const double limit = limit_of(row_limit, pr, r);
         const bool finite = finite_row(o, p.head_size);
-        const bool passes = finite && max_abs_between(o, row_of(ref, pr, r), p.head_size) <= limit;
+        const bool passes = row_passes(pr, out, ref, row_limit, r);
         const std::int64_t spec = run_key(r.spec_first, r.spec_last, r.last_key + 1);
         std::optional<RowRuns> runs;
         for (std::size_t i = 0; i < rules.size(); ++i) {
@@ -203,10 +226,7 @@ std::vector<RowPlace> failing_places(const Problem& pr, const std::vector<double
     for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
       for (int h = 0; h < p.heads_q; ++h) {
         const RowPlace r = place(p, b, t, h);
-        const double* o = row_of(out, pr, r);
-        if (!finite_row(o, p.head_size)) continue;
-        if (max_abs_between(o, row_of(ref, pr, r), p.head_size) > row_limit[static_cast<std::size_t>(pr.seq_offsets[b] + t)])
-          all.push_back(r);
+        if (finite_row(row_of(out, pr, r), p.head_size) && !row_passes(pr, out, ref, row_limit, r)) all.push_back(r);
       }
   failing = static_cast<std::int64_t>(all.size());
   constexpr std::size_t kMeasured = 192;
@@ -283,10 +303,10 @@ std::optional<KeyRunFit> fit_zero_keys(const Problem& pr, const std::vector<doub
           ++fit.checked;
           r.spec_first = spec_first_at(p, r.t), r.spec_last = spec_last_at(p, r, r.t);
           const double* o = row_of(out, pr, r);
-          const double limit = row_limit[static_cast<std::size_t>(pr.seq_offsets[b] + t)];
+          const double limit = limit_of(row_limit, pr, r);
           const std::int64_t k = rule.zeros(r);
           holds = finite_row(o, p.head_size) &&
-                  (k == 0 ? max_abs_between(o, row_of(ref, pr, r), p.head_size) <= limit
+                  (k == 0 ? row_passes(pr, out, ref, row_limit, r)
                           : k == -3 ? RowRuns(pr, r).matches(r.spec_first, r.spec_last - 1, o, limit, 1)
                                     : RowRuns(pr, r).matches(r.spec_first, r.spec_last, o, limit, k));
         }
@@ -317,7 +337,7 @@ std::optional<KeyRunFit> fit_key_runs(const Problem& pr, const std::vector<doubl
   KeyRunFit fit;
   const std::vector<RowPlace> places = failing_places(pr, out, ref, row_limit, fit.failing);
   if (places.empty()) return std::nullopt;
-  const std::vector<int> tile_sizes = tiles_for(p, tiles);
+  std::vector<int> tile_sizes = tiles_for(p, tiles);
   std::vector<Edge> firsts = first_key_rules(p, tile_sizes), lasts = last_key_rules(p, tile_sizes);
   add_tiled_anchor_rules(p, tile_sizes, firsts, lasts);
   std::vector<MeasuredRow> rows;
@@ -332,7 +352,7 @@ std::optional<KeyRunFit> fit_key_runs(const Problem& pr, const std::vector<doubl
     double size = 0;
     for (int x = 0; x < p.head_size; ++x) size = std::max(size, std::abs(golden_row[x]));
     if (!check.matches(r.spec_first, r.spec_last, golden_row, 1e-9 * (1 + size))) return std::nullopt;
-    const double limit = row_limit[static_cast<std::size_t>(pr.seq_offsets[r.b] + r.t)];
+    const double limit = limit_of(row_limit, pr, r);
     MeasuredRow m = measure_row(check, r, row_of(out, pr, r), limit);
     scope.insert(kind_of(r));
     if (m.runs.empty()) {  // the spec's run with zero keys added, or not a question of which keys
@@ -358,6 +378,7 @@ std::optional<KeyRunFit> fit_key_runs(const Problem& pr, const std::vector<doubl
       return std::pair(pr.seq_offsets[a.b] + a.t, a.h) < std::pair(pr.seq_offsets[b.b] + b.t, b.h);
     });
     std::optional<KeyRunFit> weights = fit_key_weights(pr, out, ref, row_limit, weighed, scope, tile_sizes, fit);
+    if (!weights) weights = fit_split_merge(pr, out, ref, row_limit, weighed, scope, fit);  // splits merged otherwise
     if (weights) weights->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return weights;
   }
@@ -377,6 +398,12 @@ std::optional<KeyRunFit> fit_key_runs(const Problem& pr, const std::vector<doubl
     fit.examples.push_back(o.str());
   }
   fit.pattern = run_deviations(rows);
+  // The tiles the moved edges lie on, measured: a kernel's tile need not be one of the common ones.
+  if (const std::vector<int> more = tiles_of_moved_edges(rows, tile_sizes); more.size() > tile_sizes.size()) {
+    tile_sizes = more;
+    firsts = first_key_rules(p, tile_sizes), lasts = last_key_rules(p, tile_sizes);
+    add_tiled_anchor_rules(p, tile_sizes, firsts, lasts);
+  }
   std::vector<Rule> fitting = rules_fitting(rows, firsts, lasts);
   if (fitting.size() > 512) fitting.resize(512);  // each is held to every row below, simplest first
   const RuleChecks checks = check_rules(pr, out, ref, row_limit, scope, fitting, firsts, lasts);
@@ -418,7 +445,22 @@ Finding key_run_finding(const KeyRunFit& fit) {
   std::ostringstream first, second;
   first.precision(3);
   const std::string where = fit.scope.empty() ? "" : " in " + fit.scope + " only";
-  if (fit.kind == KeyRunKind::weights) {
+  if (fit.kind == KeyRunKind::splits) {
+    if (fit.reproduced) {
+      first << "Each failing row is a merge of its splits' partial softmax outputs with other weights than the spec's" << where
+            << ": " << fit.words << ".";
+      second << "Reproduced row by row: the golden's split outputs merged by that rule give every one of the " << fit.checked
+             << " rows it was held to within its limit (the " << fit.failing << " failing ones included; " << fit.measured
+             << " of them measured first, each its split weights solved)";
+      if (fit.probes_held > 0) second << "; held to " << fit.probes_held << " more case(s) the DUT fails, it reproduces each";
+      second << ".";
+    } else {
+      first << "Each of the " << fit.measured << " failing rows measured is a weighted sum of its splits' partial softmax outputs"
+            << where << ": " << fit.words << "; the weights solved row by row give the DUT's row within its limit, and no merge "
+            << "rule (the log-sum-exp's base, its max, the sink's term, normalisation, a 16-bit rounding) gives every row.";
+      second << "Solved split weights: ";
+    }
+  } else if (fit.kind == KeyRunKind::weights) {
     if (fit.reproduced) {
       first << "Each failing row is the softmax of its window's keys with some of them counted another number of times" << where
             << ": " << fit.words << ".";
@@ -466,6 +508,7 @@ Finding key_run_finding(const KeyRunFit& fit) {
   for (const std::string& e : fit.examples) examples += (examples.empty() ? "" : "; ") + e;
   if (!examples.empty()) evidence.push_back((fit.reproduced ? "Measured, for example: " : second.str()) + examples + ".");
   if (fit.kind == KeyRunKind::weights && !fit.pattern.empty()) evidence.push_back("The keys counted otherwise: " + fit.pattern + ".");
+  else if (fit.kind == KeyRunKind::splits && !fit.pattern.empty()) evidence.push_back("The splits: " + fit.pattern + ".");
   else if (!fit.reproduced && !fit.pattern.empty()) evidence.push_back("How the runs differ from the window's: " + fit.pattern + ".");
   if (!fit.refuted.empty()) evidence.push_back(fit.refuted);
   if (!fit.alternatives.empty()) {

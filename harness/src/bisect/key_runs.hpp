@@ -20,8 +20,9 @@
 namespace swa::harness {
 
 // What a row's measured keys are: a run of its own keys, its window's keys and zero keys, or its
-// window's keys each counted some whole number of times (key_weights.hpp).
-enum class KeyRunKind { runs, zero_keys, weights };
+// window's keys each counted some whole number of times (key_weights.hpp), or its window's splits'
+// partial softmaxes merged with other weights (split_merge.hpp).
+enum class KeyRunKind { runs, zero_keys, weights, splits };
 
 struct KeyRunFit {
   KeyRunKind kind = KeyRunKind::runs;

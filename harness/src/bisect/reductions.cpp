@@ -118,6 +118,16 @@ std::vector<Scenario> look_alike_probes(const Scenario& s) {
     steps.decode_steps = s.decode_steps * 2 + 7;
     probes.push_back(steps);
   }
+  if (s.softcap > 0.f) {
+    Scenario capped = s;  // a cap that bites: readings that agree where tanh is nearly linear part ways
+    capped.softcap = s.softcap / 4;
+    probes.push_back(capped);
+  }
+  if (s.kv_dtype != KvFormat::dtype) {
+    Scenario descales = s;  // other descales (drawn from the seed): readings that coincide at one part ways
+    descales.seed = s.seed + 1;
+    probes.push_back(descales);
+  }
   if (std::all_of(s.prompt_lens.begin(), s.prompt_lens.end(), [](std::int32_t n) { return n <= 1024; })) {
     Scenario longer = s;
     for (auto& n : longer.prompt_lens) n = n * 2 + 7;

@@ -23,6 +23,7 @@ RowRuns::RowRuns(const Problem& pr, const RowPlace& r) : d_(pr.params.head_size)
     s[j] = score;
     top = std::max(top, score);
   }
+  top_ = top;
   sink_ = p.sinks ? std::exp(static_cast<long double>(p.sinks[r.h]) - top) : 0.0L;
   zero_ = std::exp(static_cast<long double>(-top));
   num_.assign(static_cast<std::size_t>(n_ + 1) * d_, 0.0L);

@@ -40,12 +40,15 @@ class RowRuns {
   long double run_weight(std::int64_t first, std::int64_t last) const { return den_[last + 1] - den_[first]; }
   long double run_value(std::int64_t first, std::int64_t last, int x) const { return num_[(last + 1) * d_ + x] - num_[first * d_ + x]; }
   long double sink() const { return sink_; }
+  // The row's largest score (or sink logit): weights are against it.
+  double top() const { return top_; }
 
  private:
   int d_;
   std::int64_t n_;
   std::vector<long double> num_, den_;
   long double sink_ = 0, zero_ = 0;
+  double top_ = 0;
 };
 
 // A run's key for sets of runs: -1 for the run of no key.

@@ -83,7 +83,7 @@ std::vector<double> row_limits(const Scenario& s, const Reference& ref) {
   return limit;
 }
 
-BisectRun evaluate_case(const Scenario& s, const BisectOptions& o) {
+BisectRun evaluate_case(const Scenario& s, const BisectOptions& o, int runs_before) {
   BisectRun e;
   e.reference = std::make_unique<Reference>(s);
   const Reference& ref = *e.reference;
@@ -91,6 +91,10 @@ BisectRun evaluate_case(const Scenario& s, const BisectOptions& o) {
   e.threshold = s.tolerance.rtol_factor * compare(ref.baseline(), ref.golden.out, s.dtype, 0).max_abs + s.tolerance.atol_floor;
   auto dut = make_dut(o.dut, o.dut_options);
   e.traits = dut->traits();
+  for (int i = 0; i < runs_before; ++i) {
+    std::string ignored;
+    (void)run_to_output(*dut, pr, &ignored);
+  }
   if (o.against == "golden") {
     // The run's own evaluation: the same verdict (per phase, worst element and relative L2) and the
     // same KV cache check, so what failed in a run fails here.

@@ -38,7 +38,9 @@ struct BisectRun {
   std::vector<CacheMismatch> cache_details;
 };
 
-BisectRun evaluate_case(const Scenario& s, const BisectOptions& o);
+// `runs_before`: the same DUT (one instance, one worker process) runs the case that many times first,
+// its results discarded: a DUT that keeps state across calls fails only then.
+BisectRun evaluate_case(const Scenario& s, const BisectOptions& o, int runs_before = 0);
 double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b);
 // The DUT's output against a variant's: elements non-finite in both the same way agree.
 double difference_to_variant(const std::vector<double>& out, const std::vector<double>& variant);
