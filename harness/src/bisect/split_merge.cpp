@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -312,8 +313,7 @@ std::vector<MergeRule> starts(const AttnParams& p, const std::vector<SolvedRow>&
   std::vector<MergeRule> v;
   const double kd = fp8_k_descale(p);
   for (const double gamma : {1.0, 1 / ln2, ln2})
-    for (const double beta : {0.0, -gamma, 1 / scale - 1, 1 / kd - 1}) {
-      if ((beta == 1 / scale - 1 && scale == 1.0) || (beta == 1 / kd - 1 && kd == 1.0)) continue;
+    for (const double beta : std::set<double>{0.0, -gamma, 1 / scale - 1, 1 / kd - 1}) {  // a set: 1/1 - 1 is 0 again
       v.push_back({true, gamma, beta, 0, sigma, 0});
       if (p.sinks) v.push_back({true, gamma, beta, 0, {}, 0});
       v.push_back({false, gamma, beta, 0, {}, 0});
