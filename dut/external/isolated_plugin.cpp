@@ -367,7 +367,7 @@ class WorkerPool {
   }
   std::unique_ptr<Worker> acquire(const std::string& path, const WorkerLimits& limits, const PluginHosting& hosting) {
     const std::string plugin = hosting.key(path);
-    {
+    if (!limits.fresh) {
       std::lock_guard lock(mutex_);
       auto& idle = idle_[plugin];
       while (!idle.empty()) {

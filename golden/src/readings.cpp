@@ -48,8 +48,9 @@ double decoded(const AttnParams& p, const Reading& r, bool key, double x, bool c
     if (r.fp8_clamp > 0) y = std::clamp(y, -r.fp8_clamp, r.fp8_clamp);
     return fp8_round(f, r.fp8_rounding, r.fp8_saturates, y);
   };
+  const double held = r.descale_type == DType::fp32 ? own : round_to(r.descale_type, static_cast<float>(own));
   switch (rule) {
-    case DescaleRule::own: return code(x / own) * own;
+    case DescaleRule::own: return code(x / (r.descale_rounded_on_encode ? held : own)) * held;
     case DescaleRule::other: return code(x / own) * other;
     case DescaleRule::twice: return code(x / own) * own * own;
     case DescaleRule::none_on_read: return code(x / own);
@@ -252,6 +253,10 @@ class RowModel {
     const std::int64_t row = p_.seq_offsets[row_.sequence] + held;
     load(p_.k, p_.k_row_stride, p_.k_head_stride, row, kvh_, k, r_.kv_head_major, p_.heads_kv);
     load(p_.v, p_.v_row_stride, p_.v_head_stride, row, kvh_, v, r_.kv_head_major, p_.heads_kv);
+    for (int d = 0; d < p_.head_size && (r_.round_keys || r_.round_values); ++d) {
+      if (r_.round_keys) k[d] = round_to(rounding_type(), static_cast<float>(k[d]));
+      if (r_.round_values) v[d] = round_to(rounding_type(), static_cast<float>(v[d]));
+    }
     if (!is_fp8(p_.kv_format) || (r_.fp8_chunk_keys_unquantised && own_chunk_key)) return true;
     for (int d = 0; d < p_.head_size; ++d) {
       k[d] = decoded(p_, r_, true, k[d], !own_chunk_key);
@@ -318,7 +323,7 @@ class RowModel {
       return;
     }
     if ((r_.splits > 1 || r_.split_size > 0) && n > 0) return split_softmax(sigma, out);
-    if (r_.state_tile > 0) return narrow_state_softmax(sigma, out);
+    if (r_.state_tile != 0) return narrow_state_softmax(sigma, out);
     double m = has_sink ? sigma : -std::numeric_limits<double>::infinity();
     if (r_.max_from_zero) m = 0;
     for (const double x : scores_) m = std::max(m, x);
@@ -379,9 +384,12 @@ class RowModel {
     const std::size_t n = scores_.size();
     const DType type = rounding_type();
     std::vector<std::pair<std::size_t, std::size_t>> tiles;  // [first, end) in the row's keys
+    // Two stages: the keys before the call's first row (its own decode key is the newest), then the rest.
+    const std::int64_t stage = call_.decode ? row_.token : call_.s;
+    auto tile_of = [&](std::int64_t pos) { return r_.state_tile < 0 ? std::int64_t{pos >= stage} : pos / r_.state_tile; };
     for (std::size_t j = 0; j < n;) {
       std::size_t e = j;
-      while (e < n && positions_[e] / r_.state_tile == positions_[j] / r_.state_tile) ++e;
+      while (e < n && tile_of(positions_[e]) == tile_of(positions_[j])) ++e;
       tiles.push_back({j, e});
       j = e;
     }
@@ -395,7 +403,10 @@ class RowModel {
       for (double& a : acc) a *= f;
       m = m_new;
     };
-    for (const auto& [a, z] : tiles) {
+    for (std::size_t i = 0; i < tiles.size(); ++i) {
+      const auto [a, z] = tiles[i];
+      // Two stages: the state spilled between them, once (the second stage's result is the output's).
+      const bool spill = r_.state_tile > 0 || i + 1 < tiles.size();
       double m_new = m;
       for (std::size_t j = a; j < z; ++j) m_new = std::max(m_new, scores_[j]);
       update(m_new);
@@ -404,14 +415,14 @@ class RowModel {
         l += w;
         for (int d = 0; d < dims; ++d) acc[d] += w * values_[j * dims + d];
       }
-      if (r_.state_round_sum) l = hold(l);
-      if (r_.state_round_acc)
+      if (r_.state_round_sum && spill) l = hold(l);
+      if (r_.state_round_acc && spill)
         for (double& x : acc) x = hold(x);
     }
     if (!std::isnan(sigma)) {
       update(std::max(m, sigma));
       l += base(sigma - m);
-      if (r_.state_round_sum) l = hold(l);
+      if (r_.state_round_sum && r_.state_tile > 0) l = hold(l);
     }
     for (int d = 0; d < dims; ++d) out[d] = l > 0 ? acc[d] / l : 0.0;
   }

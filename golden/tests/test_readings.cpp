@@ -45,8 +45,8 @@ test::Problem build(const Case& c) {
   p.chunk = c.chunk;
   p.decode_steps = c.steps;
   p.kv_format = c.kv;
-  p.k_descale = 0.75f;  // not a power of two: the descale's rule shows
-  p.v_descale = 1.5f;
+  p.k_descale = 0.7373f;  // not a power of two, nor exact in bf16: the descale's rule and its type show
+  p.v_descale = 1.4621f;
   if (c.cache == CachePolicy::paged) test::use_paged_cache(pr, 4, 3);
   return pr;
 }
@@ -150,6 +150,12 @@ BOOST_AUTO_TEST_CASE(every_reading_bends_a_case_with_its_feature) {
        })},
       {"two-sided window as a radius", 2, with([](Reading& r) { r.left_from_right = true; })},
       {"decode reads the previous row", 5, with([](Reading& r) { r.decode_row = golden::DecodeRow::previous; })},
+      {"accumulator in fp16 between the cache's keys and the call's", 3,
+       with([](Reading& r) { r.state_tile = -1, r.state_round_acc = true, r.round_type = DType::fp16; })},
+      {"descales in bf16", 4, with([](Reading& r) { r.descale_type = DType::bf16, r.descale_rounded_on_encode = true; })},
+      {"descales in bf16 on read", 4, with([](Reading& r) { r.descale_type = DType::bf16; })},
+      {"K in fp16", 0, with([](Reading& r) { r.round_keys = true, r.round_type = DType::fp16; })},
+      {"V in bf16", 0, with([](Reading& r) { r.round_values = true, r.round_type = DType::bf16; })},
   };
   for (const Bend& b : bends) {
     test::Problem pr = build(kCases[b.case_index]);

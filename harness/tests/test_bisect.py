@@ -163,7 +163,8 @@ class Bisect(unittest.TestCase):
         "drop-own-key": (PREFILL, "own_key_dropped", r"its last key is 1 before the window's last|\(the query's own key\) weight 0;", None),
         "one-future-key": (PREFILL, "future_keys", r"its last key is 1 after the window's last|\(1 after the query: a future key\) weight", None),
         "clamp-window-start": (PREFILL, "future_keys", r"keeps window_left \+ 1 keys|a future key\) weight", "only the first 15 rows of a sequence fail"),
-        "kv-fp16": (PREFILL, "kv_stored_as_fp16", r"equals the V row rounded to fp16 in every element", None),
+        # Reproduced by the reading of K and V held in fp16 (or told by the single-key rows' V).
+        "kv-fp16": (PREFILL, "kv_stored_as_fp16", r"equals the V row rounded to fp16 in every element|holds K and V in fp16", None),
         "v-from-k": (PREFILL, "output_outside_the_values", r"no non-negative combination of V rows gives", None),
         "p-bf16": (PREFILL, "quantised_probabilities", r"has a significand of 8 bits: .* \(bf16\)", None),
         # Key tiles counted as length // 16: the sequence's partial last tile is never read. An edge rule
@@ -252,6 +253,46 @@ class Bisect(unittest.TestCase):
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             summary = json.loads(r.stdout)
             self.assertEqual((summary["reproduces"], summary["class"]), (True, "fails_after_earlier_calls"), r.stdout)
+
+    def test_a_dut_that_keeps_state_from_another_scenario_is_told_which(self):
+        """A kernel that keeps the first call's window forever (a plan cached under too coarse a key)
+        passes alone and after runs of itself; after the scenario the sweep ran before it, in a
+        worker of its own, it fails, and bisect names that scenario and how the two differ."""
+        examples = os.path.join(os.path.dirname(CI), "..", "dut", "external", "examples")
+        with tempfile.TemporaryDirectory() as tmp:
+            kernel = os.path.join(tmp, "planned_kernel.py")
+            with open(kernel, "w") as f:
+                f.write(f"import sys\nsys.path.insert(0, {os.path.abspath(examples)!r})\nimport numpy_kernel\n"
+                        "_plan = {}\n\n\nclass _Planned:\n    def __init__(self, p):\n        self._p = p\n\n"
+                        "    def __getattr__(self, name):\n        if name == 'window_left':\n"
+                        "            return _plan.setdefault('left', self._p.window_left)\n"
+                        "        return getattr(self._p, name)\n\n\n"
+                        "def attention(p):\n    numpy_kernel.attention(_Planned(p))\n")
+            r = run("bisect", CI, "--filter", self.PREFILL, "--dut", f"python:{kernel}:attention", "--out",
+                    os.path.join(tmp, "b"))
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("Finding: fails_after_earlier_calls", r.stdout)
+            self.assertRegex(r.stdout, r"run again right after the scenario mode=\S+, same inputs, it fails")
+            self.assertRegex(r.stdout, r"the two differ in: .*w=\d+ there, w=16 here")
+
+    def test_rows_left_zero_are_told_apart_from_the_rows_fitted(self):
+        """Some failing rows written as zeros and others a weighting of keys below the window: the
+        zero rows are counted by position and left out of the least-squares fit, which names the
+        keys of the others (a fit of a zero row reads as "the weights sum to 0")."""
+        examples = os.path.join(os.path.dirname(CI), "..", "dut", "external", "examples")
+        with tempfile.TemporaryDirectory() as tmp:
+            kernel = os.path.join(tmp, "zero_kernel.py")
+            with open(kernel, "w") as f:
+                f.write(f"import sys\nsys.path.insert(0, {os.path.abspath(examples)!r})\nimport numpy as np\n"
+                        "import numpy_kernel\n\n\ndef attention(p):\n    numpy_kernel.attention(p)\n"
+                        "    kv = np.arange(p.heads_q) // (p.heads_q // p.heads_kv)\n    p.out[40:56] = 0\n"
+                        "    for t in range(56, 64):\n        p.out[t] = 0.7 * p.v[0][kv] + 0.3 * p.v[5][kv]\n")
+            r = run("bisect", CI, "--filter", self.PREFILL, "--dut", f"python:{kernel}:attention", "--out",
+                    os.path.join(tmp, "b"))
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("Finding: keys_below_the_window", r.stdout)
+            self.assertRegex(r.stdout, r"16 of the 24 finite failing rows there hold exactly 0 .* of the other 8")
+            self.assertIn("The rows exactly 0, by position: sequence 0 (70 tokens): rows 40..55", r.stdout)
 
     def test_a_correct_dut_does_not_reproduce(self):
         scenario = run("list", CI, "--sweep", "caches").stdout.split()[3]

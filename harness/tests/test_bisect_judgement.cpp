@@ -146,6 +146,31 @@ BOOST_AUTO_TEST_CASE(a_ring_slot_rule_is_fitted_to_the_slots_the_dut_filled) {
   BOOST_TEST(contains(f.evidence, "the first sequence's base for every sequence: sequence 1 base 25, the rule's 0"));
 }
 
+// A chunk's write that wraps past the ring's end copied in two parts, the wrapped part from slot 1:
+// chunks of 5 into a ring of 8, after chunk 1 (positions 5..9) positions 8 and 9 sit at slots 1 and 2.
+// The three differing slots alone fit a ring of 7 slots too; the slots the DUT has right (slot 7
+// holds position 7, which a ring of 7 would put at slot 0) rule that out.
+BOOST_AUTO_TEST_CASE(a_ring_slot_rule_is_held_to_the_slots_the_dut_has_right) {
+  using H = CacheMismatch::Held;
+  swa::AttnParams p = ring(8);
+  p.chunk = 5;
+  std::int32_t lens[] = {16};
+  std::int64_t offsets[] = {0, 16};
+  p.batch = 1;
+  p.seq_lens = lens;
+  p.seq_offsets = offsets;
+  std::vector<CacheMismatch> slots = {slot(0, 0, 8, H::position, 0), slot(0, 1, 9, H::position, 8),
+                                      slot(0, 2, 2, H::position, 9)};
+  const Finding differing_only = cache_finding(slots, p);
+  BOOST_TEST(contains(differing_only.evidence, "a ring of W - 1 slots"));
+  slots[0].model_positions = {8, 9, 2, 3, 4, 5, 6, 7};
+  const Finding f = cache_finding(slots, p);
+  BOOST_TEST(f.name == "ring_slot_rule_wrong");
+  BOOST_TEST(f.confidence == Confidence::high);
+  BOOST_TEST(contains(f.evidence, "wraps past slot W - 1 is copied from slot 1 instead of slot 0"));
+  BOOST_TEST(contains(f.evidence, "so do all 5 slots the DUT has right"));
+}
+
 // A cause that reproduced the output is qualified by where it shows, never contradicted: a soft-cap
 // missing only in chunked-prefill calls needs the chunked prefill, and that is where it is.
 BOOST_AUTO_TEST_CASE(a_reproduced_cause_is_qualified_by_the_mode_it_needs_not_contradicted) {

@@ -14,6 +14,7 @@
 #include "../src/bisect/judgement.hpp"
 #include "../src/bisect/placement.hpp"
 #include "../src/bisect/readings_search.hpp"
+#include "swa/dtype.hpp"
 #include "swa/golden.hpp"
 
 using namespace swa;
@@ -114,6 +115,8 @@ BOOST_AUTO_TEST_CASE(a_hidden_discrete_reading_is_named_by_reproducing_it) {
        with([](golden::Reading& r) { r.state_tile = 48, r.state_newest_first = true, r.state_round_sum = true, r.round_type = DType::fp16; })},
       {"query_position_from_call_start", true,
        with([](golden::Reading& r) { r.query_from_call_start = true, r.keys_from_call_window = true; })},
+      {"running_accumulator_in_fp16_between_stages", true,
+       with([](golden::Reading& r) { r.state_tile = -1, r.state_round_acc = true, r.round_type = DType::fp16; })},
   };
   for (const Hidden& h : hidden) {
     Case c(5);
@@ -175,6 +178,70 @@ BOOST_AUTO_TEST_CASE(an_fp8_clamp_at_another_type_s_largest_is_named_and_a_look_
   Finding right{"fp8_other_format", FindingSource::variant, {}, Confidence::high, ""};
   BOOST_TEST(!hold_variant_to_its_reading(right, "fp8_other_format", c.p, dut_output(c.p, other), ref, limits(c.p, 2e-6)));
   BOOST_TEST(right.confidence == Confidence::high);
+}
+
+// Descales held in bf16 by a kernel written without the readings: the golden run with its descales
+// rounded to bf16 (7.1e-3 and 3.9e-3: not powers of two, so the rounding moves them).
+BOOST_AUTO_TEST_CASE(descales_held_in_a_half_type_are_named) {
+  Case c(12);
+  c.p.kv_format = KvFormat::fp8_e4m3;
+  c.p.k_descale = 1 / 141.3f, c.p.v_descale = 1 / 257.9f;
+  const std::vector<double> ref = golden::run(c.p).out;
+  AttnParams held = c.p;
+  held.k_descale = round_to(DType::bf16, c.p.k_descale), held.v_descale = round_to(DType::bf16, c.p.v_descale);
+  BOOST_TEST_REQUIRE(held.k_descale != c.p.k_descale);
+  std::vector<double> out = golden::run(held).out;
+  for (double& x : out) x = static_cast<float>(x);
+  const ReadingSearch s = search_readings(c.p, out, ref, limits(c.p, 2e-6), [](const std::string&) {});
+  BOOST_TEST_REQUIRE(!s.reproducing.empty(), "closest " << (s.closest ? s.closest->name() : "-"));
+  BOOST_TEST(s.reproducing.front().name() == "fp8_descales_in_bf16");
+}
+
+// A reading that rounds an intermediate (here the state spilled to fp16 between a call's stages) is
+// computed in fp64 and the DUT's in fp32: a value on a rounding boundary rounds apart. One row off by
+// about one fp16 unit still reproduces, and says so; a row off by ten does not.
+BOOST_AUTO_TEST_CASE(a_row_one_rounding_apart_is_allowed_to_a_rounding_reading_only) {
+  Case c(5);
+  c.decode(9);
+  golden::Reading spill;
+  spill.state_tile = -1, spill.state_round_acc = true, spill.round_type = DType::fp16;
+  const std::vector<double> ref = golden::run(c.p).out;
+  std::vector<double> out = dut_output(c.p, spill);
+  const std::size_t row = static_cast<std::size_t>(c.offsets[1] - 3) * c.p.heads_q * c.p.head_size;  // a decode row
+  double largest = 0;
+  for (const double x : out) largest = std::max(largest, std::abs(x));
+  auto trial_with = [&](double units) {
+    std::vector<double> o = out;
+    o[row] += units * std::ldexp(1.0, -11) * std::abs(o[row]);
+    ReadingTrial t;
+    t.reading = spill;
+    return check_reading(c.p, t, o, ref, limits(c.p, 2e-6));
+  };
+  const ReadingTrial near = trial_with(0.9);
+  BOOST_TEST(near.reproduces);
+  BOOST_TEST(near.boundary_rows == 1);
+  BOOST_TEST(!trial_with(10 * largest / std::abs(out[row])).reproduces);
+  ReadingTrial spec;  // the spec rounds nothing: no row is allowed off
+  std::vector<double> g = ref;
+  for (double& x : g) x = static_cast<float>(x);
+  g[row] += 0.9 * std::ldexp(1.0, -11) * std::abs(g[row]) + 1e-5;
+  spec.reading.left_delta = 0;
+  BOOST_TEST(!check_reading(c.p, spec, g, ref, limits(c.p, 2e-6)).reproduces);
+}
+
+// K staged in fp16 by a kernel written without the readings (the golden on K rounded to fp16) in
+// an fp32 case: the keys' rounding is named.
+BOOST_AUTO_TEST_CASE(keys_held_in_a_half_type_are_named) {
+  Case c(13);
+  const std::vector<double> ref = golden::run(c.p).out;
+  const std::vector<float> k = c.k;
+  for (float& x : c.k) x = round_to(DType::fp16, x);
+  std::vector<double> out = golden::run(c.p).out;
+  for (double& x : out) x = static_cast<float>(x);
+  c.k = k;
+  const ReadingSearch s = search_readings(c.p, out, ref, limits(c.p, 2e-6), [](const std::string&) {});
+  BOOST_TEST_REQUIRE(!s.reproducing.empty(), "closest " << (s.closest ? s.closest->name() : "-"));
+  BOOST_TEST(s.reproducing.front().name() == "keys_rounded_to_fp16");
 }
 
 BOOST_AUTO_TEST_CASE(a_continuous_reading_is_fitted_to_its_value) {

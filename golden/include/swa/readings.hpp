@@ -185,9 +185,11 @@ struct Reading {
   // Rounding to the case's dtype (fp16, bf16) where the spec keeps fp32 or wider.
   bool round_scores = false, round_probabilities = false, round_row_sum = false, accumulate_in_dtype = false;
   bool round_sink = false;             // the sink logit held in the rounding type
+  bool round_keys = false, round_values = false;  // K / V held in the rounding type (a narrower staging buffer)
   // > 0: an online softmax over key tiles of this many positions (aligned to multiples of it, walked
   // oldest first or newest first), its running row sum and/or accumulator held in the rounding type,
-  // rounded after every tile's update (the sink folded in after the walk).
+  // rounded after every tile's update (the sink folded in after the walk). < 0: two stages, the keys
+  // before the call's first row (the cache's) and then the call's own, the state rounded between them.
   int state_tile = 0;
   bool state_newest_first = false, state_round_sum = false, state_round_acc = false;
   DType round_type = DType::fp32;      // the type those round to: fp32 means the case's own dtype
@@ -197,6 +199,10 @@ struct Reading {
   bool fp8_saturates = true;  // false: beyond the largest value becomes NaN (e4m3) or inf (e5m2)
   double fp8_clamp = 0;       // > 0: |x / descale| clamped to this before encoding (another type's largest value)
   DescaleRule k_descale = DescaleRule::own, v_descale = DescaleRule::own;
+  // The descales as the kernel holds them: rounded to fp16/bf16 (fp32: exact) where it reads the
+  // codes back, and where it encodes them too when descale_rounded_on_encode.
+  DType descale_type = DType::fp32;
+  bool descale_rounded_on_encode = false;
   bool fp8_chunk_keys_unquantised = false;  // a prompt call's own K/V rows read before the cache's FP8
   bool descale_cached_only = false;  // the descale rules on the keys read back from the cache alone (a call's own rows as the spec)
 };

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <utility>
 
+#include "bisection.hpp"
 #include "steps.hpp"
 #include "ablation.hpp"
 #include "band.hpp"
@@ -43,85 +44,6 @@
 #include "swa/harness/judge/metrics.hpp"
 
 namespace swa::harness {
-namespace {
-
-// One bisection as named steps over the state they hand on. Each step writes its section of the
-// report; an early ending (the DUT did not run, the failure does not reproduce) still writes the
-// report and the summary (finish()).
-class Bisection {
- public:
-  Bisection(const Scenario& original, const BisectOptions& o, std::ostream& log)
-      : original_(original), o_(o), log_(log), t0_(std::chrono::steady_clock::now()) {
-    head_ << "swa-harness bisect report\n=========================\n"
-          << "DUT:        " << o.dut << "\nReference:  " << (o.against == "golden" ? "the fp64 golden" : o.against)
-          << "\nScenario:   " << original.id() << "\n\n";
-  }
-
-  // 1. Reproduce: run the case (and reruns); an ending when the DUT cannot run or passes.
-  std::optional<int> reproduce();
-  // 2. Localize: which rows fail, and where in the schedule.
-  void localize_rows();
-  // 3. Ablate: which features the failure needs, before any fit.
-  void ablate();
-  // 4. Diagnose: the cache's differences when only the cache fails; otherwise the variants.
-  void diagnose_output();
-  // 4 (cont.). The band the DUT attends, measured, when a band variant matched or none did.
-  void measure_attended_band();
-  // 5. Reduce while the evidence holds.
-  void reduce();
-  // 6. The finding, judged against the ablation.
-  void conclude();
-  // 6/7. The repro files.
-  void emit_files();
-  // Writes report.txt and summary.json (the finding first), prints one, returns `status`.
-  int finish(int status);
-
- private:
-  std::string class_of(const Scenario& x, const BisectRun& e) const;
-  bool still_needs(const Scenario& candidate, const BisectRun& e) const;
-  void word_diagnosis();
-  void search_for_a_reading();
-  Finding reading_finding() const;
-  // Drops the look-alike readings that do not reproduce a case the DUT fails (e); false when none does.
-  bool tell_apart(const Scenario& x, const BisectRun& e);
-  // When the outputs fail only in calls after the cache first differs, and the cache's finding is
-  // clear: the sentence that says so (what the later calls read back was written wrong).
-  std::optional<std::string> cache_went_wrong_first() const;
-  void tell_apart_on_probes();
-  // An exact variant that the facts of the output (zero rows, a narrower grid) give too: held to the
-  // first look-alike probe the DUT fails (true when none fails, or the variant computes it exactly).
-  bool variant_holds_on_a_probe();
-  // One line on stderr per step, with the time so far: a long bisect is never silent.
-  void progress(const std::string& line) const;
-
-  const Scenario& original_;
-  const BisectOptions& o_;
-  std::ostream& log_;
-  const std::chrono::steady_clock::time_point t0_;
-  std::ostringstream head_, r_;
-  Summary summary_;
-  BisectRun first_;
-  std::vector<Ablation> ablations_;
-  std::vector<std::string> needed_;
-  bool cache_only_ = false;
-  Diagnosis diag_;
-  std::optional<ReadingTrial> reading_;  // the simplest reading that reproduces the DUT, when one does
-  std::optional<Placement> placement_;   // when none does: the failing rows as other rows' golden outputs
-  std::optional<KeyRunFit> key_runs_;    // or: each failing row a run of its own keys, the edges' rule fitted
-  std::string where_failing_, where_not_finite_;
-  ZeroRows zero_rows_;                   // the original case's failing rows that hold exactly 0
-  std::optional<Finding> narrower_output_;  // the original case's output stored through a narrower type  // the original case's failing / non-finite rows by position
-  std::vector<ReadingTrial> alike_;      // every reading that reproduced each failing case tried so far
-  std::vector<std::string> told_apart_;  // "X: it leaves 3 of 40 rows over their limit on CASE"
-  std::string refuted_;                  // a probe the DUT fails that the reading does not reproduce, in words
-  std::optional<Finding> band_;
-  bool suspicious_ = false;
-  bool variant_unlike_reading_ = false;  // the variant matched, the reading of its name does not reproduce
-  Scenario minimal_;
-  BisectRun minimal_eval_;
-  Recovery recovery_;
-  int step_ = 6;
-};
 
 int Bisection::finish(int status) {
   summary_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
@@ -157,30 +79,7 @@ std::optional<int> Bisection::reproduce() {
   summary_.max_abs = first_.max_abs;
   summary_.threshold = first_.threshold;
   if (!first_.fails) {
-    // A DUT that keeps state across calls (a counter, a cached plan, a buffer not reset) passes a
-    // scenario run first and fails it after others: the DUT runs it again, after more runs of it.
-    constexpr int kRunsBefore = 2;
-    progress("reproduce: the DUT passes; it runs the scenario again after " + std::to_string(kRunsBefore) + " more run(s) of it");
-    const BisectRun again = evaluate_case(original_, o_, kRunsBefore);
-    if (again.error.empty() && again.fails) {
-      r_ << "   Its first run here passes; run again by the DUT after " << kRunsBefore << " more run(s) of it, it fails: "
-         << again.reason << "\n";
-      summary_.reproduces = true;
-      summary_.reason = again.reason;
-      summary_.max_abs = again.max_abs;
-      summary_.finding = {"fails_after_earlier_calls", FindingSource::none,
-                          {"The DUT keeps state from one call to the next: the scenario's first run here passes (max abs error " +
-                               std::to_string(first_.max_abs) + "); run again after " + std::to_string(kRunsBefore) +
-                               " more run(s) of the same scenario, same inputs, it fails (" + again.reason + ").",
-                           "A counter, a cached plan or a workspace that one call leaves for the next (not reset per launch) "
-                           "makes a later call compute something else; which scenarios ran before decides whether it fails."},
-                          Confidence::high,
-                          "computed: the same inputs pass on the first run and fail on a later one"};
-      summary_.finding.reproduced = true;
-      return finish(1);
-    }
-    r_ << "   The failure does not reproduce: the DUT passes this scenario, first and after " << kRunsBefore
-       << " more run(s) of it.\n";
+    if (fails_after_earlier_calls()) return finish(1);
     summary_.finding = {"does_not_reproduce", FindingSource::none, {"the DUT passes this scenario"}};
     return finish(0);
   }
@@ -192,8 +91,9 @@ std::optional<int> Bisection::reproduce() {
 
 void Bisection::localize_rows() {
   summary_.pattern = failing_row_pattern(original_, first_);
-  where_failing_ = failing_rows_geometry(original_, first_, false);
-  where_not_finite_ = failing_rows_geometry(original_, first_, true);
+  where_failing_ = failing_rows_geometry(original_, first_, RowsOf::failing);
+  where_not_finite_ = failing_rows_geometry(original_, first_, RowsOf::non_finite);
+  where_zero_ = failing_rows_geometry(original_, first_, RowsOf::failing_zero);
   zero_rows_ = count_zero_rows(first_.reference->problem, first_.out, first_.ref, first_.row_limit);
   narrower_output_ = output_through_narrower_type(first_.reference->problem, first_.out, first_.ref, first_.row_limit);
   r_ << "2. Localize\n   " << localize(original_, first_) << "\n\n";
@@ -249,135 +149,10 @@ void Bisection::diagnose_output() {
 
 void Bisection::progress(const std::string& line) const { print_progress(t0_, line); }
 
-// On the DUT's own inputs, the readings of the spec (golden/readings.hpp) one knob at a time, then in
-// pairs, until one reproduces every row of the output within its limit.
-void Bisection::search_for_a_reading() {
-  r_ << "\n4b. Reproduce: no variant reproduces the output to the baseline-level threshold; the golden computed with "
-        "the spec read another way (harness/src/bisect/readings_table.cpp), on the DUT's own inputs\n";
-  if (o_.against != "golden") {
-    r_ << "   Not searched: the reference is another DUT (--against), not the golden the readings change.\n";
-    return;
-  }
-  progress("readings: searching the readings of the spec for one that reproduces the output");
-  const AttnParams& p = first_.reference->problem.params;
-  summary_.readings = search_readings(p, first_.out, first_.ref, first_.row_limit, [&](const std::string& l) { progress(l); });
-  const ReadingSearch& found = *summary_.readings;
-  r_ << "   " << found.evaluated << " readings evaluated in " << found.seconds << " s.\n";
-  if (!found.reproducing.empty()) {
-    reading_ = found.reproducing.front();
-    alike_ = found.reproducing;
-    for (const ReadingTrial& t : found.reproducing)
-      r_ << "   REPRODUCES " << t.name() << ": the DUT " << t.words() << "; every one of the " << t.rows
-         << " rows within its limit (" << t.failing << " failing against the golden), worst difference " << t.worst_difference
-         << ", at most " << t.worst_share << " of a row's limit\n";
-    r_ << "   Diagnosis: " << reading_->name() << ". The reading reproduces the output.\n\n";
-    return;
-  }
-  if ((placement_ = fit_output_placement(p, first_.out, first_.ref, first_.row_limit)))
-    r_ << "   Placed: " << placement_->placed << " of the " << placement_->failing
-       << " failing rows are each exactly one other row's golden output (output_rows_misplaced).\n";
-  else if ((key_runs_ = fit_key_runs(first_.reference->problem, first_.out, first_.ref, first_.row_limit,
-                                      {{first_.traits.query_tile, first_.traits.key_tile}}))) {
-    if (!key_runs_->reproduced && !non_finite_summary(original_, first_).empty()) key_runs_.reset();  // NaN rows tell more
-    else r_ << "   Keys measured: each failing row measured is a run of its own keys; " << key_runs_->name << ".\n"; }
-  if (found.closest)
-    r_ << "   None reproduces the output. The closest, " << found.closest->name() << " (the DUT " << found.closest->words()
-       << "), leaves " << found.closest->failing_within << " of the " << found.closest->failing
-       << " failing rows compared within their limit (worst: " << found.closest->worst_share << " of a row's limit).\n";
-  else if (found.spec_within_noise)
-    r_ << "   None searched: every failing row is within one unit of the DUT's storage of the golden itself, so no "
-          "reading can be told from the spec on it.\n";
-  else
-    r_ << "   None applies: no row fails by its max-abs limit.\n";
-}
-
-bool Bisection::tell_apart(const Scenario& x, const BisectRun& e) {
-  std::vector<ReadingTrial> kept;
-  std::vector<std::string> dropped;
-  for (const ReadingTrial& t : alike_) {
-    const ReadingTrial here = check_reading(e.reference->problem.params, t, e.out, e.ref, e.row_limit);
-    if (here.reproduces)
-      kept.push_back(t);
-    else
-      dropped.push_back(t.name() + " (the DUT " + t.words() + "): " + std::to_string(here.rows - here.rows_within) + " of " +
-                        std::to_string(here.rows) + " rows over their limit on " + x.id());
-  }
-  if (kept.empty()) return false;  // another failure, or none of them: this case tells nothing apart
-  told_apart_.insert(told_apart_.end(), dropped.begin(), dropped.end());
-  alike_ = std::move(kept);
-  if (alike_.front().name() != reading_->name() || alike_.front().words() != reading_->words()) {
-    reading_ = alike_.front();
-    r_ << "   On " << x.id() << " only " << alike_.size() << " of the readings still reproduce; the simplest: " << reading_->name()
-       << " (the DUT " << reading_->words() << ").\n";
-  }
-  return true;
-}
-
-// Look-alikes left after the reduction, run on the probes of look_alike_probes (reductions.cpp); each
-// costs one run of the DUT.
-void Bisection::tell_apart_on_probes() {
-  std::set<std::string> names;
-  for (const ReadingTrial& t : alike_) names.insert(t.name() + "|" + t.words());
-  const std::vector<Scenario> probes = look_alike_probes(original_);
-  progress("readings: " + std::to_string(names.size()) + " reading(s) reproduce; held to " + std::to_string(probes.size()) +
-           " more cases");
-  for (const Scenario& x : probes) {
-    BisectRun e;
-    try {
-      e = evaluate_case(x, o_);
-    } catch (const std::exception&) {
-      continue;  // a probe the case's limits refuse (a window past the sequence): no evidence
-    }
-    if (!e.error.empty() || !e.fails || !e.output_fails) continue;
-    // A case the DUT fails that no reading left reproduces: the reading is not the whole cause.
-    if (!tell_apart(x, e) && refuted_.empty()) {
-      const ReadingTrial here = check_reading(e.reference->problem.params, *reading_, e.out, e.ref, e.row_limit);
-      refuted_ = x.id() + ": " + std::to_string(here.rows - here.rows_within) + " of " + std::to_string(here.rows) +
-                 " rows over their limit";
-    }
-  }
-}
-
 std::optional<std::string> Bisection::cache_went_wrong_first() const {
   // What reproduces the output comes first: a variant that matches it, the band measured.
   if (cache_only_ || (diag_.explained && !suspicious_) || band_) return std::nullopt;
   return harness::cache_went_wrong_first(minimal_, minimal_eval_);
-}
-
-Finding Bisection::reading_finding() const {
-  const ReadingTrial t = check_reading(minimal_eval_.reference->problem.params, *reading_, minimal_eval_.out, minimal_eval_.ref,
-                                       minimal_eval_.row_limit);
-  ConfidenceEvidence ce;
-  ce.failing_rows = t.failing;
-  ce.reproduced_rows = t.reproduces ? t.failing : t.failing_within;
-  ce.contradictions = refuted_.empty() ? 0 : 1;
-  const ConfidenceRule rule = confidence_from(ce);
-  std::ostringstream first, second;
-  first.precision(3);
-  first << "The DUT computes the golden with the spec read one way differently: it " << t.words() << ".";
-  second.precision(3);
-  second << "Reproduced on the minimal case: " << t.rows_within << " of its " << t.rows << " (token, head) rows within their limit, the "
-         << t.failing << " failing ones included; worst |DUT - reading| " << t.worst_difference << ", at most " << t.worst_share
-         << " of a row's limit (" << summary_.readings->evaluated << " readings evaluated).";
-  Finding f{reading_->name(), FindingSource::reading_reproduced, {first.str(), second.str()}, rule.confidence, rule.why};
-  f.reproduced = t.reproduces;
-  {
-    std::vector<std::string> others;
-    std::size_t more = 0;
-    for (const ReadingTrial& t : alike_)
-      if (t.name() != reading_->name() || t.words() != reading_->words())  // not the same reading
-        (others.size() < 3 ? others.push_back(t.name() + " (" + t.words() + ")") : void(++more));
-    if (!others.empty())
-      f.evidence.push_back("Also reproducing every failing case tried, not told apart by them: " + join(others, "; ") +
-                           (more ? "; and " + std::to_string(more) + " more (summary.json lists them)" : std::string()) + ".");
-    if (!refuted_.empty())
-      f.evidence.push_back("It does not reproduce every case the DUT fails: on " + refuted_ +
-                           " (another cause, or one this reading only resembles there).");
-    if (!told_apart_.empty())
-      f.evidence.push_back("Told apart from " + std::to_string(told_apart_.size()) + " reading(s) that reproduced the first case: " +
-                           join(told_apart_, "; ") + ".");
-  }
-  return f;
 }
 
 // Measured on the case, then again with one more key on each side, which tells how the DUT's bounds
@@ -502,25 +277,6 @@ void Bisection::reduce() {
      << ".\n   " << localize(minimal_, minimal_eval_) << "\n\n";
 }
 
-bool Bisection::variant_holds_on_a_probe() {
-  progress("variants: " + diag_.best + " gives the output as its facts do; held to a probe");
-  for (const Scenario& x : look_alike_probes(original_)) {
-    BisectRun e;
-    try {
-      e = evaluate_case(x, o_);
-    } catch (const std::exception&) {
-      continue;  // a probe the case's limits refuse: no evidence
-    }
-    if (!e.error.empty() || !e.fails || !e.output_fails) continue;
-    const Diagnosis d = diagnose(e);
-    const bool holds = d.explained && d.best == diag_.best && d.ranked.front().first <= e.threshold;
-    r_ << "   The variant " << diag_.best << (holds ? " reproduces" : " does not reproduce") << " the probe " << x.id()
-       << " the DUT fails too" << (holds ? ".\n" : ": the facts of the output lead.\n");
-    return holds;
-  }
-  return true;
-}
-
 // The cache's finding, the band's, the variant's, or what the output itself tells (its non-finite
 // elements, its single-key rows, the recovered attention); then judged against the ablation.
 void Bisection::conclude() {
@@ -590,6 +346,7 @@ void Bisection::conclude() {
   if (summary_.finding.name.empty())
     summary_.finding = {"not_told", FindingSource::none, {"nothing tells this failure"}, Confidence::abstained,
                         "no method applies"};
+  tell_the_zero_rows();
   // No reading reproduced the output: what follows describes it, it does not compute it.
   if (!cache_only_ && !reading_ && summary_.readings) {
     const ReadingSearch& found = *summary_.readings;
@@ -656,8 +413,6 @@ void Bisection::emit_files() {
      << (o_.out_dir / "report.txt").string() << ": this report\n   " << (o_.out_dir / "summary.json").string()
      << ": the finding for CI bots (also printed by --json)\n";
 }
-
-}  // namespace
 
 int bisect(const Scenario& original, const BisectOptions& o, std::ostream& log) {
   Bisection b(original, o, log);

@@ -97,9 +97,27 @@ Recovery recover(const Scenario& s, const BisectRun& e, const BisectOptions& o, 
                  Confidence::medium, "the verdict fails on the L2 criterion alone; no variant replays the accumulation"};
     return r;
   }
-  for (const FailingRow& row : failing_rows(r.wider ? *r.wider : s, *run, 48, /*finite_only=*/true))
-    r.rows.push_back(recover_row(pr, run->out, row.sequence, row.token, row.head));
+  // A row written as exactly 0 is the weighting of no key, whatever the kernel did to it: it tells no
+  // weights, and a fit of it would read as "the weights sum to 0". The rows that are not 0 are fitted.
+  const Scenario& fitted = r.wider ? *r.wider : s;
+  const std::size_t finite = failing_rows(fitted, *run, std::numeric_limits<std::size_t>::max(), /*finite_only=*/true).size();
+  const std::vector<FailingRow> nonzero = failing_rows(fitted, *run, 48, /*finite_only=*/true, /*nonzero_only=*/true);
+  const std::size_t nonzero_count = failing_rows(fitted, *run, std::numeric_limits<std::size_t>::max(), true, true).size();
+  if (nonzero.empty()) {
+    r.finding = {"rows_not_computed", FindingSource::recovered_attention,
+                 {"every one of the " + std::to_string(finite) + " finite failing rows of the case fitted (" + fitted.id() +
+                  ") holds exactly 0 in every element: the rows attended no key or values that are zeros (memory "
+                  "never written), or were never computed, or were zeroed afterwards; no weights to fit"},
+                 Confidence::medium, "every fitted failing row is exactly 0"};
+    return r;
+  }
+  for (const FailingRow& row : nonzero) r.rows.push_back(recover_row(pr, run->out, row.sequence, row.token, row.head));
   r.finding = classify_recovery(r.rows, pr.params);
+  if (nonzero_count < finite)
+    r.finding.evidence.push_back(std::to_string(finite - nonzero_count) + " of the " + std::to_string(finite) +
+                                 " finite failing rows there hold exactly 0 in every element (they attended no key or "
+                                 "values that are zeros, or were never computed): left out of the fit, which is of the other " +
+                                 std::to_string(nonzero_count));
   return r;
 }
 

@@ -95,6 +95,7 @@ RowError row_error(const Scenario& s, const BisectRun& e, int b, std::int64_t t,
     const std::size_t i = ((pr.seq_offsets[b] + t) * s.heads + h) * s.head_size + k;
     const double err = std::abs(e.out[i] - e.ref[i]);
     r.finite_output = r.finite_output && std::isfinite(e.out[i]);
+    r.zero_output = r.zero_output && e.out[i] == 0.0;
     r.worst = std::isfinite(err) ? std::max(r.worst, err) : std::numeric_limits<double>::infinity();
   }
   return r;
@@ -108,14 +109,16 @@ double limit_of(const BisectRun& e, int b, std::int64_t t) {
 
 // The rows over the threshold in schedule order (then sequence, token, head), at most `limit`; with
 // finite_only, those whose output is finite (a NaN row cannot be fitted).
-std::vector<FailingRow> failing_rows(const Scenario& s, const BisectRun& e, std::size_t limit, bool finite_only) {
+std::vector<FailingRow> failing_rows(const Scenario& s, const BisectRun& e, std::size_t limit, bool finite_only,
+                                     bool nonzero_only) {
   const AttnParams& p = e.reference->problem.params;
   std::vector<std::pair<SchedulePlace, FailingRow>> rows;
   for (int b = 0; b < p.batch; ++b)
     for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
       for (int h = 0; h < s.heads; ++h) {
         const RowError row = row_error(s, e, b, t, h);
-        if (row.worst > limit_of(e, b, t) && (!finite_only || row.finite_output)) rows.push_back({place_of(p, b, t), {b, h, t}});
+        if (row.worst > limit_of(e, b, t) && (!finite_only || row.finite_output) && (!nonzero_only || !row.zero_output))
+          rows.push_back({place_of(p, b, t), {b, h, t}});
       }
   std::stable_sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<FailingRow> out;

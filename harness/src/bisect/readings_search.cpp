@@ -172,9 +172,26 @@ std::string ReadingTrial::words() const {
 ReadingTrial check_reading(const AttnParams& p, const ReadingTrial& trial, const std::vector<double>& out,
                            const std::vector<double>& ref, const std::vector<double>& row_limit) {
   ReadingTrial t = trial;
+  t.boundary_rows = 0;
   const Comparison all(p, out, ref, row_limit, /*all_rows=*/true);
   all.evaluate(t);
   t.reproduces = t.rows_within == t.rows && t.failing > 0;
+  // A reading that rounds an intermediate to a narrower type computes it in fp64, the DUT in fp32:
+  // where the value lies on a rounding boundary the two round it apart, one unit of that type. A few
+  // such rows (at most 1 in 200, and at most one unit of the type at the output's size) are allowed.
+  const Reading& r = t.reading;
+  const bool rounds = r.round_scores || r.round_probabilities || r.round_row_sum || r.accumulate_in_dtype || r.round_sink ||
+                      r.state_round_sum || r.state_round_acc;  // (K and V are inputs: no fp32 value before their rounding)
+  const std::int64_t off = t.rows - t.rows_within;
+  if (!t.reproduces && rounds && t.failing > 0 && off <= std::max<std::int64_t>(2, t.rows / 200)) {
+    double largest = 0;
+    for (const double x : out) largest = std::isfinite(x) ? std::max(largest, std::abs(x)) : largest;
+    const DType type = r.round_type == DType::fp32 ? p.dtype : r.round_type;
+    if (t.worst_difference <= 2 * unit_roundoff(type) * largest) {
+      t.reproduces = true;
+      t.boundary_rows = off;
+    }
+  }
   return t;
 }
 
@@ -193,12 +210,28 @@ std::optional<ReadingTrial> check_reading_named(const AttnParams& p, const std::
   return best;
 }
 
+std::vector<double> search_limits(const ReadingSearch& s, const std::vector<double>& row_limit) {
+  std::vector<double> limits = row_limit;
+  for (double& x : limits) x *= s.limit_share;
+  return limits;
+}
+
 ReadingSearch search_readings(const AttnParams& p, const std::vector<double>& out, const std::vector<double>& ref,
                               const std::vector<double>& row_limit, const std::function<void(const std::string&)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   ReadingSearch s;
   const Comparison c(p, out, ref, row_limit, /*all_rows=*/false);
-  if (c.failing_rows() == 0) return s;  // the outputs fail by L2 alone: no row to reproduce
+  if (c.failing_rows() == 0) {
+    // The outputs fail by L2 alone (many small errors: a precision fault). A reading that computes
+    // them reproduces every row far inside its limit, where the golden leaves rows out: search there.
+    ReadingSearch none;
+    const std::vector<double> tight = search_limits({.limit_share = kL2OnlyLimitShare}, row_limit);
+    if (Comparison(p, out, ref, tight, false).failing_rows() == 0) return none;
+    progress("readings: no row fails by its max-abs limit; rows compared at a tenth of it, where the golden leaves some out");
+    ReadingSearch narrow = search_readings(p, out, ref, tight, progress);
+    narrow.limit_share = kL2OnlyLimitShare;
+    return narrow;
+  }
   {
     ReadingTrial spec;
     c.evaluate(spec);
@@ -241,7 +274,7 @@ ReadingSearch search_readings(const AttnParams& p, const std::vector<double>& ou
   auto simplest = [](const ReadingTrial& a, const ReadingTrial& b) {
     auto key = [](const ReadingTrial& t) {
       const auto fitted = std::count_if(t.parts.begin(), t.parts.end(), [](const ReadingSetting& x) { return x.fitted; });
-      return std::tuple(t.parts.size(), fitted, t.order);
+      return std::tuple(t.parts.size(), t.boundary_rows > 0, fitted, t.order);  // an exact reproduction before a near one
     };
     return key(a) < key(b);
   };

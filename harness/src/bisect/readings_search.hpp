@@ -22,6 +22,7 @@ struct ReadingTrial {
   std::int64_t failing = 0, failing_within = 0;     // of them failing against the golden
   double worst_difference = 0;        // the largest |DUT - reading| element
   bool reproduces = false;            // every row of the whole output within its limit
+  std::int64_t boundary_rows = 0;     // or all but these, one rounding apart (an intermediate on a rounding boundary)
   std::int64_t order = 0;             // when it was tried: the table's order, singles before pairs
 
   std::string name() const;   // the class: the parts' names joined by '+'
@@ -33,9 +34,16 @@ struct ReadingSearch {
   std::optional<ReadingTrial> closest;    // the best that does not reproduce (fewest squared differences)
   double spec_sse = 0;
   bool spec_within_noise = false;  // the golden itself is within the DUT's storage noise of every row: not searched
+  // 1, or kL2OnlyLimitShare when no row fails by its max-abs limit (the outputs fail by L2 alone):
+  // the rows are then compared at that share of their limit, where the golden leaves some out.
+  double limit_share = 1;
   std::int64_t evaluated = 0;
   double seconds = 0;
 };
+
+inline constexpr double kL2OnlyLimitShare = 0.1;  // "a tenth" in the words
+// The limits a reading is held to after the search: row_limit times the search's limit_share.
+std::vector<double> search_limits(const ReadingSearch& s, const std::vector<double>& row_limit);
 
 // out: the DUT's output ([nTokens, Hq, D]); ref: the golden's; row_limit: each token row's max-abs
 // limit (its phase's). progress(line) is called once per stage.

@@ -2,6 +2,7 @@
 #include "readings_table.hpp"
 
 #include "readings_edges.hpp"
+#include "readings_precision.hpp"
 #include "swa/dtype.hpp"
 
 #include <cmath>
@@ -20,7 +21,6 @@ bool is_ring(const AttnParams& p) {
   return p.mode != RunMode::prefill && (p.cache == CachePolicy::ring_modulo || p.cache == CachePolicy::ring_compact);
 }
 bool gqa(const AttnParams& p) { return p.heads_kv > 1 && p.heads_q != p.heads_kv; }
-bool narrow(const AttnParams& p) { return p.dtype != DType::fp32; }
 
 // A fitted value beside the spec's, each with as many digits as it takes to tell them apart (4 at
 // least, 9 at most): "0.1250268 instead of 0.125 (x1.000214)", never "0.125 instead of 0.125 (x1)".
@@ -476,121 +476,19 @@ const std::vector<ReadingKnob>& reading_knobs() {
          return s;
        }},
       {"rounding", "where a value is rounded to the case's fp16/bf16 (the scores, P, the row sum, the P.V accumulator, "
-                   "the sink logit), or in an fp32 case to fp16 or bf16 (a value held in a narrower type)",
+                   "the sink logit), or in an fp32 case to fp16 or bf16 (a value held in a narrower type: those, or K or V)",
        "scores_rounded_to_dtype, probabilities_rounded_to_dtype, row_sum_rounded_to_dtype, fp16_pv_accumulation, "
-       "sink_rounded_to_dtype, VALUE_rounded_to_fp16, VALUE_rounded_to_bf16",
-       [](const AttnParams& p) {
-         if (!narrow(p)) {
-           // An fp32 case: one intermediate held in fp16 or bf16 (a half argument, a half scratch buffer).
-           Settings s;
-           for (const DType t : {DType::fp16, DType::bf16}) {
-             const std::string type = t == DType::fp16 ? "fp16" : "bf16";
-             struct Value {
-               const char* name;
-               const char* words;
-               bool Reading::*flag;
-             };
-             const Value values[] = {{"scores", "the scores", &Reading::round_scores},
-                                     {"probabilities", "the unnormalised probabilities", &Reading::round_probabilities},
-                                     {"row_sum", "the softmax's row sum", &Reading::round_row_sum},
-                                     {"pv_accumulator", "the P.V accumulator", &Reading::accumulate_in_dtype},
-                                     {"sink", "the sink logit", &Reading::round_sink}};
-             for (const Value& v : values) {
-               if (v.flag == &Reading::round_sink && !p.sinks) continue;
-               const auto flag = v.flag;
-               s.push_back(setting(std::string(v.name) + "_rounded_to_" + type, "holds " + std::string(v.words) + " in " + type,
-                                   [flag, t](Reading& r) { r.*flag = true, r.round_type = t; }));
-             }
-           }
-           return s;
-         }
-         Settings s{setting("scores_rounded_to_dtype", "rounds the scores to the inputs' dtype before the softmax",
-                                 [](Reading& r) { r.round_scores = true; }),
-                         setting("probabilities_rounded_to_dtype", "rounds the unnormalised probabilities to the inputs' dtype before P.V",
-                                 [](Reading& r) { r.round_probabilities = true; }),
-                         setting("row_sum_rounded_to_dtype", "rounds the softmax's row sum to the inputs' dtype",
-                                 [](Reading& r) { r.round_row_sum = true; }),
-                         setting("fp16_pv_accumulation", "accumulates P.V in the inputs' dtype",
-                                 [](Reading& r) { r.accumulate_in_dtype = true; })};
-         if (p.sinks)
-           s.push_back(setting("sink_rounded_to_dtype", "rounds the sink logit to the inputs' dtype", [](Reading& r) { r.round_sink = true; }));
-         return s;
-       }},
+       "sink_rounded_to_dtype, VALUE_rounded_to_fp16, VALUE_rounded_to_bf16, kv_stored_as_TYPE",
+       rounding_settings},
       {"running_state", "an online softmax over key tiles whose running row sum or accumulator is held in fp16/bf16 "
-                        "(the case's dtype, or in an fp32 case either), rounded after every tile, tiles walked either way",
-       "running_row_sum_in_TYPE_per_T_key_tile, running_accumulator_in_TYPE_per_T_key_tile",
-       [](const AttnParams& p) {
-         Settings s;
-         const std::vector<DType> types = narrow(p) ? std::vector<DType>{DType::fp32} : std::vector<DType>{DType::fp16, DType::bf16};
-         for (const DType t : types)
-           for (const bool sum : {true, false})
-             for (const int tile : {16, 32, 48, 64, 128})
-               for (const bool newest : {false, true}) {
-                 const std::string type = t == DType::fp32 ? std::string(dtype_name(p.dtype)) : std::string(dtype_name(t));
-                 const std::string what = sum ? "row_sum" : "accumulator";
-                 s.push_back(setting("running_" + what + "_in_" + type + "_per_" + std::to_string(tile) + "_key_tile",
-                                     "holds the online softmax's running " + std::string(sum ? "row sum" : "P.V accumulator") + " in " +
-                                         type + ", rounded after every " + std::to_string(tile) + "-key tile (tiles walked " +
-                                         (newest ? "newest to oldest" : "oldest to newest") + ")",
-                                     [t, sum, tile, newest](Reading& r) {
-                                       r.state_tile = tile, r.state_newest_first = newest, r.round_type = t;
-                                       (sum ? r.state_round_sum : r.state_round_acc) = true;
-                                     }));
-               }
-         return s;
-       }},
+                        "(the case's dtype, or in an fp32 case either), rounded after every tile (tiles walked either way) or "
+                        "spilled between a call's two stages (the cache's keys, then its own)",
+       "running_row_sum_in_TYPE_per_T_key_tile, running_accumulator_in_TYPE_per_T_key_tile, running_accumulator_in_TYPE_between_stages, running_state_in_TYPE_between_stages",
+       running_state_settings},
       {"fp8", "FP8 K/V: the format, the rounding, saturation, each descale's use, which rows go through FP8",
-       "fp8_other_format, fp8_rounds_toward_zero, fp8_rounds_ties_away, fp8_no_saturation, fp8_clamped_at_N, fp8_v_read_with_k_descale, "
+       "fp8_other_format, fp8_rounds_toward_zero, fp8_rounds_ties_away, fp8_no_saturation, fp8_clamped_at_N, fp8_descales_in_TYPE, fp8_v_read_with_k_descale, "
        "fp8_k_read_with_v_descale, fp8_descale_twice, fp8_descale_not_applied, fp8_descale_inverted, fp8_chunk_keys_unquantised",
-       [](const AttnParams& p) {
-         Settings s;
-         if (!is_fp8(p.kv_format)) return s;
-         const KvFormat other = p.kv_format == KvFormat::fp8_e4m3 ? KvFormat::fp8_e5m2 : KvFormat::fp8_e4m3;
-         s.push_back(setting("fp8_other_format", std::string("quantises K/V to ") + (other == KvFormat::fp8_e4m3 ? "e4m3" : "e5m2"),
-                             [other](Reading& r) { r.fp8_format = other; }));
-         s.push_back(setting("fp8_rounds_toward_zero", "encodes FP8 rounding toward zero", [](Reading& r) { r.fp8_rounding = Fp8Rounding::toward_zero; }));
-         s.push_back(setting("fp8_rounds_ties_away", "encodes FP8 rounding ties away from zero", [](Reading& r) { r.fp8_rounding = Fp8Rounding::ties_away; }));
-         s.push_back(setting("fp8_no_saturation", "encodes FP8 without saturating (beyond the largest: NaN or inf)", [](Reading& r) { r.fp8_saturates = false; }));
-         // A saturation bound taken from another type: the other FP8 format's, the FNUZ e4m3's, fp16's.
-         const double own_max = p.kv_format == KvFormat::fp8_e4m3 ? 448 : 57344;
-         for (const auto& [bound, type] : {std::pair<double, const char*>{448, "e4m3"}, {240, "e4m3fnuz"}, {57344, "e5m2"}, {65504, "fp16"}})
-           if (bound != own_max)
-             s.push_back(setting("fp8_clamped_at_" + number(bound, 6),
-                                 std::string("clamps the values it encodes to +-") + number(bound, 6) + " (" + type +
-                                     "'s largest) before rounding them to " + (p.kv_format == KvFormat::fp8_e4m3 ? "e4m3" : "e5m2"),
-                                 [bound](Reading& r) { r.fp8_clamp = bound; }));
-         s.push_back(setting("fp8_v_read_with_k_descale", "reads V with k_descale", [](Reading& r) { r.v_descale = DescaleRule::other; }));
-         if (p.mode != RunMode::prefill) {
-           // The cache's read path alone: a call's own rows, quantised on load, read as the spec.
-           const std::pair<const char*, std::function<void(Reading&)>> cached[] = {
-               {"fp8_v_read_with_k_descale", [](Reading& r) { r.v_descale = DescaleRule::other; }},
-               {"fp8_k_read_with_v_descale", [](Reading& r) { r.k_descale = DescaleRule::other; }},
-               {"fp8_descale_twice", [](Reading& r) { r.k_descale = r.v_descale = DescaleRule::twice; }},
-               {"fp8_descale_not_applied", [](Reading& r) { r.k_descale = r.v_descale = DescaleRule::none_on_read; }}};
-           const char* words[] = {"reads the V codes it reads back from the cache with k_descale",
-                                  "reads the K codes it reads back from the cache with v_descale",
-                                  "multiplies the K/V it reads back from the cache by their descale twice",
-                                  "reads the K/V codes back from the cache without their descale"};
-           for (std::size_t i = 0; i < 4; ++i) {
-             const auto change = cached[i].second;
-             s.push_back(setting(cached[i].first, std::string(words[i]) + " (a call's own rows, quantised on load, read right)",
-                                 [change](Reading& r) { change(r), r.descale_cached_only = true; }));
-           }
-         }
-         s.push_back(setting("fp8_k_read_with_v_descale", "reads K with v_descale", [](Reading& r) { r.k_descale = DescaleRule::other; }));
-         s.push_back(setting("fp8_descale_twice", "multiplies K and V by their descale twice when reading them",
-                             [](Reading& r) { r.k_descale = r.v_descale = DescaleRule::twice; }));
-         s.push_back(setting("fp8_descale_twice", "multiplies V by v_descale twice when reading it", [](Reading& r) { r.v_descale = DescaleRule::twice; }));
-         s.push_back(setting("fp8_descale_twice", "multiplies K by k_descale twice when reading it", [](Reading& r) { r.k_descale = DescaleRule::twice; }));
-         s.push_back(setting("fp8_descale_not_applied", "reads the FP8 codes without multiplying by the descale",
-                             [](Reading& r) { r.k_descale = r.v_descale = DescaleRule::none_on_read; }));
-         s.push_back(setting("fp8_descale_inverted", "stores fp8(x * descale) and reads code / descale",
-                             [](Reading& r) { r.k_descale = r.v_descale = DescaleRule::inverted; }));
-         if (p.mode != RunMode::prefill)
-           s.push_back(setting("fp8_chunk_keys_unquantised", "reads a prompt call's own K/V rows unquantised (before the cache's FP8)",
-                               [](Reading& r) { r.fp8_chunk_keys_unquantised = true; }));
-         return s;
-       }},
+       fp8_settings},
   };
   return knobs;
 }

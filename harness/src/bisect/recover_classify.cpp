@@ -6,6 +6,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <numeric>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -527,6 +528,14 @@ Finding classify_recovery(const std::vector<RecoveredRow>& rows, const AttnParam
     return say("tile_rescale_missing", {o.str(), method.str()});
   }
   const RecoveredRow& r = *fit.rows.front();
+  // A row whose recovered weights sum to nothing is the weighting of no key: it found no normalisation.
+  const int weightless = static_cast<int>(std::count_if(fit.rows.begin(), fit.rows.end(), [&](const RecoveredRow* row) {
+    return std::accumulate(row->weights.begin(), row->weights.end(), 0.0) <= 2 * weight_noise(p.dtype);
+  }));
+  if (sums_off * 2 > static_cast<int>(fit.rows.size()) && weightless * 2 >= static_cast<int>(fit.rows.size()))
+    return say("not_told", {std::to_string(weightless) + " of the " + std::to_string(fit.rows.size()) + " fitted rows are "
+                            "given by no weighting of the keys (their recovered weights sum to about 0): the rows are "
+                            "(nearly) zero, not a weighted average of their keys", method.str()});
   if (sums_off * 2 > static_cast<int>(fit.rows.size())) {
     double dut_sum = 0, golden_sum = 0;
     for (int c = 0; c < n; ++c) dut_sum += r.weights[c], golden_sum += r.golden[c];

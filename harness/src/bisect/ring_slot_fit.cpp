@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "swa/ring_slots.hpp"
@@ -10,18 +11,31 @@
 namespace swa::harness {
 namespace {
 
-struct BaseRule {
-  const char* words;  // "the first sequence's base for every sequence"
-  std::function<std::int64_t(int b)> base;
-  std::int64_t capacity_delta = 0;  // slots taken as W + this
-};
+std::int64_t mod(std::int64_t a, std::int64_t m) { return ((a % m) + m) % m; }
 
 std::int64_t first_write(const AttnParams& p, int b) {
   const std::int64_t prompt = prompt_len(p, b);
   return p.chunk > 0 ? std::min<std::int64_t>(p.chunk, prompt) : prompt;
 }
 
-std::int64_t mod(std::int64_t a, std::int64_t m) { return ((a % m) + m) % m; }
+// The first position of the call that writes position `pos` (a chunk's first, the prompt's, a decode step's own).
+std::int64_t first_of_its_call(const AttnParams& p, int b, std::int64_t pos) {
+  if (pos >= prompt_len(p, b)) return pos;
+  return p.chunk > 0 ? pos / p.chunk * p.chunk : 0;
+}
+
+// A slot rule: where position p of sequence b is stored (positions below the base are not), in words.
+struct SlotRule {
+  std::string words;
+  std::function<std::int64_t(int b)> base;
+  std::function<std::int64_t(int b, std::int64_t pos)> slot;
+};
+
+struct Held {
+  std::size_t agree = 0, told = 0, checked = 0;  // differing slots the rule accounts for; of them, placed unlike the spec
+  bool every_held_agrees = true;
+  std::size_t agreeing_checked = 0, agreeing_contradicted = 0;  // slots the DUT has right, the rule held to them
+};
 
 }  // namespace
 
@@ -30,16 +44,8 @@ std::optional<Finding> fit_ring_slot_rule(const std::vector<CacheMismatch>& all,
   if (p.mode == RunMode::prefill || !(compact || p.cache == CachePolicy::ring_modulo) || p.band.left < 0) return std::nullopt;
   const std::int64_t w = p.band.left + 1;
   auto spec_base = [&, compact](int b) { return compact ? compact_ring_base(first_write(p, b), w) : 0; };
-  const std::vector<BaseRule> rules = {
-      {"the first sequence's base for every sequence", [&](int) { return spec_base(0); }},
-      {"a base from the whole prompt, max(0, prompt - W), not from the first write",
-       [&](int b) { return compact_ring_base(prompt_len(p, b), w); }},
-      {"a base from the whole sequence, max(0, length - W)", [&](int b) { return compact_ring_base(p.seq_lens[b], w); }},
-      {"base 0 (the modulo ring's rule)", [](int) { return std::int64_t{0}; }},
-      {"the compact ring's base, max(0, first write - W)", [&](int b) { return compact_ring_base(first_write(p, b), w); }},
-      {"the next sequence's base", [&](int b) { return spec_base((b + 1) % p.batch); }},
-      // (a ring one slot long would write past the cache's W slots: no kernel on this buffer has it)
-      {"the spec's base but a ring of W - 1 slots (the window's left edge taken as the slot count)", spec_base, -1},
+  auto ring_of = [&](std::int64_t c, std::function<std::int64_t(int)> base) {
+    return [c, base](int b, std::int64_t pos) { return mod(pos - base(b), c); };
   };
   std::vector<const CacheMismatch*> slots;
   std::size_t holding = 0;
@@ -49,42 +55,96 @@ std::optional<Finding> fit_ring_slot_rule(const std::vector<CacheMismatch>& all,
       holding += m.held_kind == CacheMismatch::Held::position && m.held_sequence == m.sequence;
     }
   if (holding == 0) return std::nullopt;
-  for (const BaseRule& rule : rules) {
-    const std::int64_t c = w + rule.capacity_delta;
-    if (c < 1) continue;
-    bool differs = rule.capacity_delta != 0;  // from the spec, for a sequence whose slots differ
-    std::size_t agree = 0;
-    bool every_held_agrees = true;
-    std::size_t told = 0;  // rows the rule places where the spec's formula does not: what only the rule explains
+  auto holds_own = [](const CacheMismatch& m) { return m.held_kind == CacheMismatch::Held::position && m.held_sequence == m.sequence; };
+
+  std::vector<SlotRule> rules;
+  auto base_rule = [&](std::string words, std::function<std::int64_t(int)> base, std::int64_t capacity) {
+    rules.push_back({"slot (p - base) mod " + std::to_string(capacity) + " with " + words, base, ring_of(capacity, base)});
+  };
+  base_rule("the first sequence's base for every sequence", [&](int) { return spec_base(0); }, w);
+  base_rule("a base from the whole prompt, max(0, prompt - W), not from the first write",
+            [&](int b) { return compact_ring_base(prompt_len(p, b), w); }, w);
+  base_rule("a base from the whole sequence, max(0, length - W)", [&](int b) { return compact_ring_base(p.seq_lens[b], w); }, w);
+  base_rule("base 0 (the modulo ring's rule)", [](int) { return std::int64_t{0}; }, w);
+  base_rule("the compact ring's base, max(0, first write - W)", [&](int b) { return compact_ring_base(first_write(p, b), w); }, w);
+  base_rule("the next sequence's base", [&](int b) { return spec_base((b + 1) % p.batch); }, w);
+  // (a ring one slot long would write past the cache's W slots: no kernel on this buffer has it)
+  if (w > 1) base_rule("the spec's base but a ring of W - 1 slots (the window's left edge taken as the slot count)", spec_base, w - 1);
+  // A call's write that wraps past the ring's end is two copies; the second (the wrapped segment) placed
+  // from slot k instead of slot 0. k is read off the rows held there.
+  std::set<std::int64_t> shifts;
+  for (const CacheMismatch* m : slots) {
+    if (!holds_own(*m) || m->held < spec_base(m->sequence)) continue;
+    const std::int64_t first = std::max(first_of_its_call(p, m->sequence, m->held), spec_base(m->sequence));
+    const std::int64_t at = mod(m->held - spec_base(m->sequence), w), start = mod(first - spec_base(m->sequence), w);
+    if (m->held - first < w && at < start) shifts.insert(mod(m->slot - at, w));
+  }
+  if (shifts.size() == 1 && *shifts.begin() != 0) {
+    const std::int64_t k = *shifts.begin();
+    rules.push_back({"the spec's slot, (p - base) mod W, except that the part of a call's write that wraps past slot W - 1 is copied from slot " +
+                         std::to_string(k) + " instead of slot 0 (the second of the write's two copies shifted)",
+                     spec_base, [&, k](int b, std::int64_t pos) {
+                       const std::int64_t base = spec_base(b);
+                       const std::int64_t first = std::max(first_of_its_call(p, b, pos), base);
+                       const std::int64_t at = mod(pos - base, w), start = mod(first - base, w);
+                       return pos - first < w && at < start ? mod(at + k, w) : at;
+                     }});
+  }
+
+  // The slots the DUT has right, per (call, sequence) that has differing ones: the model's positions
+  // there, which the rule must place there too. A call cut short by the record's limit is not held.
+  std::map<std::pair<std::string, int>, std::set<std::int64_t>> differing;
+  std::map<std::pair<std::string, int>, const std::vector<std::int64_t>*> models;
+  for (const CacheMismatch* m : slots) {
+    differing[{m->call, m->sequence}].insert(m->slot);
+    if (!m->model_positions.empty()) models[{m->call, m->sequence}] = &m->model_positions;
+  }
+  const bool cut_short = all.size() >= 512;
+  auto hold = [&](const SlotRule& rule) {
+    Held h;
     for (const CacheMismatch* m : slots) {
-      const std::int64_t base = rule.base(m->sequence);
-      differs = differs || base != spec_base(m->sequence);
-      const bool holds = m->held_kind == CacheMismatch::Held::position && m->held_sequence == m->sequence;
       bool ok;
-      if (holds) {
-        ok = mod(m->held - base, c) == m->slot;
-        every_held_agrees = every_held_agrees && ok;
-        told += ok && mod(m->held - spec_base(m->sequence), w) != m->slot;
+      if (holds_own(*m)) {
+        ok = rule.slot(m->sequence, m->held) == m->slot;
+        h.every_held_agrees = h.every_held_agrees && ok;
+        h.told += ok && mod(m->held - spec_base(m->sequence), w) != m->slot;
       } else if (m->held_kind == CacheMismatch::Held::zeros) {
         // The expected position went elsewhere under the rule, or is below its base (never stored).
-        ok = m->expected >= 0 && (m->expected < base || mod(m->expected - base, c) != m->slot);
+        ok = m->expected >= 0 && (m->expected < rule.base(m->sequence) || rule.slot(m->sequence, m->expected) != m->slot);
       } else {
         ok = false;
       }
-      agree += ok;
+      h.agree += ok;
     }
-    if (!differs || !every_held_agrees || told == 0 || agree * 10 < slots.size() * 9) continue;
+    for (const auto& [key, positions] : models) {
+      if (cut_short && key.first == slots.back()->call) continue;
+      const std::set<std::int64_t>& off = differing[key];
+      for (std::int64_t s = 0; s < static_cast<std::int64_t>(positions->size()); ++s) {
+        const std::int64_t pos = (*positions)[s];
+        if (off.count(s) || pos < 0) continue;
+        ++h.agreeing_checked;
+        h.agreeing_contradicted += pos < rule.base(key.second) || rule.slot(key.second, pos) != s;
+      }
+    }
+    return h;
+  };
+
+  for (const SlotRule& rule : rules) {
+    // `told`: the rule places some held row where the spec does not, so it is not the spec itself.
+    const Held h = hold(rule);
+    if (!h.every_held_agrees || h.told == 0 || h.agree * 10 < slots.size() * 9 || h.agreeing_contradicted > 0) continue;
     std::map<int, std::pair<std::int64_t, std::int64_t>> per;  // sequence -> (the rule's base, the spec's)
     for (const CacheMismatch* m : slots) per[m->sequence] = {rule.base(m->sequence), spec_base(m->sequence)};
     std::ostringstream o, n;
-    o << "the DUT stores position p of a sequence at slot (p - base) mod " << c << " with " << rule.words << ": ";
+    o << "the DUT stores position p of a sequence at " << rule.words << ": ";
     bool first = true;
     for (const auto& [b, bases] : per) {
       o << (first ? "" : "; ") << "sequence " << b << " base " << bases.first << ", the rule's " << bases.second;
       first = false;
     }
-    n << agree << " of the " << slots.size() << " differing slots recorded agree with it, every one of the " << holding
+    n << h.agree << " of the " << slots.size() << " differing slots recorded agree with it, every one of the " << holding
       << " that hold a row of their sequence included";
+    if (h.agreeing_checked > 0) n << ", and so do all " << h.agreeing_checked << " slots the DUT has right in those calls";
     return Finding{"ring_slot_rule_wrong", FindingSource::cache_check, {o.str(), n.str()}, Confidence::high, n.str()};
   }
   return std::nullopt;

@@ -100,7 +100,7 @@ std::string row_set_geometry(const std::vector<std::vector<bool>>& rows, const s
   return o.str();
 }
 
-std::string failing_rows_geometry(const Scenario& s, const BisectRun& e, bool non_finite_only) {
+std::string failing_rows_geometry(const Scenario& s, const BisectRun& e, RowsOf which) {
   const AttnParams& p = e.reference->problem.params;
   std::vector<std::vector<bool>> rows(p.batch);
   std::vector<std::int64_t> lens(p.batch);
@@ -112,7 +112,8 @@ std::string failing_rows_geometry(const Scenario& s, const BisectRun& e, bool no
       ++all;
       for (int h = 0; h < s.heads && !rows[b][t]; ++h) {
         const RowError r = row_error(s, e, b, t, h);
-        rows[b][t] = non_finite_only ? !r.finite_output : r.worst > limit_of(e, b, t);
+        const bool failing = r.worst > limit_of(e, b, t);
+        rows[b][t] = which == RowsOf::non_finite ? !r.finite_output : failing && (which == RowsOf::failing || r.zero_output);
       }
       in += rows[b][t];
     }

@@ -83,7 +83,7 @@ std::vector<double> row_limits(const Scenario& s, const Reference& ref) {
   return limit;
 }
 
-BisectRun evaluate_case(const Scenario& s, const BisectOptions& o, int runs_before) {
+BisectRun evaluate_case(const Scenario& s, const BisectOptions& o, int runs_before, const std::vector<Scenario>& run_first) {
   BisectRun e;
   e.reference = std::make_unique<Reference>(s);
   const Reference& ref = *e.reference;
@@ -91,6 +91,16 @@ BisectRun evaluate_case(const Scenario& s, const BisectOptions& o, int runs_befo
   e.threshold = s.tolerance.rtol_factor * compare(ref.baseline(), ref.golden.out, s.dtype, 0).max_abs + s.tolerance.atol_floor;
   auto dut = make_dut(o.dut, o.dut_options);
   e.traits = dut->traits();
+  for (const Scenario& x : run_first) {
+    Problem earlier;
+    try {
+      build_problem(x.problem_spec(), earlier);
+    } catch (const std::exception&) {
+      continue;  // a scenario this build cannot draw: it leaves nothing in the DUT
+    }
+    std::string ignored;
+    (void)run_to_output(*dut, earlier, &ignored);
+  }
   for (int i = 0; i < runs_before; ++i) {
     std::string ignored;
     (void)run_to_output(*dut, pr, &ignored);

@@ -40,7 +40,10 @@ struct BisectRun {
 
 // `runs_before`: the same DUT (one instance, one worker process) runs the case that many times first,
 // its results discarded: a DUT that keeps state across calls fails only then.
-BisectRun evaluate_case(const Scenario& s, const BisectOptions& o, int runs_before = 0);
+// runs_before: the case's own problem run that many times first, by the same DUT; run_first: those
+// scenarios' problems run first, in order, by the same DUT.
+BisectRun evaluate_case(const Scenario& s, const BisectOptions& o, int runs_before = 0,
+                        const std::vector<Scenario>& run_first = {});
 double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b);
 // The DUT's output against a variant's: elements non-finite in both the same way agree.
 double difference_to_variant(const std::vector<double>& out, const std::vector<double>& variant);
@@ -79,6 +82,7 @@ SchedulePlace place_of(const AttnParams& p, int b, std::int64_t t);
 struct RowError {
   double worst = 0;
   bool finite_output = true;
+  bool zero_output = true;  // every element exactly +-0: written as zeros (the harness's fill is NaN)
 };
 
 RowError row_error(const Scenario& s, const BisectRun& e, int b, std::int64_t t, int h);
@@ -99,14 +103,18 @@ struct FailingRow {
   std::int64_t token = 0;
 };
 
-// The rows over the threshold in schedule order, at most `limit`; with finite_only, those whose output is finite.
-std::vector<FailingRow> failing_rows(const Scenario& s, const BisectRun& e, std::size_t limit, bool finite_only);
+// The rows over the threshold in schedule order, at most `limit`; with finite_only, those whose output
+// is finite; with nonzero_only, those whose output is not exactly 0 (a zero row tells no weights).
+std::vector<FailingRow> failing_rows(const Scenario& s, const BisectRun& e, std::size_t limit, bool finite_only,
+                                     bool nonzero_only = false);
 // Which rows fail, when only some do; empty when nothing narrows it.
 std::vector<std::string> failing_row_pattern(const Scenario& s, const BisectRun& e);
 // Which token rows a set holds, per sequence as position ranges, and what lines them up with tiles
-// (row_geometry.cpp); the failing rows' (or the non-finite ones'), empty when every row or none is.
+// (row_geometry.cpp); the failing rows' (or the non-finite ones', or the failing rows exactly 0),
+// empty when every row or none is.
 std::string row_set_geometry(const std::vector<std::vector<bool>>& rows, const std::vector<std::int64_t>& lens);
-std::string failing_rows_geometry(const Scenario& s, const BisectRun& e, bool non_finite_only);
+enum class RowsOf { failing, non_finite, failing_zero };
+std::string failing_rows_geometry(const Scenario& s, const BisectRun& e, RowsOf which);
 // The first failing query row in schedule order, and per sequence its first failing step or chunk.
 std::string localize(const Scenario& s, const BisectRun& e);
 // Where the output stops being a number, and which NaN the DUT never wrote; empty when all finite.

@@ -33,8 +33,8 @@ Finding rows_not_computed_finding(const ZeroRows& z, const std::string& where, c
       "Every one of the " + std::to_string(z.failing) + " failing rows (of " + std::to_string(z.rows) +
           " (token, head) rows) holds exactly 0 in every element; the others pass. The harness fills the output with NaN "
           "before the DUT runs, so these rows were written as zeros: the kernel never computed them (a query tile not "
-          "planned, not launched, or its rows past a loop's bound, over an output it zeroed), computed them over no key, "
-          "or wrote zeros over them afterwards (a padded write-back).",
+          "planned, not launched, or its rows past a loop's bound, over an output it zeroed), computed them over no key "
+          "or over values that are zeros (memory never written), or wrote zeros over them afterwards (a padded write-back).",
       "Reproduced: the golden with those rows set to 0 is the DUT's output, row by row."};
   if (!where.empty()) evidence.push_back("The rows not computed, by position: " + where + ".");
   if (!reading.empty())

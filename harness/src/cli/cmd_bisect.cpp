@@ -40,6 +40,21 @@ harness::Scenario scenario_from_results(const std::string& path, const std::stri
   return s;
 }
 
+// The scenarios a results file lists before `id` (the run's order), nearest last, those its rows rebuild.
+std::vector<harness::Scenario> scenarios_before(const std::string& path, const std::string& id) {
+  const harness::ResultsContents c = harness::read_results(path);
+  const auto row = std::find_if(c.scenarios.begin(), c.scenarios.end(), [&](const auto& s) { return s.id == id; });
+  std::vector<harness::Scenario> out;
+  for (auto it = row; it != c.scenarios.begin() && out.size() < harness::BisectOptions::kRanBefore;) {
+    --it;
+    harness::Scenario s;
+    if (harness::scenario_from_columns(it->params, s)) continue;
+    s.sweep = it->sweep;
+    if (s.id() == it->id) out.insert(out.begin(), s);
+  }
+  return out;
+}
+
 }  // namespace
 
 int cmd_bisect(const std::vector<std::string>& args) {
@@ -87,6 +102,7 @@ int cmd_bisect(const std::vector<std::string>& args) {
   if (vm.count("from")) {
     if (!vm.count("id")) throw UsageError("option --from needs --id");
     s = scenario_from_results(from, id);
+    o.ran_before = scenarios_before(from, id);
     o.sweep_file = from;
   } else {
     if (path.empty() || filter.empty()) throw UsageError("give SWEEP.yaml --filter ID, or --from results.h5 --id ID");
@@ -95,6 +111,9 @@ int cmd_bisect(const std::vector<std::string>& args) {
     if (picked.size() != 1)
       throw UsageError("option --filter: matches " + std::to_string(picked.size()) + " scenarios; give one exact ID");
     s = picked.front();
+    const auto all = harness::select_scenarios(file, std::nullopt, std::nullopt, {});
+    const auto at = std::find_if(all.begin(), all.end(), [&](const harness::Scenario& x) { return x.id() == s.id(); });
+    o.ran_before.assign(at - std::min<std::ptrdiff_t>(at - all.begin(), harness::BisectOptions::kRanBefore), at);
     o.sweep_file = path;
   }
   return harness::bisect(s, o, std::cout);

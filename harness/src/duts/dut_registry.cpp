@@ -75,7 +75,7 @@ double cuda_copy_bandwidth_gbps() {
 
 namespace {
 
-dut::WorkerLimits worker_limits(const DutOptions& o) { return {o.plugin_call_timeout_seconds, o.worker_memory_bytes}; }
+dut::WorkerLimits worker_limits(const DutOptions& o) { return {o.plugin_call_timeout_seconds, o.worker_memory_bytes, o.fresh_worker}; }
 
 std::unique_ptr<dut::Dut> make_plugin(std::string_view path, const DutOptions& o) {
   // dlopen("") would be the harness itself, and its message about missing symbols a puzzle.

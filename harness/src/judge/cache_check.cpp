@@ -1,6 +1,7 @@
 #include "swa/harness/judge/cache_check.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -295,6 +296,7 @@ void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
                std::to_string(m.geometry().base);
       });
     }
+    bool model_given = false;  // this sequence's model positions, on its first differing slot of the call
     for (std::int64_t slot = 0; slot < slots; ++slot) {
       const std::int64_t pos = m.position(slot);
       const std::int64_t input_row = p.seq_offsets[b] + std::max<std::int64_t>(pos, 0);
@@ -312,7 +314,10 @@ void CacheChecker::compare(const dut::KvCache& cache, const std::string& when) {
       if (same_row(&cache.k[off], want_k.data(), input_row, fp8_k_other_, held_k) &&
           same_row(&cache.v[off], want_v.data(), input_row, fp8_v_other_, held_v))
         continue;
-      record_slot(CacheMismatch{.kind = Kind::slot, .sequence = b, .slot = slot, .expected = pos}, cache, off, input_row, want_k, want_v);
+      CacheMismatch differing{.kind = Kind::slot, .sequence = b, .slot = slot, .expected = pos};
+      if (!std::exchange(model_given, true))
+        for (std::int64_t s = 0; s < slots; ++s) differing.model_positions.push_back(m.position(s));
+      record_slot(std::move(differing), cache, off, input_row, want_k, want_v);
       note([&] {
         return seq + " slot " + std::to_string(slot) + " holds " + held_position(b, cache, off) + ", expected " +
                (pos >= 0 ? "position " + std::to_string(pos) : std::string("nothing (an unwritten slot stays zero)"));

@@ -35,6 +35,10 @@ struct BisectOptions {
   std::string sweep_file;  // named in the repro command
   bool json = false;       // print DIR/summary.json instead of the report
   DutOptions dut_options;  // how plugin: and exec: DUTs run (--dut-timeout, --in-process)
+  // The scenarios the sweep runs before this one, nearest last (at most kRanBefore): a DUT that keeps
+  // state from one scenario to the next (a cached plan or mask keyed too coarsely) fails only after them.
+  std::vector<Scenario> ran_before;
+  static constexpr std::size_t kRanBefore = 8;
 };
 
 // Reproduces, localizes, diagnoses, reduces, recovers the attention when no variant explains, and

@@ -21,6 +21,9 @@ struct DutOptions {
   // worker is killed and the call is an error row naming the limit. run and bisect set it from
   // --dut-memory-mb (default_worker_memory_bytes). In-process DUTs have no bound.
   std::int64_t worker_memory_bytes = 0;
+  // A worker process of its own, never one another DUT of the same plugin left idle (whose state,
+  // module globals included, it would carry): bisect's runs that test state across calls.
+  bool fresh_worker = false;
 };
 
 // --dut-memory-mb's default: half the machine's memory shared among `jobs` workers, at least 1 GiB.

@@ -48,6 +48,10 @@ struct CacheMismatch {
   // K/V hold: kv head g of the expected row (g >= 0; its own when right), zeros (-2), neither (-1).
   static constexpr int kHeadZeros = -2, kHeadOther = -1;
   std::vector<int> head_holds;
+  // Ring and linear caches, on the first differing slot of a sequence in a call: the position the
+  // golden's model holds in every slot of that sequence then (-1 none), so a fitted slot rule can be
+  // held to the slots that agree as well as to those that differ.
+  std::vector<std::int64_t> model_positions;
 };
 
 class CacheChecker final : public dut::ScheduleObserver {
