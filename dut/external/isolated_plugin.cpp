@@ -439,7 +439,10 @@ class IsolatedPluginDut final : public Dut {
         worker_(WorkerPool::instance().acquire(path_, limits_, hosting_)),
         abi_version_(worker_->abi_version()),
         described_(worker_->traits()) {}
-  ~IsolatedPluginDut() override { WorkerPool::instance().release(hosting_.key(path_), std::move(worker_)); }
+  // A fresh worker is not pooled: the state it holds is what the runs that asked for it made.
+  ~IsolatedPluginDut() override {
+    if (!limits_.fresh) WorkerPool::instance().release(hosting_.key(path_), std::move(worker_));
+  }
 
   std::string name() const override { return hosting_.name(path_); }
 

@@ -18,7 +18,7 @@ namespace swa::dut {
 struct WorkerLimits {
   double call_seconds = 300;
   std::int64_t memory_bytes = 0;
-  bool fresh = false;  // start a worker of its own rather than take an idle one (with its state)
+  bool fresh = false;  // a worker of its own, not an idle one (with its state), and not pooled after
 };
 
 // Throws std::runtime_error naming the library and the problem (cannot load, a missing symbol, an

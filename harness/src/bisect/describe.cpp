@@ -100,9 +100,11 @@ Recovery recover(const Scenario& s, const BisectRun& e, const BisectOptions& o, 
   // A row written as exactly 0 is the weighting of no key, whatever the kernel did to it: it tells no
   // weights, and a fit of it would read as "the weights sum to 0". The rows that are not 0 are fitted.
   const Scenario& fitted = r.wider ? *r.wider : s;
-  const std::size_t finite = failing_rows(fitted, *run, std::numeric_limits<std::size_t>::max(), /*finite_only=*/true).size();
-  const std::vector<FailingRow> nonzero = failing_rows(fitted, *run, 48, /*finite_only=*/true, /*nonzero_only=*/true);
-  const std::size_t nonzero_count = failing_rows(fitted, *run, std::numeric_limits<std::size_t>::max(), true, true).size();
+  constexpr std::size_t kAll = std::numeric_limits<std::size_t>::max(), kFitted = 48;
+  const std::size_t finite = failing_rows(fitted, *run, kAll, /*finite_only=*/true).size();
+  std::vector<FailingRow> nonzero = failing_rows(fitted, *run, kAll, /*finite_only=*/true, /*nonzero_only=*/true);
+  const std::size_t nonzero_count = nonzero.size();
+  if (nonzero.size() > kFitted) nonzero.resize(kFitted);
   if (nonzero.empty()) {
     r.finding = {"rows_not_computed", FindingSource::recovered_attention,
                  {"every one of the " + std::to_string(finite) + " finite failing rows of the case fitted (" + fitted.id() +
