@@ -19,9 +19,8 @@
 
 namespace swa::harness {
 
-// Each step writes its section of the
-// report; an early ending (the DUT did not run, the failure does not reproduce) still writes the
-// report and the summary (finish()).
+// Each step writes its section of the report; an early ending (the DUT did not run, the failure does
+// not reproduce) still writes the report and the summary (finish()).
 class Bisection {
  public:
   Bisection(const Scenario& original, const BisectOptions& o, std::ostream& log)
@@ -88,7 +87,7 @@ class Bisection {
   std::optional<KeyRunFit> key_runs_;    // or: each failing row a run of its own keys, the edges' rule fitted
   std::string where_failing_, where_not_finite_, where_zero_;
   ZeroRows zero_rows_;                   // the original case's failing rows that hold exactly 0
-  std::optional<Finding> narrower_output_;  // the original case's output stored through a narrower type  // the original case's failing / non-finite rows by position
+  std::optional<Finding> narrower_output_;  // the original case's output stored through a narrower type
   std::vector<ReadingTrial> alike_;      // every reading that reproduced each failing case tried so far
   std::vector<std::string> told_apart_;  // "X: it leaves 3 of 40 rows over their limit on CASE"
   std::string refuted_;                  // a probe the DUT fails that the reading does not reproduce, in words
