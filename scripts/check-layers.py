@@ -8,8 +8,9 @@ swa_harness_layer(NAME ... LAYERS BELOW...) calls that build them, so the build 
 table. cli (src/cli) is above every layer. Checked, for every file of src/ and include/swa/harness/:
   - it sits in a layer's folder (nothing left in the flat folders);
   - each #include "swa/harness/L/..." names its own layer L or one the table puts below it;
-  - each #include "x.hpp" of a private header of src/ names one in its own folder (a bare name that is
-    no harness file is a lower library's header: dut/'s);
+  - each bare #include "x.hpp" (no folder in the name) names a private header of the file's own
+    folder: a header of another library is included by its public path ("swa/dut/cpu_dut.hpp"), so
+    a reader sees which library it is and a library's private headers stay its own;
   - a layer's .cpp includes its own header first, where the layer has a header of that name (a
     header is implemented in its own .cpp, not in another file).
 Exit 0: in order; 1: the violations are listed; 2: the folder or its CMakeLists.txt cannot be read.
@@ -87,9 +88,11 @@ def main():
                     problems.append(f"{rel}:{lineno}: includes {target}, which does not exist")
             elif target.startswith("swa/harness/"):
                 problems.append(f"{rel}:{lineno}: includes {target}: not in a layer's folder")
-            elif "/" not in target and not (path.parent / target).is_file() and target in private_headers:
-                problems.append(f"{rel}:{lineno}: includes \"{target}\", a private header of "
-                                f"{', '.join(private_headers[target])}, not of its folder {folder}")
+            elif "/" not in target and not (path.parent / target).is_file():
+                where = (f"a private header of {', '.join(private_headers[target])}" if target in private_headers
+                         else "no header of harness/")
+                problems.append(f"{rel}:{lineno}: includes \"{target}\", {where}, not of its folder {folder}: "
+                                f"include a header of another library by its public path (swa/LIBRARY/{target})")
         if path.suffix == ".cpp" and layer != TOP:
             own = include_root / layer / (path.stem + ".hpp")
             private = path.with_suffix(".hpp")

@@ -1,4 +1,4 @@
-#include "baseline_dut.hpp"
+#include "swa/dut/baseline_dut.hpp"
 
 #include "swa/baseline.hpp"
 

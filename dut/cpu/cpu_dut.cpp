@@ -1,4 +1,4 @@
-#include "cpu_dut.hpp"
+#include "swa/dut/cpu_dut.hpp"
 
 #include <omp.h>
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "cpu_dut.hpp"
+#include "swa/dut/cpu_dut.hpp"
 
 // A level's entry points, C names so that localize_level.cmake can keep them global by pattern.
 #define SWA_CPU_LEVEL_ENTRY_NAME2(level, what) swa_cpu_level_##level##_##what

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <array>
 #include <cstddef>
+#include <string_view>
 #include <type_traits>
 
 #include "swa/kernel_fields.hpp"
@@ -54,6 +55,36 @@ constexpr bool members_tile_the_struct() {
 #undef SWA_MEMBER
 static_assert(members_tile_the_struct(),
               "swa_dut_v2_params has a member that swa/kernel_fields.hpp does not list (or lists twice)");
+
+// Every pointer field of the list is an array of SWA_KERNEL_ARRAYS (a worker copies and rebases only
+// those), and every array a pointer field.
+constexpr int pointer_fields() {
+  int n = 0;
+#define SWA_COUNT_POINTER(field, member, minor, exec) n += std::is_pointer_v<decltype(swa_dut_v2_params::field)>;
+  SWA_KERNEL_FIELDS(SWA_COUNT_POINTER)
+#undef SWA_COUNT_POINTER
+  return n;
+}
+#define SWA_ARRAY_IS_POINTER(field, bytes, written)                        \
+  static_assert(std::is_pointer_v<decltype(swa_dut_v2_params::field)>, \
+                "SWA_KERNEL_ARRAYS lists " #field ", which is no pointer field of swa_dut_v2_params");
+SWA_KERNEL_ARRAYS(SWA_ARRAY_IS_POINTER)
+#undef SWA_ARRAY_IS_POINTER
+constexpr int arrays_listed() {
+  const char* names[] = {
+#define SWA_ARRAY_NAME(field, bytes, written) #field,
+      SWA_KERNEL_ARRAYS(SWA_ARRAY_NAME)
+#undef SWA_ARRAY_NAME
+  };
+  const int n = static_cast<int>(sizeof names / sizeof names[0]);
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j)
+      if (std::string_view(names[i]) == names[j]) return -1;  // listed twice
+  return n;
+}
+static_assert(arrays_listed() == pointer_fields(),
+              "a pointer field of SWA_KERNEL_FIELDS is not in SWA_KERNEL_ARRAYS (or one is listed twice): list it "
+              "with its size in swa/kernel_fields.hpp, or a plugin's worker gets a pointer into the harness");
 
 }  // namespace
 

@@ -5,7 +5,7 @@
 #include <exception>
 
 #include "abi_convert.hpp"
-#include "cpu_dut.hpp"
+#include "swa/dut/cpu_dut.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "isolated_plugin.hpp"
+#include "swa/dut/isolated_plugin.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "abi_convert.hpp"
+#include "swa/kernel_fields.hpp"
 #include "swa/platform/child_process.hpp"
 #include "swa/platform/install_layout.hpp"
 #include "swa/platform/outside_text.hpp"
@@ -390,12 +391,6 @@ class WorkerPool {
 };
 
 // The bytes a strided [tokens, heads, head_size] tensor spans.
-std::size_t tensor_bytes(const AttnParams& p, std::int64_t row_stride, std::int64_t head_stride, int heads) {
-  const std::int64_t n = p.seq_offsets[p.batch];
-  if (n == 0 || heads == 0) return 0;
-  return static_cast<std::size_t>((n - 1) * row_stride + (heads - 1) * head_stride + p.head_size) * dtype_bytes(p.dtype);
-}
-
 // Where the tensors of a schedule go in the worker's shared memory: regions packed at 64-byte
 // alignment, copied in once per schedule, the writable ones copied back after each call.
 class Layout {
@@ -509,14 +504,9 @@ class IsolatedPluginDut final : public Dut {
     swa_dut_v2_params& c = sh->pointers;
     c = abi::to_c(p);
     Layout& a = sh->layout;
-    c.q = a.add(c.q, tensor_bytes(p, p.q_row_stride, p.q_head_stride, p.heads_q), false);
-    c.k = a.add(c.k, tensor_bytes(p, p.k_row_stride, p.k_head_stride, p.heads_kv), false);
-    c.v = a.add(c.v, tensor_bytes(p, p.v_row_stride, p.v_head_stride, p.heads_kv), false);
-    c.out = a.add(c.out, tensor_bytes(p, p.out_row_stride, p.out_head_stride, p.heads_q), true);
-    c.seq_lens = a.add(c.seq_lens, sizeof(int32_t) * p.batch, false);
-    c.seq_offsets = a.add(c.seq_offsets, sizeof(int64_t) * (p.batch + 1), false);
-    c.mask = a.add(c.mask, sizeof(float) * p.mask_rows * p.mask_rows, false);
-    c.sinks = a.add(c.sinks, sizeof(float) * p.heads_q, false);
+#define SWA_SHARE_ARRAY(field, bytes, written) c.field = a.add(c.field, bytes, written);
+    SWA_KERNEL_ARRAYS(SWA_SHARE_ARRAY)
+#undef SWA_SHARE_ARRAY
     if (cache) {
       sh->view.emplace(*cache);
       sh->cache = sh->view->c;
@@ -560,15 +550,10 @@ class IsolatedPluginDut final : public Dut {
     req.op = op;
     req.index = index;
     req.params = abi::to_c(p);
-    const swa_dut_v2_params& e = shared_->pointers;
-    req.params.q = e.q;
-    req.params.k = e.k;
-    req.params.v = e.v;
-    req.params.out = e.out;
-    req.params.seq_lens = e.seq_lens;
-    req.params.seq_offsets = e.seq_offsets;
-    req.params.mask = e.mask;
-    req.params.sinks = e.sinks;
+    const swa_dut_v2_params& e = shared_->pointers;  // the arrays' places in the worker's memory
+#define SWA_POINT_AT_SHARED(field, bytes, written) req.params.field = e.field;
+    SWA_KERNEL_ARRAYS(SWA_POINT_AT_SHARED)
+#undef SWA_POINT_AT_SHARED
     if (cache) req.cache = shared_->cache;
     std::string failure;
     const std::optional<Reply> r = worker_->call(req, limits_, failure);

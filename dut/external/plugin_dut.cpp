@@ -1,4 +1,4 @@
-#include "plugin_dut.hpp"
+#include "swa/dut/plugin_dut.hpp"
 
 #include <unistd.h>
 

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "plugin_abi.hpp"
+#include "swa/kernel_fields.hpp"
 #include "worker_protocol.hpp"
 
 namespace {
@@ -61,14 +62,9 @@ bool receive(int sock, Request& req, int& fd, std::chrono::microseconds spin = {
 }
 
 void rebase(swa_dut_v2_params& p, swa_dut_v2_cache& c, unsigned char* base) {
-  p.q = decode(p.q, base);
-  p.k = decode(p.k, base);
-  p.v = decode(p.v, base);
-  p.out = decode(p.out, base);
-  p.seq_lens = decode(p.seq_lens, base);
-  p.seq_offsets = decode(p.seq_offsets, base);
-  p.mask = decode(p.mask, base);
-  p.sinks = decode(p.sinks, base);
+#define SWA_REBASE_ARRAY(field, bytes, written) p.field = decode(p.field, base);
+  SWA_KERNEL_ARRAYS(SWA_REBASE_ARRAY)
+#undef SWA_REBASE_ARRAY
   c.base = decode(c.base, base);
   c.tokens_written = decode(c.tokens_written, base);
   c.page_table = decode(c.page_table, base);

@@ -1,4 +1,4 @@
-#include "mutant_dut.hpp"
+#include "swa/dut/mutant_dut.hpp"
 
 #include <Eigen/Core>
 #include <algorithm>

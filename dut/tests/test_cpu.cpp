@@ -10,7 +10,7 @@
 #include "amx_bf16.hpp"
 #include "bf16_weights.hpp"
 #include "convert.hpp"
-#include "cpu_dut.hpp"
+#include "swa/dut/cpu_dut.hpp"
 #include "fused_kv.hpp"
 #include "isa_setting.hpp"
 #include "isa_levels.hpp"

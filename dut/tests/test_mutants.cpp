@@ -3,8 +3,8 @@
 #include <cmath>
 #include <random>
 
-#include "baseline_dut.hpp"
-#include "mutant_dut.hpp"
+#include "swa/dut/baseline_dut.hpp"
+#include "swa/dut/mutant_dut.hpp"
 #include "dut_case.hpp"
 
 using namespace swa;

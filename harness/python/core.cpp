@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "swa/dtype.hpp"
 #include "swa/dut/dut.hpp"
@@ -23,6 +24,7 @@
 #include "swa/harness/store/junit.hpp"
 #include "swa/harness/store/output_guard.hpp"
 #include "swa/harness/store/results_file.hpp"
+#include "swa/kernel_fields.hpp"
 #include "swa/kv_format.hpp"
 #include "abi_convert.hpp"
 #include "python_fields.hpp"
@@ -162,6 +164,23 @@ py::array storage_array(const std::vector<unsigned char>& bytes, DType dtype, st
   return a;
 }
 
+// A kernel field for Python: enums by name (as in exec requests), numbers as they are.
+py::object field_value(DType v) { return py::str(std::string(dtype_name(v))); }
+py::object field_value(RunMode v) { return py::str(std::string(mode_name(v))); }
+py::object field_value(CachePolicy v) { return py::str(std::string(cache_name(v))); }
+py::object field_value(MaskFormat v) { return py::str(std::string(mask_format_name(v))); }
+py::object field_value(KvFormat v) { return py::str(std::string(kv_format_name(v))); }
+template <class T>
+  requires std::is_arithmetic_v<T>
+py::object field_value(T v) {
+  return py::cast(v);
+}
+// Fields without an exec name (tensors, strides) are the arrays above: `Named` false, nothing to convert.
+template <bool Named, class T>
+void put_field(py::dict& d, const char* name, const T& value) {
+  if constexpr (Named) d[name] = field_value(value);
+}
+
 py::dict reference_arrays(const PyReference& r) {
   const Problem& pb = r.ref->problem;
   const AttnParams& p = pb.params;
@@ -176,14 +195,11 @@ py::dict reference_arrays(const PyReference& r) {
   d["baseline"] = array(r.ref->baseline(), {n, p.heads_q, p.head_size});
   d["mask"] = pb.mask.empty() ? py::object(py::none()) : py::object(array(pb.mask, {p.mask_rows, p.mask_rows}));
   d["sinks"] = pb.sinks.empty() ? py::object(py::none()) : py::object(array(pb.sinks, {p.heads_q}));
-  d["window_left"] = p.band.left;
-  d["window_right"] = p.band.right;
-  d["scale"] = p.scale;
-  d["softcap"] = p.softcap;
-  d["k_descale"] = p.k_descale;
-  d["v_descale"] = p.v_descale;
-  d["dtype"] = std::string(dtype_name(p.dtype));
-  d["kv_format"] = std::string(kv_format_name(p.kv_format));
+  // Every kernel field with an exec name, by that name (window_left, scale, mode, ...): generated from
+  // the field list, so a new field reaches Python users without a line here.
+#define SWA_REFERENCE_FIELD(field, member, minor, exec) put_field<sizeof(exec) != 1>(d, exec, p.member);
+  SWA_KERNEL_FIELDS(SWA_REFERENCE_FIELD)
+#undef SWA_REFERENCE_FIELD
   return d;
 }
 

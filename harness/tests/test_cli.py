@@ -69,6 +69,24 @@ def numpy_attention(q, k, v, seq_lens, window, scale):
     return out
 
 
+class DutKinds(unittest.TestCase):
+    def test_the_readmes_table_of_duts_is_list_duts_and_every_kind_is_known_to_run(self):
+        r = run("list", "--duts")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        table = r.stdout
+        with open(os.path.join(ROOT, "harness", "README.md")) as f:
+            self.assertTrue(table in f.read(), "harness/README.md's table of DUTs is not `swa-harness list --duts`: paste it")
+        names = re.findall(r"^\| `([^`]+)` \|", table, re.M)
+        self.assertEqual(len(names), 7, table)
+        # --dut's help and an unknown name's message come from the same table.
+        help_text = " ".join(run("run", "--help").stdout.split())
+        unknown = run("run", os.path.join(ROOT, "scenarios", "ci.yaml"), "--dut", "nosuch").stderr
+        for name in names:
+            self.assertIn(name.split("<")[0], help_text, name)
+            self.assertIn(name.split("<")[0], unknown, name)
+        self.assertEqual(run("list", "--duts", os.path.join(ROOT, "scenarios", "ci.yaml")).returncode, 2)
+
+
 class MaskCommand(unittest.TestCase):
     def test_swa_norm_matches_the_doc_sample(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -5,7 +5,7 @@
 #include <boost/test/unit_test.hpp>
 #include <iostream>
 
-#include "cpu_dut.hpp"
+#include "swa/dut/cpu_dut.hpp"
 #include "dut_case.hpp"
 #include "swa/dut/cuda_dut.hpp"
 

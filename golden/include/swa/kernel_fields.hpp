@@ -45,9 +45,41 @@
   X(k_descale, k_descale, 2, "k_descale") X(v_descale, v_descale, 2, "v_descale")                   \
   X(page_size, page_size, 3, "page_size") X(pool_pages, pool_pages, 3, "pool_pages")
 
+// The fields above that point at arrays, with their sizes: what a kernel in another process needs
+// copied to it and, where it writes them, back. The plugin worker's shared memory layout, the
+// pointers a request carries and the worker's rebasing of them all walk this list; every pointer
+// field of SWA_KERNEL_FIELDS must be in it (abi_convert.cpp checks).
+//
+// Y(FIELD, BYTES, WRITTEN)
+//   FIELD    the pointer field (the same name in swa_dut_v2_params and AttnParams)
+//   BYTES    its size in bytes, an expression over the AttnParams `p` (0 or a null pointer: nothing)
+//   WRITTEN  the kernel writes it: copied back after each call
+//
+// A new per-head tensor (FlashAttention's alibi_slopes): its AttnParams member, a line in
+// SWA_KERNEL_FIELDS, a line here, its swa_dut_v2_params field, its case-table entry and its values
+// (inputs), besides its semantics.
+#define SWA_KERNEL_ARRAYS(Y)                                                                                 \
+  Y(q, swa::strided_tensor_bytes(p, p.q_row_stride, p.q_head_stride, p.heads_q), false)                       \
+  Y(k, swa::strided_tensor_bytes(p, p.k_row_stride, p.k_head_stride, p.heads_kv), false)                      \
+  Y(v, swa::strided_tensor_bytes(p, p.v_row_stride, p.v_head_stride, p.heads_kv), false)                      \
+  Y(out, swa::strided_tensor_bytes(p, p.out_row_stride, p.out_head_stride, p.heads_q), true)                  \
+  Y(seq_lens, sizeof(std::int32_t) * p.batch, false)                                                         \
+  Y(seq_offsets, sizeof(std::int64_t) * (p.batch + 1), false)                                                \
+  Y(mask, sizeof(float) * p.mask_rows * p.mask_rows, false)                                                  \
+  Y(sinks, sizeof(float) * p.heads_q, false)
+
 #include "swa/params.hpp"
 
 namespace swa {
+
+// Bytes from a [tokens, heads, head_size] tensor's first element to past its last, with these strides
+// (in elements of p.dtype).
+inline std::size_t strided_tensor_bytes(const AttnParams& p, std::int64_t row_stride, std::int64_t head_stride,
+                                        int heads) {
+  const std::int64_t n = p.seq_offsets[p.batch];
+  if (n == 0 || heads == 0) return 0;
+  return static_cast<std::size_t>((n - 1) * row_stride + (heads - 1) * head_stride + p.head_size) * dtype_bytes(p.dtype);
+}
 
 // The highest MINOR in SWA_KERNEL_FIELDS.
 constexpr int kernel_fields_latest_minor() {

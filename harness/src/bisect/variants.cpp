@@ -2,7 +2,7 @@
 #include <limits>
 #include <utility>
 
-#include "mutant_dut.hpp"
+#include "swa/dut/mutant_dut.hpp"
 #include "swa/golden.hpp"
 #include "swa/harness/bisect/bisect.hpp"
 

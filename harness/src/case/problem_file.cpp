@@ -208,6 +208,38 @@ void describe_case(ProblemFile& f, const Scenario& s) {
   f.case_params = case_attributes(s);
 }
 
+// /diagnosis: bisect's finding, its ablation table and its fitted attention.
+void write_diagnosis(hid_t id, const ProblemFile::Diagnosis& d) {
+  h5::Handle g = h5::create_group(id, "diagnosis");
+  h5::write_attr(g.id(), "class", d.name);
+  h5::write_attr(g.id(), "source", d.source);
+  std::string evidence;
+  for (const std::string& line : d.evidence) evidence += line + "\n";
+  h5::write_attr(g.id(), "evidence", evidence);
+  h5::write_attr(g.id(), "confidence", d.confidence);
+  h5::write_attr(g.id(), "confidence_why", d.why);
+  if (!d.ablation.empty()) {
+    h5::Handle t = h5::create_group(g.id(), "ablation");  // one group per row, 00, 01, ... in order
+    for (std::size_t i = 0; i < d.ablation.size(); ++i) {
+      const auto& a = d.ablation[i];
+      h5::Handle row = h5::create_group(t.id(), (i < 10 ? "0" : "") + std::to_string(i));
+      h5::write_attr(row.id(), "feature", a.feature);
+      h5::write_attr(row.id(), "change", a.change);
+      h5::write_attr(row.id(), "outcome", a.outcome);
+      h5::write_attr(row.id(), "case", a.case_id);
+      h5::write_attr(row.id(), "inputs_redrawn", std::int64_t{a.inputs_redrawn});
+    }
+  }
+  if (!d.rows.empty()) {
+    const auto r = static_cast<hsize_t>(d.rows.size() / 3), n = static_cast<hsize_t>(d.candidates.size() / 3);
+    h5::write_attr(g.id(), "fitted_case", d.fitted_case);
+    h5::write_dataset(g.id(), "rows", d.rows, {r, 3});
+    h5::write_dataset(g.id(), "candidates", d.candidates, {n, 3});
+    h5::write_dataset(g.id(), "weights", d.weights, {r, n});
+    h5::write_dataset(g.id(), "golden_weights", d.golden_weights, {r, n});
+  }
+}
+
 void write_problem_file(const fs::path& path, const ProblemFile& f) {
   h5::AtomicFile file(path);
   const hid_t id = file.id();
@@ -256,37 +288,7 @@ void write_problem_file(const fs::path& path, const ProblemFile& f) {
       write_attrs(g.id(), d.attributes);
     }
   }
-  if (f.diagnosis) {
-    const ProblemFile::Diagnosis& d = *f.diagnosis;
-    h5::Handle g = h5::create_group(id, "diagnosis");
-    h5::write_attr(g.id(), "class", d.name);
-    h5::write_attr(g.id(), "source", d.source);
-    std::string evidence;
-    for (const std::string& line : d.evidence) evidence += line + "\n";
-    h5::write_attr(g.id(), "evidence", evidence);
-    h5::write_attr(g.id(), "confidence", d.confidence);
-    h5::write_attr(g.id(), "confidence_why", d.why);
-    if (!d.ablation.empty()) {
-      h5::Handle t = h5::create_group(g.id(), "ablation");  // one group per row, 00, 01, ... in order
-      for (std::size_t i = 0; i < d.ablation.size(); ++i) {
-        const auto& a = d.ablation[i];
-        h5::Handle row = h5::create_group(t.id(), (i < 10 ? "0" : "") + std::to_string(i));
-        h5::write_attr(row.id(), "feature", a.feature);
-        h5::write_attr(row.id(), "change", a.change);
-        h5::write_attr(row.id(), "outcome", a.outcome);
-        h5::write_attr(row.id(), "case", a.case_id);
-        h5::write_attr(row.id(), "inputs_redrawn", std::int64_t{a.inputs_redrawn});
-      }
-    }
-    if (!d.rows.empty()) {
-      const auto r = static_cast<hsize_t>(d.rows.size() / 3), n = static_cast<hsize_t>(d.candidates.size() / 3);
-      h5::write_attr(g.id(), "fitted_case", d.fitted_case);
-      h5::write_dataset(g.id(), "rows", d.rows, {r, 3});
-      h5::write_dataset(g.id(), "candidates", d.candidates, {n, 3});
-      h5::write_dataset(g.id(), "weights", d.weights, {r, n});
-      h5::write_dataset(g.id(), "golden_weights", d.golden_weights, {r, n});
-    }
-  }
+  if (f.diagnosis) write_diagnosis(id, *f.diagnosis);
   file.commit();
 }
 
@@ -306,6 +308,28 @@ AttnParams kernel_params(const ProblemFile& f, const fs::path& path, std::vector
   p.q_head_stride = p.k_head_stride = p.v_head_stride = p.out_head_stride = p.head_size;
   p.mask_rows = f.mask_rows;
   return p;
+}
+
+// /duts/INDEX/out, with each DUT's name and attributes, in index order.
+void read_dut_outputs(hid_t id, const fs::path& path, ProblemFile& f) {
+  h5::Handle duts(H5Gopen2(id, "duts", H5P_DEFAULT), H5Gclose, "open /duts");
+  for (const std::string& key : h5::member_names(duts.id())) {
+    ProblemFile::DutOutput d;
+    try {
+      d.index = std::stoi(key);
+    } catch (const std::exception&) {
+      refuse(path, "/duts/" + key + " is not named by a DUT index");
+    }
+    d.out = read_shaped<float>(id, path, "duts/" + key + "/out", shape(f, f.heads_q), h5::read_floats);
+    h5::Handle g(H5Gopen2(duts.id(), key.c_str(), H5P_DEFAULT), H5Gclose, "open /duts/" + key);
+    d.attributes = h5::read_attrs(g.id());
+    if (auto it = d.attributes.find("dut"); it != d.attributes.end() && std::holds_alternative<std::string>(it->second)) {
+      d.dut = std::get<std::string>(it->second);
+      d.attributes.erase(it);
+    }
+    f.duts.push_back(std::move(d));
+  }
+  std::sort(f.duts.begin(), f.duts.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
 }
 
 ProblemFile read_problem_file(const fs::path& path) {
@@ -369,26 +393,7 @@ ProblemFile read_problem_file(const fs::path& path) {
     if (h5::exists(id, "reference/baseline"))
       f.baseline = read_shaped<float>(id, path, "reference/baseline", shape(f, f.heads_q), h5::read_floats);
   }
-  if (h5::exists(id, "duts")) {
-    h5::Handle duts(H5Gopen2(id, "duts", H5P_DEFAULT), H5Gclose, "open /duts");
-    for (const std::string& key : h5::member_names(duts.id())) {
-      ProblemFile::DutOutput d;
-      try {
-        d.index = std::stoi(key);
-      } catch (const std::exception&) {
-        refuse(path, "/duts/" + key + " is not named by a DUT index");
-      }
-      d.out = read_shaped<float>(id, path, "duts/" + key + "/out", shape(f, f.heads_q), h5::read_floats);
-      h5::Handle g(H5Gopen2(duts.id(), key.c_str(), H5P_DEFAULT), H5Gclose, "open /duts/" + key);
-      d.attributes = h5::read_attrs(g.id());
-      if (auto it = d.attributes.find("dut"); it != d.attributes.end() && std::holds_alternative<std::string>(it->second)) {
-        d.dut = std::get<std::string>(it->second);
-        d.attributes.erase(it);
-      }
-      f.duts.push_back(std::move(d));
-    }
-    std::sort(f.duts.begin(), f.duts.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
-  }
+  if (h5::exists(id, "duts")) read_dut_outputs(id, path, f);
   return f;
 }
 

@@ -315,12 +315,8 @@ std::vector<Draft> edge_cases(const std::vector<Draft>& combos) {
   return out;
 }
 
-Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where& w, std::int64_t memory_limit,
-                   std::int64_t max_scenarios, std::int64_t earlier_sweeps) {
-  require_keys(w, node, {"description", "api", "matrix", "exclude", "include", "defaults", "edges", "duts",
-                         "tolerance", "tolerance_profile", "atb_features", "perf", "cache_check"});
-  SweepSettings settings;
-  settings.memory_limit = memory_limit;
+// api: and atb_features: (which need api: atb).
+void read_api(SweepSettings& settings, const YAML::Node& node, const Where& w) {
   if (node["api"]) {
     const std::string api = as_string(child(w, "api", node["api"]), node["api"]);
     if (api != "generic" && api != "atb") fail(child(w, "api", node["api"]), "'" + api + "' is not one of generic|atb");
@@ -343,6 +339,9 @@ Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where&
       settings.atb_features.push_back({feature, ew});
     }
   }
+}
+
+void read_duts(SweepSettings& settings, const YAML::Node& node, const Where& w) {
   if (node["duts"]) {
     const Where dw = child(w, "duts", node["duts"]);
     if (!node["duts"].IsSequence()) fail(dw, "expected a list of DUT names");
@@ -353,6 +352,10 @@ Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where&
       settings.duts.push_back(dut);
     }
   }
+}
+
+// tolerance_profile: and the per-dtype tolerance: limits over it.
+void read_tolerances(SweepSettings& settings, const YAML::Node& node, const Where& w) {
   if (node["tolerance_profile"]) {
     const Where pw = child(w, "tolerance_profile", node["tolerance_profile"]);
     settings.profile = as_choice(pw, node["tolerance_profile"], parse_profile(as_string(pw, node["tolerance_profile"])),
@@ -377,11 +380,10 @@ Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where&
       settings.tolerance[*parse_dtype(dt)] = t;
     }
   }
+}
 
-  if (node["cache_check"] &&
-      (!node["cache_check"].IsScalar() || !YAML::convert<bool>::decode(node["cache_check"], settings.cache_check)))
-    fail(child(w, "cache_check", node["cache_check"]), "expected true or false");
-
+// perf: true|false or {warmups, repeats}.
+void read_perf(SweepSettings& settings, const YAML::Node& node, const Where& w) {
   if (node["perf"]) {
     const Where pw = child(w, "perf", node["perf"]);
     bool on = false;
@@ -395,12 +397,23 @@ Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where&
       settings.perf = ps;
     }
   }
+}
 
-  Draft defaults;
-  defaults.s.sweep = name;
-  defaults.batch.lengths = {64};
-  if (node["defaults"]) apply_map(defaults, child(w, "defaults", node["defaults"]), node["defaults"]);
+SweepSettings read_settings(const YAML::Node& node, const Where& w, std::int64_t memory_limit) {
+  SweepSettings settings;
+  settings.memory_limit = memory_limit;
+  read_api(settings, node, w);
+  read_duts(settings, node, w);
+  read_tolerances(settings, node, w);
+  if (node["cache_check"] &&
+      (!node["cache_check"].IsScalar() || !YAML::convert<bool>::decode(node["cache_check"], settings.cache_check)))
+    fail(child(w, "cache_check", node["cache_check"]), "expected true or false");
 
+  read_perf(settings, node, w);
+  return settings;
+}
+
+std::vector<Axis> read_axes(const YAML::Node& node, const Where& w) {
   std::vector<Axis> axes;
   if (!node["matrix"] && !node["include"])
     fail(w, "has neither matrix: nor include:; give it at least one axis or one included case");
@@ -423,7 +436,12 @@ Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where&
       axes.push_back(axis);
     }
   }
-  // The matrix's size, counted before it is built (saturating: 6 axes of 100 values is 10^12).
+  return axes;
+}
+
+// The matrix's size, counted before it is built (saturating: 6 axes of 100 values is 10^12).
+void check_matrix_size(const std::vector<Axis>& axes, const YAML::Node& node, const Where& w, std::int64_t max_scenarios,
+                       std::int64_t earlier_sweeps) {
   {
     const std::int64_t room = std::max<std::int64_t>(0, max_scenarios - earlier_sweeps);
     std::int64_t count = 1;
@@ -441,6 +459,10 @@ Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where&
                   (earlier_sweeps ? " after " + std::to_string(earlier_sweeps) + " in the sweeps before it" : "") +
                   ", over the limit of " + std::to_string(max_scenarios) + "; narrow it or raise --max-scenarios");
   }
+}
+
+// Every combination of the axes' values over the defaults; none when the sweep has include: alone.
+std::vector<Draft> matrix_combos(const std::vector<Axis>& axes, const Draft& defaults, const YAML::Node& node) {
   std::vector<Draft> combos;
   if (!axes.empty() || !node["include"]) {
     std::vector<std::size_t> pick(axes.size(), 0);
@@ -456,6 +478,10 @@ Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where&
       if (a == 0) break;
     }
   }
+  return combos;
+}
+
+void apply_excludes(std::vector<Draft>& combos, const Draft& defaults, const YAML::Node& node, const Where& w) {
   if (node["exclude"]) {
     const Where ew = child(w, "exclude", node["exclude"]);
     if (!node["exclude"].IsSequence()) fail(ew, "expected a list of partial parameter maps");
@@ -466,6 +492,21 @@ Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where&
     }
     if (combos.empty() && !node["include"]) fail(ew, "removes every scenario of the matrix; this sweep would run nothing");
   }
+}
+
+Sweep expand_sweep(const std::string& name, const YAML::Node& node, const Where& w, std::int64_t memory_limit,
+                   std::int64_t max_scenarios, std::int64_t earlier_sweeps) {
+  require_keys(w, node, {"description", "api", "matrix", "exclude", "include", "defaults", "edges", "duts",
+                         "tolerance", "tolerance_profile", "atb_features", "perf", "cache_check"});
+  const SweepSettings settings = read_settings(node, w, memory_limit);
+  Draft defaults;
+  defaults.s.sweep = name;
+  defaults.batch.lengths = {64};
+  if (node["defaults"]) apply_map(defaults, child(w, "defaults", node["defaults"]), node["defaults"]);
+  const std::vector<Axis> axes = read_axes(node, w);
+  check_matrix_size(axes, node, w, max_scenarios, earlier_sweeps);
+  std::vector<Draft> combos = matrix_combos(axes, defaults, node);
+  apply_excludes(combos, defaults, node, w);
   if (node["edges"]) {
     bool edges = false;
     if (!YAML::convert<bool>::decode(node["edges"], edges)) fail(child(w, "edges", node["edges"]), "expected true or false");

@@ -7,6 +7,7 @@
 #include "options.hpp"
 #include "swa/harness/case/coverage.hpp"
 #include "swa/harness/case/sweep_file.hpp"
+#include "swa/harness/duts/dut_registry.hpp"
 
 namespace swa::cli {
 
@@ -40,9 +41,12 @@ int print_coverage(const std::string& path, const harness::Coverage& c) {
 int cmd_list(const std::vector<std::string>& args) {
   std::string path, sweep, filter, shard_text;
   std::int64_t max_scenarios = harness::SweepLoadOptions{}.max_scenarios;
-  po::options_description desc("swa-harness list SWEEP.yaml: print the expanded scenario IDs");
+  po::options_description desc(
+      "swa-harness list SWEEP.yaml: print the expanded scenario IDs\nswa-harness list --duts: the DUTs --dut and "
+      "duts: can name");
   desc.add_options()
-      ("sweep-file", po::value(&path)->required(), "the sweep file (positional)")
+      ("sweep-file", po::value(&path), "the sweep file (positional)")
+      ("duts", "instead: the kinds of DUT --dut and a sweep's duts: can name, as a Markdown table")
       ("sweep", po::value(&sweep), "only this named sweep")
       ("filter", po::value(&filter), "an exact scenario ID, or a regex searched in the IDs")
       ("shard", po::value(&shard_text), "K/N: every N-th scenario from the K-th (0 <= K < N)")
@@ -52,6 +56,12 @@ int cmd_list(const std::vector<std::string>& args) {
   positional.add("sweep-file", 1);
   po::variables_map vm;
   if (!parse_options("list", args, desc, vm, &positional)) return kOk;
+  if (vm.count("duts")) {
+    if (vm.count("sweep-file")) throw UsageError("option --duts lists the DUT kinds: give it without a sweep file");
+    std::cout << harness::dut_kinds_table();
+    return kOk;
+  }
+  if (!vm.count("sweep-file")) throw UsageError("the sweep file is required (swa-harness list SWEEP.yaml)");
   require_range("--max-scenarios", max_scenarios, 1, std::int64_t{1} << 40);
   const harness::SweepFile file = load_sweep_or_usage_error(path, {0, max_scenarios});
   const auto scenarios = harness::select_scenarios(

@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "options.hpp"
+#include "run_request.hpp"
 #include "swa/harness/base/durable_file.hpp"
 #include "swa/harness/base/text.hpp"
 #include "swa/harness/submit/slurm.hpp"
@@ -84,93 +85,54 @@ std::string job_name_for(const std::string& sweep_path) {
   return name.substr(0, 64);
 }
 
-}  // namespace
 
-int cmd_submit(const std::vector<std::string>& args) {
-  std::string path, out, sweep, filter, duts_text, partition, time_limit, profile_text;
+// submit's own options, beside the request's.
+struct SubmitArgs {
+  std::string out, partition, time_limit;
   std::vector<std::string> sbatch_args;
   int shards = 0, max_parallel = 0, cpus_per_task = 1, gpus_per_task = 0;
-  double exec_timeout = 300, dut_timeout = 300;
-  std::int64_t dut_memory_mb = 0;
-  GoldenCacheArgs golden_cache_args;
-  po::options_description desc(
-      "swa-harness submit SWEEP.yaml --slurm --shards N --out DIR: run a sweep as a Slurm job array\n"
-      "Writes DIR/array.sbatch (one shard per array task, each into DIR/shard-K.h5 with --resume, so a requeued\n"
-      "task continues) and DIR/merge.sbatch (afterany: `collect` merges whatever finished, lists the shards that\n"
-      "did not with the command that reruns them, and writes the report), submits both and prints their job ids.\n"
-      "DIR must be new or empty, on a file system the nodes share. Exit status: 0 submitted (or --dry-run printed),\n"
-      "2 invalid input or sbatch refused");
+};
+
+void add_submit_options(po::options_description& desc, SubmitArgs& a) {
   desc.add_options()
-      ("sweep-file", po::value(&path)->required(), "the sweep file (positional); DIR/sweep.yaml is a copy the tasks run")
       ("slurm", "submit to Slurm (the scheduler supported; sbatch must be on PATH unless --dry-run)")
-      ("shards", po::value(&shards)->required(), "array tasks, each running every N-th scenario (1..10000)")
-      ("out", po::value(&out)->required(), "the submission's folder (new or empty)")
-      ("partition", po::value(&partition), "Slurm partition of every job")
-      ("time", po::value(&time_limit), "time limit of each array task (Slurm form, e.g. 30, 1:30:00, 1-0)")
-      ("gpus-per-task", po::value(&gpus_per_task)->default_value(0), "GPUs per array task (0: none requested)")
-      ("cpus-per-task", po::value(&cpus_per_task)->default_value(1), "CPUs per array task (its OMP_NUM_THREADS)")
-      ("max-parallel", po::value(&max_parallel)->default_value(0), "array tasks running at once (0: no limit)")
-      ("sbatch-arg", po::value(&sbatch_args), "another #SBATCH option for both jobs, e.g. --account=lab (repeatable)")
-      ("dut", po::value(&duts_text), harness::dut_option_help().c_str())
-      ("sweep", po::value(&sweep), "only this named sweep")
-      ("filter", po::value(&filter), "an exact scenario ID, or a regex searched in the IDs")
-      ("tolerance-profile", po::value(&profile_text), "strict|default|loose, as for run")
-      ("exec-timeout", po::value(&exec_timeout)->default_value(300), "as for run")
-      ("dut-timeout", po::value(&dut_timeout)->default_value(300), "as for run")
-      ("dut-memory-mb", po::value(&dut_memory_mb)->default_value(0), "as for run (0: half of each node's RAM)")
+      ("shards", po::value(&a.shards)->required(), "array tasks, each running every N-th scenario (1..10000)")
+      ("out", po::value(&a.out)->required(), "the submission's folder (new or empty)")
+      ("partition", po::value(&a.partition), "Slurm partition of every job")
+      ("time", po::value(&a.time_limit), "time limit of each array task (Slurm form, e.g. 30, 1:30:00, 1-0)")
+      ("gpus-per-task", po::value(&a.gpus_per_task)->default_value(0), "GPUs per array task (0: none requested)")
+      ("cpus-per-task", po::value(&a.cpus_per_task)->default_value(1), "CPUs per array task (its OMP_NUM_THREADS)")
+      ("max-parallel", po::value(&a.max_parallel)->default_value(0), "array tasks running at once (0: no limit)")
+      ("sbatch-arg", po::value(&a.sbatch_args), "another #SBATCH option for both jobs, e.g. --account=lab (repeatable)")
       ("dry-run", "print the two scripts and the sbatch commands; write and submit nothing");
-  add_golden_cache_options(desc, golden_cache_args);  // for every task; a shared folder serves them all
-  po::positional_options_description positional;
-  positional.add("sweep-file", 1);
-  po::variables_map vm;
-  if (!parse_options("submit", args, desc, vm, &positional)) return kOk;
+}
+
+void check_submit_options(const po::variables_map& vm, const SubmitArgs& a) {
   if (!vm.count("slurm"))
     throw UsageError("option --slurm is required: Slurm is the scheduler submit supports (for CI matrices see "
                      "scripts/ci-matrix/ and run --shard K/N)");
-  require_range("--shards", shards, 1, 10000);
-  require_range("--cpus-per-task", cpus_per_task, 1, 4096);
-  require_range("--gpus-per-task", gpus_per_task, 0, 64);
-  require_range("--max-parallel", max_parallel, 0, 10000);
-  if (vm.count("time")) check_time_limit(time_limit);
-  if (vm.count("partition") && partition.size() > 1024)
-    throw UsageError("option --partition: " + std::to_string(partition.size()) + " characters (at most 1024)");
-  if (vm.count("partition") && !std::regex_match(partition, std::regex(R"([A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*)")))
-    throw UsageError("option --partition: '" + partition + "' is not a partition name (letters, digits, _ . -; "
+  require_range("--shards", a.shards, 1, 10000);
+  require_range("--cpus-per-task", a.cpus_per_task, 1, 4096);
+  require_range("--gpus-per-task", a.gpus_per_task, 0, 64);
+  require_range("--max-parallel", a.max_parallel, 0, 10000);
+  if (vm.count("time")) check_time_limit(a.time_limit);
+  if (vm.count("partition") && a.partition.size() > 1024)
+    throw UsageError("option --partition: " + std::to_string(a.partition.size()) + " characters (at most 1024)");
+  if (vm.count("partition") && !std::regex_match(a.partition, std::regex(R"([A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*)")))
+    throw UsageError("option --partition: '" + a.partition + "' is not a partition name (letters, digits, _ . -; "
                      "several separated by commas)");
-  for (const auto& a : sbatch_args) check_sbatch_arg(a);
-  if (!(exec_timeout > 0)) throw UsageError("option --exec-timeout must be > 0 seconds");
-  if (!(dut_timeout > 0)) throw UsageError("option --dut-timeout must be > 0 seconds");
-  if (vm.count("tolerance-profile") && !harness::parse_profile(profile_text))
-    throw UsageError("option --tolerance-profile: '" + profile_text + "' is not one of " + harness::profile_choices());
+  for (const auto& sbatch_arg : a.sbatch_args) check_sbatch_arg(sbatch_arg);
+}
 
-  const harness::SweepFile file = load_sweep_or_usage_error(path);
-  const std::optional<std::string> sweep_name = vm.count("sweep") ? std::optional(sweep) : std::nullopt;
-  const std::optional<std::string> filter_opt = vm.count("filter") ? std::optional(filter) : std::nullopt;
-  const auto scenarios = harness::select_scenarios(file, sweep_name, filter_opt, {0, 1});
-  if (scenarios.empty()) throw UsageError("no scenario selected (check --sweep and --filter)");
-
-  slurm::Submission s;
-  s.shards = shards;
-  s.max_parallel = max_parallel;
-  s.cpus_per_task = cpus_per_task;
-  s.gpus_per_task = gpus_per_task;
-  s.partition = partition;
-  s.time_limit = time_limit;
-  s.sbatch_args = sbatch_args;
-  s.sweep_source = fs::absolute(path).lexically_normal().string();
-  s.sweep_name = sweep_name;
-  s.filter = filter_opt;
-  s.job_name = job_name_for(path);
-  s.workdir = fs::current_path();
-  s.dir = fs::absolute(out).lexically_normal();
-  // sbatch reads #SBATCH lines without shell quoting: the folders they name must be plain words.
+// sbatch reads #SBATCH lines without shell quoting: the folders they name must be plain words, with no
+// control character (a newline would be a script line of its own), and no '%' in --out: Slurm expands
+// %j, %a, ... in the #SBATCH --output paths under it.
+void check_script_paths(const slurm::Submission& s) {
   for (const auto& [option, folder] : {std::pair{"--out", s.dir}, std::pair{"the working folder", s.workdir}})
     if (folder.string().find_first_of(" \t\n'\"\\$`") != std::string::npos)
       throw UsageError(std::string(option == std::string("--out") ? "option --out: " : "the working folder ") +
                        folder.string() + " holds a space, a quote, a backslash, $ or `, which #SBATCH lines cannot carry; "
                        "use a plain path");
-  // Nor a control character (a newline would be a script line of its own), and no '%' in --out:
-  // Slurm expands %j, %a, ... in the #SBATCH --output paths under it.
   auto control = [](const std::string& t) {
     return std::any_of(t.begin(), t.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
   };
@@ -182,52 +144,34 @@ int cmd_submit(const std::vector<std::string>& args) {
   if (s.dir.string().find('%') != std::string::npos)
     throw UsageError("option --out: " + s.dir.string() + " holds '%', which Slurm expands in #SBATCH --output paths "
                      "(%j, %a, ...); use a folder without it");
+}
+
+slurm::Submission submission_of(const po::variables_map& vm, const RunRequest& request, const SubmitArgs& a) {
+  slurm::Submission s;
+  s.shards = a.shards;
+  s.max_parallel = a.max_parallel;
+  s.cpus_per_task = a.cpus_per_task;
+  s.gpus_per_task = a.gpus_per_task;
+  s.partition = a.partition;
+  s.time_limit = a.time_limit;
+  s.sbatch_args = a.sbatch_args;
+  s.sweep_source = fs::absolute(request.sweep_path).lexically_normal().string();
+  s.sweep_name = sweep_option(vm, request);
+  s.filter = filter_option(vm, request);
+  s.job_name = job_name_for(request.sweep_path);
+  s.workdir = fs::current_path();
+  s.dir = fs::absolute(a.out).lexically_normal();
+  check_script_paths(s);
   std::error_code ec;
   s.harness = fs::canonical("/proc/self/exe", ec);
   if (ec) throw UsageError("cannot find this swa-harness binary's path (/proc/self/exe): " + ec.message());
+  return s;
+}
 
-  const harness::DutOptions dut_check_options{exec_timeout, false, dut_timeout,
-                                              worker_memory_from_option(dut_memory_mb, 1)};
-  if (vm.count("dut")) {
-    for (const auto& d : parse_dut_option(duts_text)) require_dut_exists(d, "option --dut: ", dut_check_options);
-    s.run_args.insert(s.run_args.end(), {"--dut", duts_text});
-  } else {
-    std::set<std::string> checked;
-    for (const auto& sc : scenarios) {
-      if (sc.duts.empty()) throw UsageError("sweep " + sc.sweep + " names no duts: add 'duts:' to it or pass --dut");
-      for (const auto& d : sc.duts)
-        if (checked.insert(d).second) require_dut_exists(d, "sweep " + sc.sweep + " duts: ", dut_check_options);
-    }
-  }
-  if (vm.count("tolerance-profile")) s.run_args.insert(s.run_args.end(), {"--tolerance-profile", profile_text});
-  if (!vm["exec-timeout"].defaulted()) s.run_args.insert(s.run_args.end(), {"--exec-timeout", std::to_string(exec_timeout)});
-  if (!vm["dut-timeout"].defaulted()) s.run_args.insert(s.run_args.end(), {"--dut-timeout", std::to_string(dut_timeout)});
-  if (!vm["dut-memory-mb"].defaulted()) s.run_args.insert(s.run_args.end(), {"--dut-memory-mb", std::to_string(dut_memory_mb)});
-  check_golden_cache_options(vm, golden_cache_args);  // the folder itself is each task's to open
-  if (vm.count("no-golden-cache")) s.run_args.push_back("--no-golden-cache");
-  if (vm.count("golden-cache"))
-    s.run_args.insert(s.run_args.end(), {"--golden-cache", fs::absolute(golden_cache_args.dir).lexically_normal().string()});
-  if (!vm["golden-cache-max-mb"].defaulted())
-    s.run_args.insert(s.run_args.end(), {"--golden-cache-max-mb", std::to_string(golden_cache_args.max_mb)});
-  if (vm.count("golden-cache-key"))  // the path, never the key: each task reads it on its node
-    s.run_args.insert(s.run_args.end(),
-                      {"--golden-cache-key", fs::absolute(golden_cache_args.key_file).lexically_normal().string()});
-
-  const std::string array_text = slurm::array_script(s), merge_text = slurm::merge_script(s);
-  const std::string array_submit = "sbatch --parsable " + harness::shell_quote(slurm::array_script_path(s).string());
-  const std::string merge_submit = "sbatch --parsable --dependency=afterany:ARRAY_JOB_ID " +
-                                   harness::shell_quote(slurm::merge_script_path(s).string());
-  const std::size_t empty_shards = shards > static_cast<int>(scenarios.size()) ? shards - scenarios.size() : 0;
-  const std::string plan = std::to_string(scenarios.size()) + " scenarios in " + std::to_string(shards) + " shards" +
-                           (empty_shards ? " (" + std::to_string(empty_shards) + " of them empty: they succeed with 0 scenarios)" : "");
-  if (vm.count("dry-run")) {
-    std::cout << "# dry run: " << plan << "; nothing written, nothing submitted\n"
-              << "# ---- " << slurm::array_script_path(s).string() << "\n" << array_text
-              << "# ---- " << slurm::merge_script_path(s).string() << "\n" << merge_text
-              << "# ---- would run\n" << array_submit << "\n" << merge_submit << "\n";
-    return kOk;
-  }
-
+// The submission's folder: the sweep's copy the tasks run, both scripts and the record.
+void write_submission(slurm::Submission& s, const std::string& sweep_path, const std::string& array_text,
+                      const std::string& merge_text) {
+  std::error_code ec;
   if (fs::exists(s.dir, ec) && !(fs::is_directory(s.dir, ec) && fs::is_empty(s.dir, ec)))
     throw UsageError("option --out: " + s.dir.string() +
                      " exists and is not an empty folder; give a new folder (to rerun the unfinished shards of an "
@@ -237,7 +181,7 @@ int cmd_submit(const std::vector<std::string>& args) {
                      "--dry-run to print the scripts");
   try {
     fs::create_directories(s.dir / "logs");
-    fs::copy_file(path, slurm::sweep_snapshot(s));
+    fs::copy_file(sweep_path, slurm::sweep_snapshot(s));
     s.sweep_digest = slurm::snapshot_digest(s);
     harness::write_file_atomically(slurm::array_script_path(s), array_text);
     harness::write_file_atomically(slurm::merge_script_path(s), merge_text);
@@ -245,7 +189,10 @@ int cmd_submit(const std::vector<std::string>& args) {
   } catch (const std::exception& e) {
     throw UsageError("option --out: cannot write the submission into " + s.dir.string() + ": " + e.what());
   }
+}
 
+// Submits the array job, then the merge job after it, and says how to watch them. Returns the exit status.
+int submit_jobs(slurm::Submission& s, const std::string& sweep_path, const std::string& plan, const std::string& array_submit) {
   const platform::Finished array = run_captured({"sbatch", "--parsable", slurm::array_script_path(s).string()});
   const auto array_id = slurm::parsable_job_id(array.output);
   if (array.ending.shell_status() != 0 || !array_id) {
@@ -259,8 +206,8 @@ int cmd_submit(const std::vector<std::string>& args) {
   const auto merge_id = slurm::parsable_job_id(merge.output);
   if (merge.ending.shell_status() == 0 && merge_id) s.merge_job_id = *merge_id;
   slurm::write_record(s);
-  std::cout << "submitted " << plan << " from " << path << "\n"
-            << "  array job " << s.array_job_id << " (tasks 0-" << shards - 1 << "): " << slurm::array_script_path(s).string()
+  std::cout << "submitted " << plan << " from " << sweep_path << "\n"
+            << "  array job " << s.array_job_id << " (tasks 0-" << s.shards - 1 << "): " << slurm::array_script_path(s).string()
             << "\n    each task writes " << (s.dir / "shard-K.h5").string() << ", log " << (s.dir / "logs/shard-K.log").string()
             << "\n";
   if (s.merge_job_id.empty()) {
@@ -275,6 +222,51 @@ int cmd_submit(const std::vector<std::string>& args) {
             << "," << s.merge_job_id << " --format=JobID,JobName,State,ExitCode,Elapsed\n"
             << "afterwards:\n  cat " << slurm::summary_path(s).string() << "\n";
   return kOk;
+}
+
+}  // namespace
+
+int cmd_submit(const std::vector<std::string>& args) {
+  RunRequest request;
+  SubmitArgs a;
+  po::options_description desc(
+      "swa-harness submit SWEEP.yaml --slurm --shards N --out DIR: run a sweep as a Slurm job array\n"
+      "Writes DIR/array.sbatch (one shard per array task, each into DIR/shard-K.h5 with --resume, so a requeued\n"
+      "task continues) and DIR/merge.sbatch (afterany: `collect` merges whatever finished, lists the shards that\n"
+      "did not with the command that reruns them, and writes the report), submits both and prints their job ids.\n"
+      "DIR must be new or empty, on a file system the nodes share; DIR/sweep.yaml is a copy of the sweep file the\n"
+      "tasks run, and every task runs `run` with the options below that run has. Exit status: 0 submitted (or\n"
+      "--dry-run printed), 2 invalid input or sbatch refused");
+  po::positional_options_description positional;
+  add_request_options(desc, positional, request);  // the golden cache's for every task; a shared folder serves them all
+  add_submit_options(desc, a);
+  po::variables_map vm;
+  if (!parse_options("submit", args, desc, vm, &positional)) return kOk;
+  check_submit_options(vm, a);
+  const harness::DutOptions dut_options = dut_options_of(vm, request, 1);
+  const harness::SweepFile file = load_sweep_or_usage_error(request.sweep_path);
+  const auto scenarios = harness::select_scenarios(file, sweep_option(vm, request), filter_option(vm, request), {0, 1});
+  if (scenarios.empty()) throw UsageError("no scenario selected (check --sweep and --filter)");
+  slurm::Submission s = submission_of(vm, request, a);
+  check_request(vm, request, scenarios, dut_options);
+  s.run_args = run_arguments(vm, request);
+
+  const std::string array_text = slurm::array_script(s), merge_text = slurm::merge_script(s);
+  const std::string array_submit = "sbatch --parsable " + harness::shell_quote(slurm::array_script_path(s).string());
+  const std::string merge_submit = "sbatch --parsable --dependency=afterany:ARRAY_JOB_ID " +
+                                   harness::shell_quote(slurm::merge_script_path(s).string());
+  const std::size_t empty_shards = a.shards > static_cast<int>(scenarios.size()) ? a.shards - scenarios.size() : 0;
+  const std::string plan = std::to_string(scenarios.size()) + " scenarios in " + std::to_string(a.shards) + " shards" +
+                           (empty_shards ? " (" + std::to_string(empty_shards) + " of them empty: they succeed with 0 scenarios)" : "");
+  if (vm.count("dry-run")) {
+    std::cout << "# dry run: " << plan << "; nothing written, nothing submitted\n"
+              << "# ---- " << slurm::array_script_path(s).string() << "\n" << array_text
+              << "# ---- " << slurm::merge_script_path(s).string() << "\n" << merge_text
+              << "# ---- would run\n" << array_submit << "\n" << merge_submit << "\n";
+    return kOk;
+  }
+  write_submission(s, request.sweep_path, array_text, merge_text);
+  return submit_jobs(s, request.sweep_path, plan, array_submit);
 }
 
 }  // namespace swa::cli

@@ -4,11 +4,11 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "baseline_dut.hpp"
-#include "cpu_dut.hpp"
-#include "mutant_dut.hpp"
-#include "isolated_plugin.hpp"
-#include "plugin_dut.hpp"
+#include "swa/dut/baseline_dut.hpp"
+#include "swa/dut/cpu_dut.hpp"
+#include "swa/dut/mutant_dut.hpp"
+#include "swa/dut/isolated_plugin.hpp"
+#include "swa/dut/plugin_dut.hpp"
 #include "swa/harness/duts/exec_dut.hpp"
 #include "swa/platform/install_layout.hpp"
 #include "swa/platform/process_memory.hpp"
@@ -119,21 +119,36 @@ std::unique_ptr<dut::Dut> make_cuda(std::string_view, const DutOptions&) {
 
 const std::vector<DutKind>& dut_kinds() {
   static const std::vector<DutKind> kinds = {
-      {"baseline", "baseline", [](std::string_view, const DutOptions&) { return dut::make_baseline_dut(); }},
-      {"cpu", "cpu", [](std::string_view, const DutOptions&) { return dut::make_cpu_dut(); }},
-      {"cuda", "cuda", make_cuda},
+      {"baseline", "baseline",
+       "the same-precision baseline (`golden/baseline.hpp`); the reference DUT until the CPU kernels exist",
+       [](std::string_view, const DutOptions&) { return dut::make_baseline_dut(); }},
+      {"cpu", "cpu", "the OpenMP CPU kernels (`dut/cpu`)",
+       [](std::string_view, const DutOptions&) { return dut::make_cpu_dut(); }},
+      {"cuda", "cuda", "the CUDA kernels (`dut/cuda`); a skip saying why on a machine without a usable GPU", make_cuda},
       {"mutant:", "mutant:<fault>",
+       "the mutants' kernel with one planted fault each (dut/mutants/README.md); `mutant:none` and "
+       "`mutant:none_reversed` are correct controls",
        [](std::string_view fault, const DutOptions&) { return dut::make_mutant(*dut::parse_fault(fault)); },
        [](std::string_view fault) { return dut::parse_fault(fault).has_value(); }},
-      {"plugin:", "plugin:PATH.so", make_plugin},
-      {"python:", "python:TARGET:FUNCTION[:key=value...]", make_python},
+      {"plugin:", "plugin:PATH.so",
+       "a shared library exporting the C ABI of `dut/external/include/swa/dut_v2.h` (or version 1, `dut_v1.h`), "
+       "hosted in a worker process", make_plugin},
+      {"python:", "python:TARGET:FUNCTION[:key=value...]",
+       "a Python function (a `.py` file or a module), imported once per worker (dut/python/README.md)", make_python},
       {"exec:", "exec:'COMMAND ...'",
+       "another process, through the HDF5 process protocol (dut/external/EXEC_PROTOCOL.md)",
        [](std::string_view command, const DutOptions& o) {
          return make_exec_dut(std::string(command), o.exec_timeout_seconds);
        },
        [](std::string_view command) { return !command.empty(); }},
   };
   return kinds;
+}
+
+std::string dut_kinds_table() {
+  std::string out = "| name | what |\n|---|---|\n";
+  for (const DutKind& k : dut_kinds()) out += "| `" + std::string(k.choice) + "` | " + std::string(k.what) + " |\n";
+  return out;
 }
 
 std::string dut_choices() {

@@ -7,7 +7,7 @@
 
 #include <Eigen/Core>
 
-#include "cpu_dut.hpp"
+#include "swa/dut/cpu_dut.hpp"
 
 namespace swa::harness {
 

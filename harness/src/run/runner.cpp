@@ -73,120 +73,162 @@ ResultsStore::Added run_scenario(const Scenario& s, const std::vector<std::strin
   return store.add(scenario_row(s, &pr.params), rows, perf_rows, dump);
 }
 
-RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, const RunOptions& options,
-                         std::ostream& progress) {
-  RunOutcome outcome;
-  std::atomic<bool> stop{false};
-  std::atomic<std::size_t> next{0};
-  std::mutex log_mutex;
-  ProgressLine line_out(scenarios.size(), options.progress_on_terminal, progress, {}, options.progress_columns);
-  const int jobs = std::max(1, options.jobs);
-  const int threads_each = std::max(1, omp_get_num_procs() / jobs);
-  // A scenario's progress line is printed once its rows are committed to the file (results_store.hpp),
-  // so every scenario the console calls finished is in the file, whenever the run is killed.
+namespace {
+
+// The progress lines of the scenarios whose rows were added, each printed once the store has
+// committed them (results_store.hpp), so every scenario the console calls finished is in the file,
+// whenever the run is killed. A commit on the store's own thread (commit_in_background) prints what it
+// committed at once. When the file cannot be written, it stops the run and keeps what it lost.
+class CommittedProgress {
+ public:
+  CommittedProgress(ResultsStore& store, ProgressLine& line) : store_(store), line_(line) {
+    store_.on_commit([this] {
+      std::lock_guard lock(mutex_);
+      print_committed();
+    });
+  }
+  ~CommittedProgress() { store_.on_commit(nullptr); }
+  CommittedProgress(const CommittedProgress&) = delete;
+  CommittedProgress& operator=(const CommittedProgress&) = delete;
+
+  void added(const Scenario& s, ResultsStore::Added added) {
+    std::lock_guard lock(mutex_);
+    // A failed commit may have taken this scenario's rows with it after add returned.
+    if (std::find(outcome_.not_stored.begin(), outcome_.not_stored.end(), s.id()) != outcome_.not_stored.end()) return;
+    const auto at = std::find_if(waiting_.begin(), waiting_.end(), [&](const Line& l) { return l.ticket > added.ticket; });
+    waiting_.insert(at, Line{added.ticket, &s, std::move(added.rows)});
+    print_committed();
+  }
+  // Nothing more can be kept: no new scenario starts; the file holds what was committed before.
+  void not_stored(const ResultsNotWritten& e) {
+    std::lock_guard lock(mutex_);
+    if (!stop_.exchange(true)) outcome_.storage_error = e.what();
+    outcome_.not_stored.insert(outcome_.not_stored.end(), e.scenario_ids.begin(), e.scenario_ids.end());
+    std::erase_if(waiting_, [&](const Line& l) { return l.ticket > store_.committed_ticket(); });
+  }
+  bool stopped() const { return stop_; }
+  // The last commit, its lines, and the run's outcome.
+  RunOutcome finish() {
+    try {
+      store_.flush();
+    } catch (const ResultsNotWritten& e) {
+      not_stored(e);
+    }
+    std::lock_guard lock(mutex_);
+    print_committed();
+    line_.finish();
+    return outcome_;
+  }
+
+ private:
   struct Line {
     std::uint64_t ticket;
     const Scenario* scenario;
     std::vector<ResultRow> rows;
   };
-  std::vector<Line> waiting;  // in ticket order
-  auto print = [&](const Line& line) { line_out.scenario_done(line.scenario->id(), line.rows); };
-  auto print_committed = [&] {  // log_mutex held
-    const std::uint64_t committed = store.committed_ticket();
-    auto it = waiting.begin();
-    for (; it != waiting.end() && it->ticket <= committed; ++it) print(*it);
-    waiting.erase(waiting.begin(), it);
-  };
-  // A commit on the store's own thread (commit_in_background) prints what it committed at once.
-  store.on_commit([&] {
-    std::lock_guard lock(log_mutex);
-    print_committed();
-  });
-  struct StopTelling {
-    ResultsStore& store;
-    ~StopTelling() { store.on_commit(nullptr); }
-  } stop_telling{store};
-  // Nothing more can be kept: no new scenario starts; the file holds what was committed before.
-  auto not_stored = [&](const ResultsNotWritten& e) {
-    std::lock_guard lock(log_mutex);
-    if (!stop.exchange(true)) outcome.storage_error = e.what();
-    outcome.not_stored.insert(outcome.not_stored.end(), e.scenario_ids.begin(), e.scenario_ids.end());
-    std::erase_if(waiting, [&](const Line& l) { return l.ticket > store.committed_ticket(); });
-  };
-  // A Reference built on a thread of its own, for the scenario a job runs next.
-  auto prepare = [&](const Scenario& s) {
-    return std::async(std::launch::async, [&s, &options, threads_each] {
-      omp_set_num_threads(threads_each);
-      return std::make_unique<Reference>(s, options.golden_cache);
-    });
-  };
-  auto timed = [&](const Scenario& s) { return options.perf || s.perf; };
-  auto duts_of = [&](const Scenario& s) -> const std::vector<std::string>& {
-    return options.duts.empty() ? s.duts : options.duts;
-  };
-  auto stored = [&](const Scenario& s) {  // every DUT's row is in the file already (--resume)
+  void print_committed() {  // mutex_ held
+    const std::uint64_t committed = store_.committed_ticket();
+    auto it = waiting_.begin();
+    for (; it != waiting_.end() && it->ticket <= committed; ++it) line_.scenario_done(it->scenario->id(), it->rows);
+    waiting_.erase(waiting_.begin(), it);
+  }
+
+  ResultsStore& store_;
+  ProgressLine& line_;
+  std::mutex mutex_;
+  std::vector<Line> waiting_;  // in ticket order
+  RunOutcome outcome_;
+  std::atomic<bool> stop_{false};
+};
+
+using PreparedReference = std::future<std::unique_ptr<Reference>>;
+
+// The jobs of one run: each takes the next scenario and builds the one after's Reference (inputs,
+// golden: read or computed) on a thread of its own while the current scenario's DUTs run, except
+// around a timed (perf) scenario, so that the harness's own work overlaps the DUT's.
+class Jobs {
+ public:
+  Jobs(const std::vector<Scenario>& scenarios, ResultsStore& store, const RunOptions& options, CommittedProgress& progress)
+      : scenarios_(scenarios), store_(store), options_(options), progress_(progress),
+        threads_each_(std::max(1, omp_get_num_procs() / std::max(1, options.jobs))) {}
+
+  void run() {
+    std::vector<std::thread> pool;
+    for (int j = 1; j < std::max(1, options_.jobs); ++j) pool.emplace_back([this] { job(); });
+    job();
+    for (auto& t : pool) t.join();
+  }
+
+ private:
+  void job() {
+    omp_set_num_threads(threads_each_);
+    PreparedReference prepared;  // scenario i's Reference, when it was built ahead
+    for (std::size_t i = next_++; !progress_.stopped() && i < scenarios_.size();) {
+      const std::size_t following = next_++;
+      PreparedReference ahead;
+      if (following < scenarios_.size() && !timed(scenarios_[i]) && !stored(scenarios_[following]))
+        ahead = prepare(scenarios_[following]);
+      run_one(scenarios_[i], prepared.valid() ? prepared.get() : nullptr);
+      i = following;
+      prepared = std::move(ahead);
+    }
+  }
+
+  void run_one(const Scenario& s, std::unique_ptr<Reference> prepared) {
     const auto& duts = duts_of(s);
-    return std::all_of(duts.begin(), duts.end(), [&](const std::string& d) { return store.done(s.id(), d); });
-  };
-  auto run_one = [&](const Scenario& s, std::future<std::unique_ptr<Reference>>& prepared) {
-    const auto& duts = duts_of(s);
-    store.begin(s.id());
+    store_.begin(s.id());
     ResultsStore::Added added;
     try {
-      added = run_scenario(s, duts, store, options, prepared.valid() ? prepared.get() : nullptr);
+      added = run_scenario(s, duts, store_, options_, std::move(prepared));
     } catch (const ResultsNotWritten& e) {
-      store.end(s.id());
-      not_stored(e);
+      store_.end(s.id());
+      progress_.not_stored(e);
       return;
     } catch (const std::exception& e) {
       // Never let one scenario take the sweep down: its DUTs get error rows, the rest runs on.
       std::vector<ResultRow> rows;
       for (const auto& d : duts) rows.push_back(unjudged_row(s, d, Verdict::error, std::string("harness: ") + e.what()));
       try {
-        added = store.add(scenario_row(s), rows, {}, std::nullopt);
+        added = store_.add(scenario_row(s), rows, {}, std::nullopt);
       } catch (const ResultsNotWritten& w) {
-        store.end(s.id());
-        not_stored(w);
+        store_.end(s.id());
+        progress_.not_stored(w);
         return;
       }
     }
-    store.end(s.id());
-    std::lock_guard lock(log_mutex);
-    // A failed commit may have taken this scenario's rows with it after add returned.
-    if (std::find(outcome.not_stored.begin(), outcome.not_stored.end(), s.id()) != outcome.not_stored.end()) return;
-    const auto at = std::find_if(waiting.begin(), waiting.end(), [&](const Line& l) { return l.ticket > added.ticket; });
-    waiting.insert(at, Line{added.ticket, &s, std::move(added.rows)});
-    print_committed();
-  };
-  auto worker = [&] {
-    omp_set_num_threads(threads_each);
-    std::future<std::unique_ptr<Reference>> prepared;  // scenario i's Reference, when it was built ahead
-    for (std::size_t i = next++; !stop && i < scenarios.size();) {
-      // The next scenario's Reference is built while this one's DUTs run; not while one is timed.
-      const std::size_t following = next++;
-      std::future<std::unique_ptr<Reference>> ahead;
-      if (following < scenarios.size() && !timed(scenarios[i]) && !stored(scenarios[following]))
-        ahead = prepare(scenarios[following]);
-      run_one(scenarios[i], prepared);
-      i = following;
-      prepared = std::move(ahead);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int j = 1; j < jobs; ++j) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  try {
-    store.flush();
-  } catch (const ResultsNotWritten& e) {
-    not_stored(e);
+    store_.end(s.id());
+    progress_.added(s, std::move(added));
   }
-  {
-    std::lock_guard lock(log_mutex);
-    print_committed();
+
+  PreparedReference prepare(const Scenario& s) const {
+    return std::async(std::launch::async, [&s, this] {
+      omp_set_num_threads(threads_each_);
+      return std::make_unique<Reference>(s, options_.golden_cache);
+    });
   }
-  line_out.finish();
-  return outcome;
+  bool timed(const Scenario& s) const { return options_.perf || s.perf; }
+  const std::vector<std::string>& duts_of(const Scenario& s) const { return options_.duts.empty() ? s.duts : options_.duts; }
+  bool stored(const Scenario& s) const {  // every DUT's row is in the file already (--resume)
+    const auto& duts = duts_of(s);
+    return std::all_of(duts.begin(), duts.end(), [&](const std::string& d) { return store_.done(s.id(), d); });
+  }
+
+  const std::vector<Scenario>& scenarios_;
+  ResultsStore& store_;
+  const RunOptions& options_;
+  CommittedProgress& progress_;
+  const int threads_each_;
+  std::atomic<std::size_t> next_{0};
+};
+
+}  // namespace
+
+RunOutcome run_scenarios(const std::vector<Scenario>& scenarios, ResultsStore& store, const RunOptions& options,
+                         std::ostream& progress) {
+  ProgressLine line(scenarios.size(), options.progress_on_terminal, progress, {}, options.progress_columns);
+  CommittedProgress committed(store, line);
+  Jobs(scenarios, store, options, committed).run();
+  return committed.finish();
 }
 
 }  // namespace swa::harness

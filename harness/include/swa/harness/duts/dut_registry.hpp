@@ -33,6 +33,7 @@ std::int64_t default_worker_memory_bytes(int jobs);
 struct DutKind {
   std::string_view name;    // "cpu", or with the argument's place: "plugin:"
   std::string_view choice;  // for messages: "plugin:PATH.so"
+  std::string_view what;    // one line for `list --duts` and harness/README.md's table of DUTs
   std::unique_ptr<dut::Dut> (*make)(std::string_view argument, const DutOptions& options);
   // For a prefix kind, whether it takes this argument (nullptr: any; the plugin loader names a bad path).
   bool (*accepts)(std::string_view argument) = nullptr;
@@ -41,6 +42,8 @@ struct DutKind {
 // shared library with the C ABI of swa/dut_v2.h or dut_v1.h), python:TARGET:FUNCTION (a Python function,
 // hosted by dut/python's plugin), exec:'COMMAND' (the process protocol).
 const std::vector<DutKind>& dut_kinds();
+// The kinds as the Markdown table harness/README.md shows (`swa-harness list --duts`).
+std::string dut_kinds_table();
 
 // The DUT a name names. Throws std::invalid_argument naming the problem (an unknown name lists the
 // names it knows; a bad plugin says what is wrong with it). A name may carry the label the console

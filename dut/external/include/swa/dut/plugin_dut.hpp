@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "plugin_hosting.hpp"
+#include "swa/dut/plugin_hosting.hpp"
 #include "swa/dut/dut.hpp"
 
 namespace swa::dut {
