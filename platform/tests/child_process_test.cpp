@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -327,6 +328,19 @@ std::vector<std::string> environment_with(const std::string& entry) {
   return env;
 }
 
+// True once `pid`'s environment holds `entry`. Child::start returns at the fork: a scan of /proc before
+// the child's exec reads its parent's environment (under load the exec can come a while later).
+bool exec_seen_within(pid_t pid, const std::string& entry, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  do {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+    const std::string environ_text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (environ_text.find(entry + std::string(1, '\0')) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return false;
+}
+
 std::string marker(const char* what) { return "SWA_CHILD_PROCESS_TEST=" + std::string(what) + "-" + std::to_string(::getpid()); }
 
 }  // namespace
@@ -387,6 +401,8 @@ BOOST_AUTO_TEST_CASE(the_scopes_of_a_dead_owner_are_ended_and_a_live_owners_are_
   Child of_reused = Child::start(reused);
   Child live = Child::start(s);  // this process's: alive
   BOOST_TEST(!gone(orphan));
+  for (const pid_t pid : {orphan, of_reused.pid(), live.pid()})
+    BOOST_TEST_REQUIRE(exec_seen_within(pid, mark, 10.0), "pid " << pid << " did not exec within 10 s");
   const int ended = swa::platform::end_orphaned_scopes(mark);
   // Another harness run on the machine may reap a dead owner's processes first: what counts is that
   // they are gone, and the live one is not.
