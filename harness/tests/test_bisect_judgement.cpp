@@ -186,3 +186,41 @@ BOOST_AUTO_TEST_CASE(a_reproduced_cause_is_qualified_by_the_mode_it_needs_not_co
   f.reproduced = false;
   BOOST_TEST(judge_finding(f, ablations).name == "not_told");
 }
+
+BOOST_AUTO_TEST_CASE(a_cache_in_another_dimension_order_is_told_and_the_heads_outer_order_computed) {
+  using H = CacheMismatch::Held;
+  // A linear cache of 8 slots and 2 kv heads written as [kv_heads, slots, head_size]: the spec's slot
+  // s, head h is the DUT's flat head f = 2 s + h, that is head f / 8 of slot f % 8.
+  swa::AttnParams p;
+  p.mode = swa::RunMode::chunked_prefill;
+  p.cache = swa::CachePolicy::linear;
+  p.chunk = 4;
+  p.heads_q = p.heads_kv = 2;
+  p.head_size = 4;
+  std::int32_t lens[] = {8};
+  std::int64_t offsets[] = {0, 8};
+  p.batch = 1;
+  p.seq_lens = lens;
+  p.seq_offsets = offsets;
+  p.band = {7, 0};
+  auto at = [](std::int64_t s, std::vector<CacheMismatch::HeadRow> heads) {
+    CacheMismatch m = slot(0, s, s, H::no_position);
+    m.head_holds = {CacheMismatch::kHeadOther, CacheMismatch::kHeadOther};
+    m.head_rows = std::move(heads);
+    return m;
+  };
+  std::vector<CacheMismatch> heads_outer = {at(3, {{0, 6, 0}, {0, 7, 0}}), at(5, {{0, 2, 1}, {0, 3, 1}}), at(6, {{0, 4, 1}, {0, 5, 1}})};
+  heads_outer[0].model_positions = {0, 1, 2, 3, 4, 5, 6, 7};
+  const Finding f = cache_finding(heads_outer, p);
+  BOOST_TEST(f.name == "kv_cache_heads_outer", f.name);
+  BOOST_TEST(f.confidence == Confidence::high);
+  BOOST_TEST(f.reproduced);
+  // Whole heads of other rows, in no order it knows: the layout differs, at most medium.
+  std::vector<CacheMismatch> other = {at(3, {{0, 1, 1}, {0, 5, 0}}), at(5, {{0, 2, 0}, {0, 6, 1}})};
+  other[0].model_positions = {0, 1, 2, 3, 4, 5, 6, 7};
+  const Finding g = cache_finding(other, p);
+  BOOST_TEST(g.name == "kv_cache_layout_differs", g.name);
+  BOOST_TEST(g.confidence == Confidence::medium);
+  // Bytes of no row even head by head: stored otherwise.
+  BOOST_TEST(cache_finding({at(3, {{-1, -1, -1}, {-1, -1, -1}})}, p).name == "stored_values_differ");
+}

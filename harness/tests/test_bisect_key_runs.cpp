@@ -165,21 +165,23 @@ BOOST_AUTO_TEST_CASE(a_rule_that_holds_only_in_some_rows_is_fitted_with_its_cond
 
 namespace {
 
-// Each row's softmax over its causal window, key j counted count(b, t, j) times; written without
-// bisect's models.
-std::vector<double> weighted_rows(const Problem& pr, const std::function<int(int, std::int64_t, std::int64_t)>& count) {
+// Each row's softmax over the run [first, last] of its own keys that `run(b, t)` names (first > last:
+// no key, output 0), key j counted count(b, t, j) times; written without bisect's models.
+using RunOf = std::function<std::pair<std::int64_t, std::int64_t>(int, std::int64_t)>;
+std::vector<double> softmax_rows(const Problem& pr, const RunOf& run,
+                                 const std::function<int(int, std::int64_t, std::int64_t)>& count) {
   const AttnParams& p = pr.params;
   std::vector<double> out = dut_output(p, {});
   const int d = p.head_size, group = p.heads_q / p.heads_kv;
   for (int b = 0; b < p.batch; ++b)
     for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
       for (int h = 0; h < p.heads_q; ++h) {
-        const std::int64_t first = std::max<std::int64_t>(0, t - p.band.left);
+        const auto [first, last] = run(b, t);
         const std::size_t row = static_cast<std::size_t>(pr.seq_offsets[b] + t) * p.heads_q + h;
         const float* q = &pr.q[row * d];
         std::vector<double> acc(d, 0.0);
         double denominator = std::exp(static_cast<double>(p.sinks[h]));
-        for (std::int64_t j = first; j <= t; ++j) {
+        for (std::int64_t j = first; j <= last; ++j) {
           const std::size_t kv = (static_cast<std::size_t>(pr.seq_offsets[b] + j) * p.heads_kv + h / group) * d;
           double dot = 0;
           for (int x = 0; x < d; ++x) dot += static_cast<double>(q[x]) * pr.k[kv + x];
@@ -190,6 +192,12 @@ std::vector<double> weighted_rows(const Problem& pr, const std::function<int(int
         for (int x = 0; x < d; ++x) out[row * d + x] = static_cast<float>(acc[x] / denominator);
       }
   return out;
+}
+
+// Each row's softmax over its causal window, key j counted count(b, t, j) times.
+std::vector<double> weighted_rows(const Problem& pr, const std::function<int(int, std::int64_t, std::int64_t)>& count) {
+  const std::int64_t left = pr.params.band.left;
+  return softmax_rows(pr, [left](int, std::int64_t t) { return std::pair(std::max<std::int64_t>(0, t - left), t); }, count);
 }
 
 }  // namespace
@@ -341,4 +349,33 @@ BOOST_AUTO_TEST_CASE(outputs_through_a_narrower_type_and_rows_left_zero_are_repr
   // One more failing row, tiny but not zero (a row computed and scaled away): not every failing row is zero.
   for (int x = 0; x < p.head_size; ++x) out[static_cast<std::size_t>(10 * p.heads_q) * p.head_size + x] *= 1e-6;
   BOOST_TEST(!every_failing_row_zero(count_zero_rows(pr, out, ref, limits(p))));
+}
+
+BOOST_AUTO_TEST_CASE(a_block_plan_that_takes_a_key_tile_whole_by_its_first_key_is_named_and_reproduced) {
+  // A kernel with 16-row query tiles and 32-key tiles on positions whose plan takes a pair whole when
+  // the tile's first key (not its last) is at or before the query tile's first row and the tile's
+  // first key is in the last row's window: the diagonal tiles it so judges leak their future keys.
+  ProblemSpec s;
+  spec_of(s);
+  Problem pr;
+  build_problem(s, pr);
+  const AttnParams& p = pr.params;
+  const std::int64_t L = p.band.left;
+  const RunOf plan = [&](int b, std::int64_t t) {
+    const std::int64_t qs = t / 16 * 16, qe = qs + 15, n = p.seq_lens[b];
+    std::int64_t first = std::max<std::int64_t>(0, t - L), last = t;
+    for (std::int64_t ks = 0; ks < n; ks += 32) {
+      const std::int64_t ke = std::min(ks + 31, n - 1);
+      const bool skipped = ks + 31 < std::max<std::int64_t>(0, qs - L) || ks > std::min(qe, n - 1);
+      if (!skipped && ks >= qe - L && ks <= qs) first = std::min(first, ks), last = std::max(last, ke);
+    }
+    return std::pair(first, last);
+  };
+  const std::vector<double> out = softmax_rows(pr, plan, [](int, std::int64_t, std::int64_t) { return 1; });
+  const auto fit = fit_key_runs(pr, out, golden::run(p).out, limits(p));
+  BOOST_TEST_REQUIRE(fit.has_value());
+  BOOST_TEST(fit->reproduced, fit->name << ": " << fit->pattern);
+  BOOST_TEST(fit->name == "block_plan_whole_right_test_on_key_tile_first_key_16x32", fit->name << ": " << fit->words);
+  BOOST_TEST(fit->words.find("its first key <= the last key the query tile's first row sees") != std::string::npos, fit->words);
+  BOOST_TEST(key_run_finding(*fit).confidence == Confidence::high);
 }

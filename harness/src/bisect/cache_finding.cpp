@@ -8,6 +8,7 @@
 
 #include "fp8_codes.hpp"
 #include "ring_slot_fit.hpp"
+#include "swa/dut/kv_cache.hpp"
 
 namespace swa::harness {
 namespace {
@@ -111,6 +112,69 @@ std::optional<Finding> kv_heads_finding(const std::vector<const CacheMismatch*>&
   Finding f = say("kv_heads_misplaced_in_cache", {o.str()}, clear ? Confidence::high : Confidence::medium, share.str());
   f.reproduced = count == static_cast<int>(slots.size());  // every differing slot is that map of the right row, byte for byte
   return f;
+}
+
+// The slots whose kv heads hold whole heads of other rows (head_rows): the values stored right, in
+// another dimension order. The order kernels port from other stacks (heads outer, FlashInfer's HND:
+// [kv_heads, slots, head_size] per sequence, or per page) is computed for each recorded head and
+// compared; when every one agrees it is the finding, reproduced on those heads.
+std::optional<Finding> kv_layout_finding(const std::vector<const CacheMismatch*>& slots, const AttnParams& p) {
+  const bool paged = p.cache == CachePolicy::paged;
+  const std::int64_t per_region = paged ? p.page_size : dut::kv_cache_layout(p).slots;  // slots of one [., H, D] block
+  // The model's position of every slot of a sequence after a call (recorded on its first differing slot).
+  std::map<std::pair<int, std::string>, const std::vector<std::int64_t>*> model;
+  for (const CacheMismatch* m : slots)
+    if (!m->model_positions.empty()) model.emplace(std::pair(m->sequence, m->call), &m->model_positions);
+  std::int64_t heads = 0, found = 0, predicted = 0, predictable = 0;
+  std::string example;
+  for (const CacheMismatch* m : slots) {
+    if (m->head_rows.empty()) continue;
+    const auto positions = model.find(std::pair(m->sequence, m->call));
+    for (int h = 0; h < static_cast<int>(m->head_rows.size()); ++h) {
+      const CacheMismatch::HeadRow& got = m->head_rows[h];
+      ++heads;
+      const bool zeros = got.head == CacheMismatch::kHeadZeros;
+      if (got.position < 0 && !zeros) continue;
+      ++found;
+      if (example.empty() && !zeros && (got.sequence != m->sequence || got.position != m->expected || got.head != h))
+        example = where(*m, p) + " kv head " + std::to_string(h) + " holds position " + std::to_string(got.position) +
+                  (got.sequence != m->sequence ? " of sequence " + std::to_string(got.sequence) : "") + "'s kv head " +
+                  std::to_string(got.head);
+      // Heads outer: the DUT's (head g, slot s') lands where the spec's (slot s, head h) is read, g * S + s' = s * H + h.
+      const std::int64_t slot_in_region = paged ? m->slot % p.page_size : m->slot;
+      const std::int64_t f = slot_in_region * p.heads_kv + h, g = f / per_region, s2 = f % per_region;
+      std::optional<std::int64_t> want;  // -1: the slot that order puts there is empty
+      if (paged) want = m->slot - slot_in_region + s2;
+      else if (positions != model.end() && s2 < static_cast<std::int64_t>(positions->second->size()))
+        want = (*positions->second)[s2];
+      if (!want) continue;
+      ++predictable;
+      predicted += *want < 0 ? zeros : got.sequence == m->sequence && got.position == *want && got.head == g;
+    }
+  }
+  if (heads == 0 || found * 10 < heads * 9) return std::nullopt;
+  const std::string order = paged ? "[kv_heads, page_size, head_size] per page" : "[kv_heads, slots, head_size] per sequence";
+  const std::string spec = paged ? "[page_size, kv_heads, head_size]" : "[slots, kv_heads, head_size]";
+  std::ostringstream share;
+  share << found << " of the " << heads << " kv heads recorded at differing slots hold another row's or head's K/V whole";
+  if (predictable > 0 && predicted == predictable && predictable == heads) {
+    share << "; every one is the head the order " << order << " puts there";
+    Finding f = say("kv_cache_heads_outer",
+                    {"the DUT writes and reads its KV cache as " + order + " (heads outer, FlashInfer's HND order) where "
+                     "dut_v2.h's is " + spec + ": each slot's kv heads hold the heads the other order puts "
+                     "there (" + example + ")",
+                     "reproduced: " + std::to_string(predicted) + " of the " + std::to_string(heads) +
+                         " kv heads recorded are the heads that order puts at their place"},
+                    Confidence::high, share.str());
+    f.reproduced = true;
+    return f;
+  }
+  if (predictable > 0) share << "; " << predicted << " of " << predictable << " are the heads " << order << " puts there";
+  return say("kv_cache_layout_differs",
+             {"the slots hold the right values in another dimension order: each kv head's head_size values are a whole "
+              "head of another row (" + example + "), where dut_v2.h's order is " + spec + ": the DUT's cache index "
+              "(its strides or its order of slots and heads) differs"},
+             Confidence::medium, share.str());
 }
 
 }  // namespace
@@ -218,6 +282,10 @@ Finding cache_finding(const std::vector<CacheMismatch>& all, const AttnParams& p
           heads->evidence.push_back("the first: " + first_words);
           return *heads;
         }
+        if (std::optional<Finding> layout = kv_layout_finding(members, p)) {
+          layout->evidence.push_back("the first: " + first_words);
+          return *layout;
+        }
         if (std::optional<Finding> codec = fit_fp8_codes(all, p)) {
           codec->evidence.push_back("the first: " + first_words);
           return *codec;
@@ -227,7 +295,7 @@ Finding cache_finding(const std::vector<CacheMismatch>& all, const AttnParams& p
                                              "stored differently (") +
                                      (is_fp8(p.kv_format) ? "the FP8 encoding: rounding, saturation or the descale"
                                                           : "rounding or conversion to the storage dtype") +
-                                     "), not misplaced"},
+                                     "); no kv head of those recorded is a whole head of another row"},
                    c, why);
     }
   }

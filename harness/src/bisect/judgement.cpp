@@ -84,7 +84,7 @@ ClassFeatures features_of(const std::string& name) {
                                              "chunk_prefix_dropped", "chunk_boundary_keys_dropped", "tile_rescale_missing"};
   if (keys.count(name)) return schedule({}, {"mask", "two-sided window"});
   // Measured key runs (key_runs.cpp): which keys, by a rule of the row's position.
-  for (const char* prefix : {"first_key_", "last_key_", "window_from_", "keys_attended_differ", "zero_keys_attended"})
+  for (const char* prefix : {"first_key_", "last_key_", "window_from_", "block_plan_", "keys_attended_differ", "zero_keys_attended"})
     if (name.rfind(prefix, 0) == 0) return schedule({}, {"mask", "two-sided window"});
   // Split-KV merges (split_merge.cpp): the weights come from each split's scores, so the mask and the sinks move them.
   if (name.rfind("split_", 0) == 0) return schedule({}, {"sinks", "mask", "two-sided window", "soft-cap", "FP8 KV", "dtype"});
@@ -96,6 +96,9 @@ ClassFeatures features_of(const std::string& name) {
   if (name == "weights_do_not_sum_right") return schedule({}, {"sinks", "mask", "two-sided window"});
   // Bytes that are no input row's stored form: the storage dtype's or the FP8 encoding's.
   if (name == "stored_values_differ") return schedule({}, {"dtype", "FP8 KV"});
+  // A cache in another dimension order: heads and slots interleave, so the heads and the head size move it.
+  if (name == "kv_cache_heads_outer" || name == "kv_cache_layout_differs")
+    return schedule({}, {"GQA", "head size", "dtype", "FP8 KV"});
   if (name.rfind("kv_stored_as_", 0) == 0 || name == "fp16_pv_accumulation" || name == "no_max_subtraction" ||
       name == "quantised_probabilities" || name == "weights_differ" || name == "precision_only")
     return schedule({}, {"dtype"});

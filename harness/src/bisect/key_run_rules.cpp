@@ -250,6 +250,7 @@ std::string known_class(const AttnParams& p, const Edge& first, const Edge& last
 }
 
 std::string rule_name(const Edge& first, const Edge& last) {
+  if (first.name == last.name) return first.name;  // one rule deciding both edges (a block plan)
   const std::string a = "first_key_from_", b = "last_key_from_";
   if (first.name.rfind(a, 0) == 0 && last.name.rfind(b, 0) == 0 && first.name.substr(a.size()) == last.name.substr(b.size()))
     return "window_from_" + first.name.substr(a.size());
@@ -259,6 +260,7 @@ std::string rule_name(const Edge& first, const Edge& last) {
 }
 
 std::string rule_words(const Edge& first, const Edge& last) {
+  if (first.words == last.words) return first.words;
   if (first.name.empty()) return last.words;
   if (last.name.empty()) return first.words;
   return first.words + "; and " + last.words;

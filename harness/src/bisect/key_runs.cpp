@@ -1,5 +1,6 @@
 #include "key_runs.hpp"
 
+#include "block_plan_rules.hpp"
 #include "key_run_rules.hpp"
 #include "key_weights.hpp"
 #include "row_runs.hpp"
@@ -166,6 +167,27 @@ std::vector<Rule> rules_fitting(const std::vector<MeasuredRow>& rows, const std:
     }
   std::stable_sort(found.begin(), found.end(), [](const Rule& a, const Rule& b) { return a.complexity < b.complexity; });
   return found;
+}
+
+// The block plans (block_plan_rules.hpp) that give every measured row a run it is measured to attend,
+// each as its own pair of edges, after the rules of the edges: a plan decides both edges at once.
+void add_block_plans(const AttnParams& p, const std::vector<MeasuredRow>& rows, const std::vector<int>& tiles,
+                     std::vector<Edge>& firsts, std::vector<Edge>& lasts, std::vector<Rule>& fitting) {
+  constexpr std::size_t kPlans = 64;
+  std::size_t added = 0;
+  for (const BlockPlan& plan : block_plans(p, tiles)) {
+    const bool fits = std::all_of(rows.begin(), rows.end(), [&](const MeasuredRow& m) {
+      if (!m.informative) return true;
+      const auto [a, z] = plan_run(p, plan, m.at);
+      return m.runs.count(run_key(a, z, m.at.last_key + 1)) > 0;
+    });
+    if (!fits) continue;
+    const std::string name = plan_name(plan), words = plan_words(p, plan);
+    firsts.push_back({name, words, 5, [&p, plan](const RowPlace& r) { return plan_run(p, plan, r).first; }});
+    lasts.push_back({name, words, 5, [&p, plan](const RowPlace& r) { return plan_run(p, plan, r).second; }});
+    fitting.push_back({firsts.size() - 1, lasts.size() - 1, 5});
+    if (++added == kPlans) break;
+  }
 }
 
 // Every row of the call kinds in `scope` computed with each rule: per rule, per row, whether the rule
@@ -406,13 +428,15 @@ std::optional<KeyRunFit> fit_key_runs(const Problem& pr, const std::vector<doubl
   }
   std::vector<Rule> fitting = rules_fitting(rows, firsts, lasts);
   if (fitting.size() > 512) fitting.resize(512);  // each is held to every row below, simplest first
+  add_block_plans(p, rows, tile_sizes, firsts, lasts, fitting);
   const RuleChecks checks = check_rules(pr, out, ref, row_limit, scope, fitting, firsts, lasts);
   fit.checked = static_cast<std::int64_t>(checks.rows.size());
   fit.scope = scope_words(p, scope);
   auto found = [&](const std::string& name, const std::string& words) {
     if (!fit.reproduced) fit.reproduced = true, fit.name = name, fit.words = words;
     else if (fit.alternatives.size() < 3) fit.alternatives.push_back(name + " (" + words + ")");
-    if (fit.reproducing.size() < 128) fit.reproducing.push_back({name, words});
+    // Every one: a probe keeps the rules of the case it reproduces too (hold_key_runs_to_probes), by name.
+    if (fit.reproducing.size() < 4096) fit.reproducing.push_back({name, words});
   };
   for (std::size_t i = 0; i < fitting.size(); ++i) {
     const Edge& f = firsts[fitting[i].first];

@@ -194,6 +194,25 @@ CacheChecker::HeldRow CacheChecker::held_row(const dut::KvCache& cache, std::siz
   return {CacheMismatch::Held::no_position, 0, -1};
 }
 
+// The input row and kv head whose stored K and V (one head's head_size values each) these are.
+CacheMismatch::HeadRow CacheChecker::head_row(const unsigned char* k, const unsigned char* v) const {
+  const AttnParams& p = pr_.params;
+  const std::size_t head_bytes = static_cast<std::size_t>(p.head_size) * element_bytes_;
+  const std::size_t row_bytes = head_bytes * p.heads_kv;
+  if (std::all_of(k, k + head_bytes, [](unsigned char c) { return c == 0; }) &&
+      std::all_of(v, v + head_bytes, [](unsigned char c) { return c == 0; }))
+    return {-1, -1, CacheMismatch::kHeadZeros};
+  for (std::int64_t r = p.seq_offsets[0]; r < p.seq_offsets[p.batch]; ++r)
+    for (int g = 0; g < p.heads_kv; ++g) {
+      const std::size_t off = static_cast<std::size_t>(r) * row_bytes + g * head_bytes;
+      if (std::memcmp(k, stored_k_ + off, head_bytes) == 0 && std::memcmp(v, stored_v_ + off, head_bytes) == 0) {
+        const auto seq = std::upper_bound(p.seq_offsets, p.seq_offsets + p.batch + 1, r) - p.seq_offsets - 1;
+        return {static_cast<int>(seq), r - p.seq_offsets[seq], g};
+      }
+    }
+  return {};
+}
+
 // The same in words, for the message.
 std::string CacheChecker::held_position(int b, const dut::KvCache& cache, std::size_t offset) const {
   const HeldRow h = held_row(cache, offset);
@@ -237,6 +256,11 @@ void CacheChecker::record_slot(CacheMismatch m, const dut::KvCache& cache, std::
       if (std::memcmp(k, &want_k[from * head_bytes], head_bytes) == 0 && std::memcmp(v, &want_v[from * head_bytes], head_bytes) == 0)
         holds = from;
     r.head_holds.push_back(holds);
+  }
+  if (slots_with_head_rows_ < 16 &&
+      std::count(r.head_holds.begin(), r.head_holds.end(), CacheMismatch::kHeadOther) > 0) {
+    ++slots_with_head_rows_;
+    for (int g = 0; g < p.heads_kv; ++g) r.head_rows.push_back(head_row(&cache.k[offset + g * head_bytes], &cache.v[offset + g * head_bytes]));
   }
   if (!is_fp8(p.kv_format) || slots_with_codes_ >= 64) return;
   ++slots_with_codes_;

@@ -48,6 +48,16 @@ struct CacheMismatch {
   // K/V hold: kv head g of the expected row (g >= 0; its own when right), zeros (-2), neither (-1).
   static constexpr int kHeadZeros = -2, kHeadOther = -1;
   std::vector<int> head_holds;
+  // And where each kv head's K/V are found among every input row (the first 16 such slots): the
+  // (sequence, position, kv head) whose stored K and V they equal, {-1, -1, -1} none, head kHeadZeros
+  // when they are zeros. A cache in
+  // another dimension order holds whole heads of other rows.
+  struct HeadRow {
+    int sequence = -1;
+    std::int64_t position = -1;
+    int head = -1;
+  };
+  std::vector<HeadRow> head_rows;
   // Ring and linear caches, on the first differing slot of a sequence in a call: the position the
   // golden's model holds in every slot of that sequence then (-1 none), so a fitted slot rule can be
   // held to the slots that agree as well as to those that differ.
@@ -82,12 +92,14 @@ class CacheChecker final : public dut::ScheduleObserver {
     std::int64_t position = -1;
   };
   HeldRow held_row(const dut::KvCache& cache, std::size_t offset) const;
+  CacheMismatch::HeadRow head_row(const unsigned char* k, const unsigned char* v) const;
   std::string held_position(int b, const dut::KvCache& cache, std::size_t offset) const;
   void record(CacheMismatch m, const dut::KvCache* cache, std::size_t offset);
   // record() of a slot, with its FP8 codes when it holds bytes of no row (want: the codes expected).
   void record_slot(CacheMismatch m, const dut::KvCache& cache, std::size_t offset, std::int64_t input_row,
                    const std::vector<unsigned char>& want_k, const std::vector<unsigned char>& want_v);
   std::size_t slots_with_codes_ = 0;
+  std::size_t slots_with_head_rows_ = 0;
   std::string call_;
   bool last_call_ = false;
   std::size_t detail_limit_ = 0;
