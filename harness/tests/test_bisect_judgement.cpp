@@ -4,8 +4,12 @@
 #define BOOST_TEST_MODULE harness_bisect_judgement
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+
 #include "../src/bisect/cache_finding.hpp"
 #include "../src/bisect/judgement.hpp"
+#include "../src/bisect/recover.hpp"
+#include "../src/bisect/semantics.hpp"
 
 using namespace swa::harness;
 
@@ -223,4 +227,44 @@ BOOST_AUTO_TEST_CASE(a_cache_in_another_dimension_order_is_told_and_the_heads_ou
   BOOST_TEST(g.confidence == Confidence::medium);
   // Bytes of no row even head by head: stored otherwise.
   BOOST_TEST(cache_finding({at(3, {{-1, -1, -1}, {-1, -1, -1}})}, p).name == "stored_values_differ");
+}
+
+BOOST_AUTO_TEST_CASE(a_sink_counted_k_times_is_told_by_its_implied_logit) {
+  // Rows whose weights leave out k e^sink of mass: the implied sink is sink + ln k.
+  swa::AttnParams p;
+  p.heads_q = 2;
+  const float sinks[] = {0.3f, -0.6137f};
+  p.sinks = sinks;
+  auto rows_with = [&](double times) {
+    std::vector<RecoveredRow> rows;
+    for (int t = 0; t < 4; ++t) {
+      RecoveredRow r;
+      r.q_head = t % 2, r.token = t;
+      r.scores = {0.5 + 0.1 * t, 1.2, -0.4};
+      double z = times * std::exp(static_cast<double>(sinks[r.q_head]));
+      for (double x : r.scores) z += std::exp(x);
+      for (double x : r.scores) r.weights.push_back(std::exp(x) / z);
+      rows.push_back(std::move(r));
+    }
+    return rows;
+  };
+  auto told = [&](const std::vector<RecoveredRow>& rows) {
+    std::vector<const RecoveredRow*> ptrs;
+    for (const RecoveredRow& r : rows) ptrs.push_back(&r);
+    return sink_finding(ptrs, p);
+  };
+  const auto rows32 = rows_with(32), rows1 = rows_with(1), rows_off = rows_with(std::exp(1.7));
+  const auto k32 = told(rows32);
+  BOOST_TEST_REQUIRE(k32.has_value());
+  BOOST_TEST(k32->name == "sink_counted_32_times", k32->name);
+  BOOST_TEST(k32->confidence == Confidence::high);
+  BOOST_TEST(!told(rows1).has_value());  // the spec's sink: nothing to tell
+  const auto off = told(rows_off);       // sink + 1.7: no whole count (e^1.7 = 5.47)
+  BOOST_TEST_REQUIRE(off.has_value());
+  BOOST_TEST(off->name == "sink_wrong", off->name);
+  // sink + 4: e^4 = 54.6, within the loose "near" of ln 55, but a third of the gap to ln 54 and ln 55.
+  const auto rows_four = rows_with(std::exp(4.0));
+  const auto four = told(rows_four);
+  BOOST_TEST_REQUIRE(four.has_value());
+  BOOST_TEST(four->name == "sink_wrong", four->name);
 }

@@ -73,6 +73,12 @@ std::optional<Finding> sink_finding(const std::vector<const RecoveredRow*>& rows
     else if (near(m->sink, own)) reading = "own";
     else if (near(m->sink, own * p.scale)) reading = "scaled";
     else if (p.softcap > 0 && near(m->sink, p.softcap * std::tanh(own / p.softcap))) reading = "capped";
+    // The sink's term k times in the denominator: sink + ln k (a sink seeding every split's or lane's
+    // state, the parts merged without taking it out again). Only within a quarter of the gap to
+    // ln(k +- 1): past a few dozen, any offset would be near some ln k.
+    else if (const double k = std::round(std::exp(m->sink - own));
+             k >= 2 && k <= 256 && std::abs(m->sink - own - std::log(k)) <= 0.25 * std::log((k + 1) / k))
+      reading = "counted " + std::to_string(static_cast<long>(k));
     else {
       for (int h = 0; h < p.heads_q && other < 0; ++h)
         if (h != r->q_head && near(m->sink, p.sinks[h])) other = h;
@@ -111,6 +117,14 @@ std::optional<Finding> sink_finding(const std::vector<const RecoveredRow*>& rows
                    {example, share.str() + ": the implied sink is softcap * tanh(sink / softcap) (dut_v2.h: the sink is not "
                                            "capped)"},
                    c, share.str()};
+  if (reading.rfind("counted ", 0) == 0) {
+    const std::string k = reading.substr(8);
+    return Finding{"sink_counted_" + k + "_times", FindingSource::recovered_attention,
+                   {example, share.str() + ": the implied sink is the head's sink + ln " + k + ": its term e^sink is in the "
+                                           "softmax's denominator " + k + " times (a sink seeding each of " + k +
+                                           " splits' or lanes' states, merged without taking it out again)"},
+                   c, share.str()};
+  }
   if (reading == "other head") {
     std::ostringstream map, rule;
     bool kv = true, next = true;
