@@ -238,18 +238,24 @@ class Bisect(unittest.TestCase):
                 self.assertEqual(json.load(f), summary)
             self.assertNotIn("Recover", open(os.path.join(tmp, "report.txt")).read())
 
+    def bisect_wrapped_kernel(self, tmp, body, *extra):
+        """`bisect` of the prefill case with a python: kernel that imports the NumPy example
+        (numpy_kernel) and defines attention(p) with `body` (source after the imports)."""
+        examples = os.path.join(os.path.dirname(CI), "..", "dut", "external", "examples")
+        kernel = os.path.join(tmp, "wrapped_kernel.py")
+        with open(kernel, "w") as f:
+            f.write(f"import sys\nsys.path.insert(0, {os.path.abspath(examples)!r})\nimport numpy as np\n"
+                    "import numpy_kernel\n" + body)
+        return run("bisect", CI, "--filter", self.PREFILL, "--dut", f"python:{kernel}:attention", "--out",
+                   os.path.join(tmp, "b"), *extra)
+
     def test_a_dut_that_keeps_state_across_calls_is_told(self):
         """A kernel right on its first call and wrong after (a counter never reset) passes alone in a
         fresh worker: bisect runs it again in the same one and says so, not does_not_reproduce."""
-        examples = os.path.join(os.path.dirname(CI), "..", "dut", "external", "examples")
         with tempfile.TemporaryDirectory() as tmp:
-            kernel = os.path.join(tmp, "stateful_kernel.py")
-            with open(kernel, "w") as f:
-                f.write(f"import sys\nsys.path.insert(0, {os.path.abspath(examples)!r})\nimport numpy_kernel\n"
-                        "_calls = [0]\n\n\ndef attention(p):\n    _calls[0] += 1\n"
-                        "    numpy_kernel.attention(p)\n    if _calls[0] > 1:\n        p.out[0] = 0\n")
-            r = run("bisect", CI, "--filter", self.PREFILL, "--dut", f"python:{kernel}:attention", "--out",
-                    os.path.join(tmp, "b"), "--json")
+            r = self.bisect_wrapped_kernel(tmp, "_calls = [0]\n\n\ndef attention(p):\n    _calls[0] += 1\n"
+                                           "    numpy_kernel.attention(p)\n    if _calls[0] > 1:\n        p.out[0] = 0\n",
+                                           "--json")
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             summary = json.loads(r.stdout)
             self.assertEqual((summary["reproduces"], summary["class"]), (True, "fails_after_earlier_calls"), r.stdout)
@@ -258,18 +264,12 @@ class Bisect(unittest.TestCase):
         """A kernel that keeps the first call's window forever (a plan cached under too coarse a key)
         passes alone and after runs of itself; after the scenario the sweep ran before it, in a
         worker of its own, it fails, and bisect names that scenario and how the two differ."""
-        examples = os.path.join(os.path.dirname(CI), "..", "dut", "external", "examples")
         with tempfile.TemporaryDirectory() as tmp:
-            kernel = os.path.join(tmp, "planned_kernel.py")
-            with open(kernel, "w") as f:
-                f.write(f"import sys\nsys.path.insert(0, {os.path.abspath(examples)!r})\nimport numpy_kernel\n"
-                        "_plan = {}\n\n\nclass _Planned:\n    def __init__(self, p):\n        self._p = p\n\n"
+            r = self.bisect_wrapped_kernel(tmp, "_plan = {}\n\n\nclass _Planned:\n    def __init__(self, p):\n        self._p = p\n\n"
                         "    def __getattr__(self, name):\n        if name == 'window_left':\n"
                         "            return _plan.setdefault('left', self._p.window_left)\n"
                         "        return getattr(self._p, name)\n\n\n"
                         "def attention(p):\n    numpy_kernel.attention(_Planned(p))\n")
-            r = run("bisect", CI, "--filter", self.PREFILL, "--dut", f"python:{kernel}:attention", "--out",
-                    os.path.join(tmp, "b"))
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             self.assertIn("Finding: fails_after_earlier_calls", r.stdout)
             self.assertRegex(r.stdout, r"run again right after the scenario mode=\S+, same inputs, it fails")
@@ -279,16 +279,10 @@ class Bisect(unittest.TestCase):
         """Some failing rows written as zeros and others a weighting of keys below the window: the
         zero rows are counted by position and left out of the least-squares fit, which names the
         keys of the others (a fit of a zero row reads as "the weights sum to 0")."""
-        examples = os.path.join(os.path.dirname(CI), "..", "dut", "external", "examples")
         with tempfile.TemporaryDirectory() as tmp:
-            kernel = os.path.join(tmp, "zero_kernel.py")
-            with open(kernel, "w") as f:
-                f.write(f"import sys\nsys.path.insert(0, {os.path.abspath(examples)!r})\nimport numpy as np\n"
-                        "import numpy_kernel\n\n\ndef attention(p):\n    numpy_kernel.attention(p)\n"
+            r = self.bisect_wrapped_kernel(tmp, "\n\ndef attention(p):\n    numpy_kernel.attention(p)\n"
                         "    kv = np.arange(p.heads_q) // (p.heads_q // p.heads_kv)\n    p.out[40:56] = 0\n"
                         "    for t in range(56, 64):\n        p.out[t] = 0.7 * p.v[0][kv] + 0.3 * p.v[5][kv]\n")
-            r = run("bisect", CI, "--filter", self.PREFILL, "--dut", f"python:{kernel}:attention", "--out",
-                    os.path.join(tmp, "b"))
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             self.assertIn("Finding: keys_below_the_window", r.stdout)
             self.assertRegex(r.stdout, r"16 of the 24 finite failing rows there hold exactly 0 .* of the other 8")

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <vector>
 
 #include "../src/bisect/cache_finding.hpp"
 #include "../src/bisect/judgement.hpp"
@@ -98,17 +99,28 @@ swa::AttnParams ring(std::int64_t window) {
   return p;
 }
 
+// Sequences of these lengths, owned here, set on a case's params.
+struct Sequences {
+  std::vector<std::int32_t> lens;
+  std::vector<std::int64_t> offsets{0};
+  explicit Sequences(std::vector<std::int32_t> l) : lens(std::move(l)) {
+    for (std::int32_t n : lens) offsets.push_back(offsets.back() + n);
+  }
+  void set(swa::AttnParams& p) {
+    p.batch = static_cast<int>(lens.size());
+    p.seq_lens = lens.data();
+    p.seq_offsets = offsets.data();
+  }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(cache_differences_are_named_by_what_the_slots_hold) {
   using H = CacheMismatch::Held;
   const swa::AttnParams p = ring(8);
-  std::int32_t lens[] = {16};
-  std::int64_t offsets[] = {0, 16};
+  Sequences one({16});
   swa::AttnParams q = p;
-  q.batch = 1;
-  q.seq_lens = lens;
-  q.seq_offsets = offsets;
+  one.set(q);
   // A ring slot still holding the position a full ring earlier: never written.
   BOOST_TEST(cache_finding({slot(0, 3, 11, H::position, 3), slot(0, 4, 12, H::position, 4)}, q).name == "rows_not_written");
   // Another position of the same sequence, one later in every slot: a shifted slot formula.
@@ -139,11 +151,8 @@ BOOST_AUTO_TEST_CASE(a_ring_slot_rule_is_fitted_to_the_slots_the_dut_filled) {
   swa::AttnParams p = ring(8);
   p.cache = swa::CachePolicy::ring_compact;
   p.chunk = 33;
-  std::int32_t lens[] = {40, 1};
-  std::int64_t offsets[] = {0, 40, 41};
-  p.batch = 2;
-  p.seq_lens = lens;
-  p.seq_offsets = offsets;
+  Sequences two({40, 1});
+  two.set(p);
   const Finding f = cache_finding({slot(1, 7, -1, H::position, 0), slot(1, 0, 0, H::zeros)}, p);
   BOOST_TEST(f.name == "ring_slot_rule_wrong");
   BOOST_TEST(f.confidence == Confidence::high);
@@ -158,11 +167,8 @@ BOOST_AUTO_TEST_CASE(a_ring_slot_rule_is_held_to_the_slots_the_dut_has_right) {
   using H = CacheMismatch::Held;
   swa::AttnParams p = ring(8);
   p.chunk = 5;
-  std::int32_t lens[] = {16};
-  std::int64_t offsets[] = {0, 16};
-  p.batch = 1;
-  p.seq_lens = lens;
-  p.seq_offsets = offsets;
+  Sequences one({16});
+  one.set(p);
   std::vector<CacheMismatch> slots = {slot(0, 0, 8, H::position, 0), slot(0, 1, 9, H::position, 8),
                                       slot(0, 2, 2, H::position, 9)};
   const Finding differing_only = cache_finding(slots, p);
@@ -201,11 +207,8 @@ BOOST_AUTO_TEST_CASE(a_cache_in_another_dimension_order_is_told_and_the_heads_ou
   p.chunk = 4;
   p.heads_q = p.heads_kv = 2;
   p.head_size = 4;
-  std::int32_t lens[] = {8};
-  std::int64_t offsets[] = {0, 8};
-  p.batch = 1;
-  p.seq_lens = lens;
-  p.seq_offsets = offsets;
+  Sequences one({8});
+  one.set(p);
   p.band = {7, 0};
   auto at = [](std::int64_t s, std::vector<CacheMismatch::HeadRow> heads) {
     CacheMismatch m = slot(0, s, s, H::no_position);
