@@ -49,6 +49,11 @@ double decoded(const AttnParams& p, const Reading& r, bool key, double x, bool c
     return fp8_round(f, r.fp8_rounding, r.fp8_saturates, y);
   };
   const double held = r.descale_type == DType::fp32 ? own : round_to(r.descale_type, static_cast<float>(own));
+  if (r.fp8_encode_by_reciprocal && rule == DescaleRule::own) {
+    const DType t = r.fp8_encode_reciprocal == DType::fp32 ? p.dtype : r.fp8_encode_reciprocal;
+    const double reciprocal = round_to(t, static_cast<float>(1.0 / own));
+    return code(static_cast<float>(x * reciprocal)) * own;
+  }
   switch (rule) {
     case DescaleRule::own: return code(x / (r.descale_rounded_on_encode ? held : own)) * held;
     case DescaleRule::other: return code(x / own) * other;
@@ -218,15 +223,20 @@ class RowModel {
     // With ring_reads_slots a ring is read as a kernel that reads it reads it: a key the reading
     // reaches for (one past the window, a masked key it counts) is whatever its slot holds, e.g. the
     // step's own key one ring later. Without, such a key is the input's (a kernel that keeps them).
-    if (ring(p_) && !own_chunk_key &&
-        (r_.ring_reads_slots || r_.ring_capacity_delta != 0 || r_.ring_read_shift != 0 || written_first)) {
+    const bool own_step_key_kept = r_.ring_read_own_key_kept && call_.decode && j == row_.token;
+    if (ring(p_) && !own_chunk_key && !own_step_key_kept &&
+        (r_.ring_reads_slots || r_.ring_capacity_delta != 0 || r_.ring_read_shift != 0 || written_first ||
+         r_.ring_read_without_base || r_.ring_read_in_slot_order)) {
       const std::int64_t capacity = std::max<std::int64_t>(1, p_.band.left + 1 + r_.ring_capacity_delta);
       const std::int64_t prompt = prompt_len(p_, row_.sequence);
       const std::int64_t first_write = p_.chunk > 0 ? std::min<std::int64_t>(p_.chunk, prompt) : prompt;
       const RingGeometry g{capacity, p_.cache == CachePolicy::ring_compact ? compact_ring_base(first_write, capacity) : 0};
       // A prompt call that stores its rows first reads slots that already hold them.
       const std::int64_t newest = call_.decode ? row_.token : written_first ? call_.e - 1 : call_.s - 1;
-      const std::int64_t slot = (ring_slot(g, j) + r_.ring_read_shift % capacity + capacity) % capacity;
+      const RingGeometry read = r_.ring_read_without_base ? RingGeometry{capacity, 0} : g;
+      const std::int64_t gathered = j - (p_.band.left < 0 ? 0 : std::max<std::int64_t>(0, call_.s - p_.band.left));
+      const std::int64_t base_slot = r_.ring_read_in_slot_order && !call_.decode ? gathered % capacity : ring_slot(read, j);
+      const std::int64_t slot = (base_slot + r_.ring_read_shift % capacity + capacity) % capacity;
       held = ring_slot_position(g, slot, newest);
     } else if (p_.mode != RunMode::prefill && !own_chunk_key && r_.ring_read_shift != 0) {
       // A linear (or paged) cache keeps position p at p: a read one slot off finds its neighbour, or
@@ -258,6 +268,7 @@ class RowModel {
       if (r_.round_values) v[d] = round_to(rounding_type(), static_cast<float>(v[d]));
     }
     if (!is_fp8(p_.kv_format) || (r_.fp8_chunk_keys_unquantised && own_chunk_key)) return true;
+    if (r_.fp8_decode_key_unquantised && call_.decode && j == row_.token) return true;
     for (int d = 0; d < p_.head_size; ++d) {
       k[d] = decoded(p_, r_, true, k[d], !own_chunk_key);
       v[d] = decoded(p_, r_, false, v[d], !own_chunk_key);
@@ -394,6 +405,7 @@ class RowModel {
       j = e;
     }
     if (r_.state_newest_first) std::reverse(tiles.begin(), tiles.end());
+    if (r_.normalized_update != NormalizedUpdate::none) return normalized_softmax(tiles, sigma, out);
     double m = -std::numeric_limits<double>::infinity(), l = 0;
     std::vector<double> acc(dims, 0.0);
     auto hold = [&](double x) { return round_to(type, static_cast<float>(x)); };
@@ -425,6 +437,35 @@ class RowModel {
       if (r_.state_round_sum && r_.state_tile > 0) l = hold(l);
     }
     for (int d = 0; d < dims; ++d) out[d] = l > 0 ? acc[d] / l : 0.0;
+  }
+
+  // FlashAttention-1's online softmax: the output normalised after every tile, the sink seeding the
+  // state; one factor of its update left out where the reading says.
+  void normalized_softmax(const std::vector<std::pair<std::size_t, std::size_t>>& tiles, double sigma, double* out) const {
+    const int dims = p_.head_size;
+    const bool has_sink = !std::isnan(sigma);
+    double m = has_sink ? sigma : -std::numeric_limits<double>::infinity(), l = has_sink ? 1.0 : 0.0;
+    std::vector<double> o(dims, 0.0), pv(dims);
+    for (const auto& [a, z] : tiles) {
+      double m_new = m;
+      for (std::size_t j = a; j < z; ++j) m_new = std::max(m_new, scores_[j]);
+      if (std::isinf(m_new)) continue;
+      const double alpha = std::isinf(m) ? 0.0 : base(m - m_new);
+      double sum = 0;
+      std::fill(pv.begin(), pv.end(), 0.0);
+      for (std::size_t j = a; j < z; ++j) {
+        const double w = base(scores_[j] - m_new);
+        sum += w;
+        for (int d = 0; d < dims; ++d) pv[d] += w * values_[j * dims + d];
+      }
+      const double l_new = alpha * l + sum;
+      const double keep = r_.normalized_update == NormalizedUpdate::row_sum_dropped   ? alpha
+                          : r_.normalized_update == NormalizedUpdate::rescale_dropped ? l
+                                                                                      : alpha * l;
+      for (int d = 0; d < dims; ++d) o[d] = l_new > 0 ? (keep * o[d] + pv[d]) / l_new : 0.0;
+      m = m_new, l = l_new;
+    }
+    std::copy(o.begin(), o.end(), out);
   }
 
   void split_softmax(double sigma, double* out) const {

@@ -271,3 +271,28 @@ BOOST_AUTO_TEST_CASE(a_sink_counted_k_times_is_told_by_its_implied_logit) {
   BOOST_TEST_REQUIRE(four.has_value());
   BOOST_TEST(four->name == "sink_wrong", four->name);
 }
+
+BOOST_AUTO_TEST_CASE(rows_of_pages_the_spec_never_holds_written_into_the_pool_s_last_page_are_named) {
+  // Paged, chunks of 12, a window of 4 keys, pages of 2: a chunk's first rows lie in pages dead to
+  // its next query (page-table entry -1) and are not stored. A DUT that writes them anyway, to page
+  // -1 read as the pool's last, leaves them in another sequence's slots.
+  using H = CacheMismatch::Held;
+  swa::AttnParams p;
+  p.mode = swa::RunMode::chunked_prefill;
+  p.cache = swa::CachePolicy::paged;
+  p.band = {3, 0};
+  p.chunk = 12, p.page_size = 2, p.pool_pages = 9;
+  Sequences two({24, 12});
+  two.set(p);
+  CacheMismatch a = slot(0, 14, 14, H::position, 1), b = slot(0, 15, 15, H::position, 2);
+  a.held_sequence = b.held_sequence = 1;
+  a.page = b.page = 8;
+  a.call = b.call = "chunk 0";
+  const Finding f = cache_finding({a, b}, p);
+  BOOST_TEST(f.name == "unheld_page_rows_written", f.name);
+  BOOST_TEST(contains(f.evidence, "the pool's last"));
+  // The same slots holding rows the spec does store (position 10 of sequence 1 is in its last page):
+  // another sequence's rows, not told why.
+  a.held = 10, b.held = 11;
+  BOOST_TEST(cache_finding({a, b}, p).name == "cross_sequence_write");
+}

@@ -237,6 +237,35 @@ BOOST_AUTO_TEST_CASE(keys_counted_twice_are_recovered_and_their_rule_reproduced)
 
 namespace {
 
+// One block's softmax over keys [a, z] of row (b, t, h), computed here: its max score, its sum of
+// exponentials, and its normalised output.
+struct BlockPartial {
+  double max = 0, sum = 0;
+  std::vector<double> out;
+};
+BlockPartial block_partial(const Problem& pr, int b, std::int64_t t, int h, std::int64_t a, std::int64_t z) {
+  const AttnParams& p = pr.params;
+  const int d = p.head_size, group = p.heads_q / p.heads_kv;
+  const float* q = &pr.q[(static_cast<std::size_t>(pr.seq_offsets[b] + t) * p.heads_q + h) * d];
+  auto kv_of = [&](std::int64_t j) { return (static_cast<std::size_t>(pr.seq_offsets[b] + j) * p.heads_kv + h / group) * d; };
+  std::vector<double> s;
+  for (std::int64_t j = a; j <= z; ++j) {
+    double dot = 0;
+    for (int x = 0; x < d; ++x) dot += static_cast<double>(q[x]) * pr.k[kv_of(j) + x];
+    s.push_back(p.softcap * std::tanh(p.scale * dot / p.softcap));
+  }
+  BlockPartial r;
+  r.max = *std::max_element(s.begin(), s.end());
+  r.out.assign(d, 0.0);
+  for (std::int64_t j = a; j <= z; ++j) {
+    const double w = std::exp(s[j - a] - r.max);
+    r.sum += w;
+    for (int x = 0; x < d; ++x) r.out[x] += w * pr.v[kv_of(j) + x];
+  }
+  for (double& x : r.out) x /= r.sum;
+  return r;
+}
+
 // A split-KV kernel written without bisect's models: each row's window split on multiples of 12
 // positions (no tile of any list), each split's softmax alone, its LSE kept as `lse_of(max, l)`, the
 // partial outputs merged as natural logs with the sink as a natural-log logit, each split's weight
@@ -245,37 +274,19 @@ std::vector<double> split_rows(const Problem& pr, const std::function<double(dou
                                const std::function<double(std::int64_t, int)>& skew) {
   const AttnParams& p = pr.params;
   std::vector<double> out = dut_output(p, {});
-  const int d = p.head_size, group = p.heads_q / p.heads_kv;
+  const int d = p.head_size;
   constexpr std::int64_t kSplit = 12;
   for (int b = 0; b < p.batch; ++b)
     for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
       for (int h = 0; h < p.heads_q; ++h) {
         const std::int64_t first = std::max<std::int64_t>(0, t - p.band.left);
         const std::size_t row = static_cast<std::size_t>(pr.seq_offsets[b] + t) * p.heads_q + h;
-        const float* q = &pr.q[row * d];
         std::vector<std::vector<double>> partial;
         std::vector<double> lse;
         for (std::int64_t a = first; a <= t; a = (a / kSplit + 1) * kSplit) {
-          const std::int64_t z = std::min(t, (a / kSplit + 1) * kSplit - 1);
-          std::vector<double> s;
-          for (std::int64_t j = a; j <= z; ++j) {
-            const std::size_t kv = (static_cast<std::size_t>(pr.seq_offsets[b] + j) * p.heads_kv + h / group) * d;
-            double dot = 0;
-            for (int x = 0; x < d; ++x) dot += static_cast<double>(q[x]) * pr.k[kv + x];
-            s.push_back(p.softcap * std::tanh(p.scale * dot / p.softcap));
-          }
-          const double m = *std::max_element(s.begin(), s.end());
-          double l = 0;
-          std::vector<double> acc(d, 0.0);
-          for (std::int64_t j = a; j <= z; ++j) {
-            const std::size_t kv = (static_cast<std::size_t>(pr.seq_offsets[b] + j) * p.heads_kv + h / group) * d;
-            const double w = std::exp(s[j - a] - m);
-            l += w;
-            for (int x = 0; x < d; ++x) acc[x] += w * pr.v[kv + x];
-          }
-          for (double& x : acc) x /= l;
-          partial.push_back(acc);
-          lse.push_back(lse_of(m, l));
+          const BlockPartial x = block_partial(pr, b, t, h, a, std::min(t, (a / kSplit + 1) * kSplit - 1));
+          partial.push_back(x.out);
+          lse.push_back(lse_of(x.max, x.sum));
         }
         double top = p.sinks[h];
         for (double x : lse) top = std::max(top, x);
@@ -378,4 +389,157 @@ BOOST_AUTO_TEST_CASE(a_block_plan_that_takes_a_key_tile_whole_by_its_first_key_i
   BOOST_TEST(fit->name == "block_plan_whole_right_test_on_key_tile_first_key_16x32", fit->name << ": " << fit->words);
   BOOST_TEST(fit->words.find("its first key <= the last key the query tile's first row sees") != std::string::npos, fit->words);
   BOOST_TEST(key_run_finding(*fit).confidence == Confidence::high);
+}
+
+BOOST_AUTO_TEST_CASE(a_plan_that_places_a_chunk_s_rows_at_their_absolute_positions_in_its_key_buffer_is_named) {
+  // Chunked prefill: each call's key buffer holds its window's cached keys, then its own. A kernel
+  // whose plan takes a row's index in that buffer to be its absolute position (the call's offset
+  // not subtracted) picks 16-key tiles of the buffer for a later row: rows whose keys all lie in
+  // the tiles it skips attend no key (exactly 0), others lose their oldest keys.
+  ProblemSpec s;
+  spec_of(s);
+  s.mode = RunMode::chunked_prefill, s.chunk = 24;
+  Problem pr;
+  build_problem(s, pr);
+  const AttnParams& p = pr.params;
+  const std::int64_t L = p.band.left;
+  // The kernel as it would be written: key tiles of the buffer, the plan's first tile from the
+  // first row's believed buffer index (its position), each walked tile masked by true positions.
+  const RunOf kernel = [&](int, std::int64_t t) {
+    const std::int64_t c0 = t / 24 * 24, buffer0 = std::max<std::int64_t>(0, c0 - L);
+    const std::int64_t r0 = (t - c0) / 16 * 16;
+    const std::int64_t believed_index = c0 + r0;  // should be (c0 - buffer0) + r0
+    const std::int64_t kb0 = std::max<std::int64_t>(0, believed_index - L) / 16;
+    const std::int64_t first = std::max(std::max<std::int64_t>(0, t - L), buffer0 + kb0 * 16);
+    return std::pair(first, t);
+  };
+  const std::vector<double> out = softmax_rows(pr, kernel, [](int, std::int64_t, std::int64_t) { return 1; });
+  const auto fit = fit_key_runs(pr, out, golden::run(p).out, limits(p));
+  BOOST_TEST_REQUIRE(fit.has_value());
+  BOOST_TEST(fit->reproduced, fit->name << ": " << fit->pattern);
+  // Query tiles from the call's first row or on positions: this case need not tell them apart.
+  BOOST_TEST(fit->name.find("block_plan_rows_at_their_positions_in_the_call_buffer_16x16") == 0, fit->name << ": " << fit->words);
+  BOOST_TEST(fit->name.find("key_tiles_from_call_first_key") != std::string::npos, fit->name);
+}
+
+BOOST_AUTO_TEST_CASE(a_plan_counted_in_one_key_tile_and_walked_in_another_is_named) {
+  // A plan of first and last 32-key tiles per 32-row query tile, its tile indices walked as 16-key
+  // tiles: a row keeps only the keys of the walked tiles (often none: rows exactly 0).
+  ProblemSpec s;
+  spec_of(s);
+  s.seq_lens = {150, 70};
+  Problem pr;
+  build_problem(s, pr);
+  const AttnParams& p = pr.params;
+  const std::int64_t L = p.band.left;
+  const RunOf kernel = [&](int, std::int64_t t) {
+    const std::int64_t qs = t / 32 * 32, qe = qs + 31;
+    const std::int64_t kb0 = std::max<std::int64_t>(0, qs - L) / 32, kb_end = qe / 32 + 1;  // plan tiles [kb0, kb_end)
+    const std::int64_t first = std::max(std::max<std::int64_t>(0, t - L), kb0 * 16), last = std::min(t, kb_end * 16 - 1);
+    return std::pair(first, last);
+  };
+  const std::vector<double> out = softmax_rows(pr, kernel, [](int, std::int64_t, std::int64_t) { return 1; });
+  const auto fit = fit_key_runs(pr, out, golden::run(p).out, limits(p));
+  BOOST_TEST_REQUIRE(fit.has_value());
+  BOOST_TEST(fit->reproduced, fit->name << ": " << fit->pattern);
+  BOOST_TEST(fit->name.find("block_plan_counted_in_32_key_tiles_walked_in_16_32x32") == 0, fit->name << ": " << fit->words);
+}
+
+BOOST_AUTO_TEST_CASE(decode_rows_exactly_0_from_a_literal_window_left_of_minus_1_are_told_by_their_rule_at_medium) {
+  // Decode with no left edge (window_left -1), read by the kernel as a left edge: every decode row
+  // attends no key and is exactly 0. The rule names why; on this case alone it is not told from rows
+  // never computed, so medium, with that alternative printed. Sequences shorter than 128 keys: a
+  // rule on a 128- or 256-key tile (a last tile that never fills) must not be the one named.
+  ProblemSpec s;
+  spec_of(s);
+  s.seq_lens = {70, 45};
+  s.band = {-1, 0};
+  s.mode = RunMode::decode, s.decode_steps = 6;
+  s.cache = CachePolicy::linear;
+  Problem pr;
+  build_problem(s, pr);
+  const AttnParams& p = pr.params;
+  const RunOf kernel = [&](int b, std::int64_t t) {
+    const bool decode = t >= p.seq_lens[b] - 6;
+    return decode ? std::pair<std::int64_t, std::int64_t>(t + 1, t) : std::pair<std::int64_t, std::int64_t>(0, t);
+  };
+  const std::vector<double> out = softmax_rows(pr, kernel, [](int, std::int64_t, std::int64_t) { return 1; });
+  const std::vector<double> ref = golden::run(p).out;
+  const ZeroRows z = count_zero_rows(pr, out, ref, limits(p));
+  BOOST_TEST_REQUIRE(every_failing_row_zero(z));
+  const auto fit = fit_key_runs(pr, out, ref, limits(p));
+  BOOST_TEST_REQUIRE(fit.has_value());
+  BOOST_TEST(fit->reproduced, fit->name << ": " << fit->pattern);
+  BOOST_TEST(fit->name == "first_key_after_its_own_window_left_minus_1_read_as_an_edge", fit->name << ": " << fit->words);
+  const Finding f = zero_rows_finding(z, "", "", fit);
+  BOOST_TEST(f.name == fit->name);
+  BOOST_TEST(f.confidence == Confidence::medium, f.why);
+  BOOST_TEST(f.why.find("never computed") != std::string::npos, f.why);
+  // Without a rule: rows_not_computed.
+  BOOST_TEST(zero_rows_finding(z, "", "", std::nullopt).name == "rows_not_computed");
+}
+
+BOOST_AUTO_TEST_CASE(a_block_count_rounded_down_leaves_the_newest_keys_before_its_own_out) {
+  // A decode-style kernel walking the keys before a row's own in blocks of 8 from its window's
+  // first key, floor(keys / 8) blocks (at least one), its own key attended apart: the keys past the
+  // last whole block are never weighed.
+  ProblemSpec s;
+  spec_of(s);
+  Problem pr;
+  build_problem(s, pr);
+  const AttnParams& p = pr.params;
+  const auto fit = fit_key_runs(pr, weighted_rows(pr, [&](int, std::int64_t t, std::int64_t j) {
+    const std::int64_t first = std::max<std::int64_t>(0, t - p.band.left), before = t - first;
+    const std::int64_t walked_end = first + std::max<std::int64_t>(1, before / 8) * 8;
+    return j >= walked_end && j < t ? 0 : 1;
+  }), golden::run(p).out, limits(p));
+  BOOST_TEST_REQUIRE(fit.has_value());
+  BOOST_TEST(fit->reproduced, fit->name << ": " << fit->pattern);
+  BOOST_TEST(fit->name == "keys_past_the_last_whole_8_key_block_left_out", fit->name << ": " << fit->words);
+}
+
+BOOST_AUTO_TEST_CASE(blocks_merged_by_their_max_alone_with_the_own_key_in_the_last_block_are_named) {
+  // Multi-block decode, written here: the keys before a row's own in blocks of 12 from its window's
+  // first key, its own key joining the last block; each block's normalised output weighed by
+  // e^(its max - the max) alone (its sum of exponentials left out), over their sum and the sink's term.
+  // A window of 24 keys before its own: on the plain grid the own key would be a split alone.
+  ProblemSpec s;
+  spec_of(s);
+  s.band = {24, 0};
+  Problem pr;
+  build_problem(s, pr);
+  const AttnParams& p = pr.params;
+  std::vector<double> out = dut_output(p, {});
+  const int d = p.head_size;
+  for (int b = 0; b < p.batch; ++b)
+    for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
+      for (int h = 0; h < p.heads_q; ++h) {
+        const std::int64_t first = std::max<std::int64_t>(0, t - p.band.left);
+        const std::size_t row = static_cast<std::size_t>(pr.seq_offsets[b] + t) * p.heads_q + h;
+        std::vector<std::pair<std::int64_t, std::int64_t>> blocks;
+        for (std::int64_t a = first; a < t; a += 12) blocks.push_back({a, std::min(a + 11, t - 1)});
+        if (blocks.empty()) blocks.push_back({t, t});
+        else blocks.back().second = t;
+        std::vector<double> maxima, o(d, 0.0);
+        std::vector<std::vector<double>> partial;
+        for (const auto& [a, z] : blocks) {
+          const BlockPartial x = block_partial(pr, b, t, h, a, z);
+          maxima.push_back(x.max), partial.push_back(x.out);
+        }
+        double top = p.sinks[h];
+        for (double m : maxima) top = std::max(top, m);
+        double z = std::exp(p.sinks[h] - top);
+        for (std::size_t i = 0; i < maxima.size(); ++i) {
+          const double w = std::exp(maxima[i] - top);  // the fault: times the block's l meant
+          z += w;
+          for (int x = 0; x < d; ++x) o[x] += w * partial[i][x];
+        }
+        for (int x = 0; x < d; ++x) out[row * d + x] = static_cast<float>(o[x] / z);
+      }
+  const auto fit = fit_key_runs(pr, out, golden::run(p).out, limits(p));
+  BOOST_TEST_REQUIRE(fit.has_value());
+  BOOST_TEST((fit->kind == KeyRunKind::splits), fit->name);
+  BOOST_TEST(fit->reproduced, fit->name << ": " << fit->words << " / " << fit->refuted);
+  BOOST_TEST(fit->words.find("its own key in the last split") != std::string::npos, fit->words);
+  BOOST_TEST(fit->words.find("gamma = 0 (") != std::string::npos, fit->words);
 }

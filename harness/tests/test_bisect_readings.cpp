@@ -117,6 +117,7 @@ BOOST_AUTO_TEST_CASE(a_hidden_discrete_reading_is_named_by_reproducing_it) {
        with([](golden::Reading& r) { r.query_from_call_start = true, r.keys_from_call_window = true; })},
       {"running_accumulator_in_fp16_between_stages", true,
        with([](golden::Reading& r) { r.state_tile = -1, r.state_round_acc = true, r.round_type = DType::fp16; })},
+      {"ring_read_in_slot_order", true, with([](golden::Reading& r) { r.ring_read_in_slot_order = true; })},
   };
   for (const Hidden& h : hidden) {
     Case c(5);
@@ -325,4 +326,48 @@ BOOST_AUTO_TEST_CASE(the_readme_s_table_is_the_code_s) {
   text << f.rdbuf();
   BOOST_TEST(text.str().find(reading_table_markdown()) != std::string::npos,
              "harness/src/bisect/README.md must hold the table exactly as swa-harness prints it:\n" << reading_table_markdown());
+}
+
+BOOST_AUTO_TEST_CASE(a_normalised_online_update_that_forgets_the_old_row_sum_is_named) {
+  // Written here, apart from the golden's readings: a FlashAttention-1 style kernel that keeps its
+  // output normalised after every 16-key tile on positions, the sink seeding its state, and whose
+  // update leaves out the old row sum: o = (e^(m_old - m_new) o + P.V) / l_new.
+  Case c(9);
+  const AttnParams& p = c.p;
+  std::vector<double> out(static_cast<std::size_t>(total_tokens(p) * p.heads_q * p.head_size));
+  const int d = p.head_size, group = p.heads_q / p.heads_kv;
+  for (int b = 0; b < p.batch; ++b)
+    for (std::int64_t t = 0; t < p.seq_lens[b]; ++t)
+      for (int h = 0; h < p.heads_q; ++h) {
+        const float* q = &c.q[static_cast<std::size_t>((p.seq_offsets[b] + t) * p.heads_q + h) * d];
+        double m = p.sinks[h], l = 1;
+        std::vector<double> o(d, 0.0);
+        const std::int64_t first = std::max<std::int64_t>(0, t - p.band.left);
+        for (std::int64_t tile = first / 16 * 16; tile <= t; tile += 16) {
+          std::vector<std::pair<double, const float*>> keys;  // score, V row
+          for (std::int64_t j = std::max(first, tile); j <= std::min(t, tile + 15); ++j) {
+            const std::size_t kv = static_cast<std::size_t>((p.seq_offsets[b] + j) * p.heads_kv + h / group) * d;
+            double dot = 0;
+            for (int x = 0; x < d; ++x) dot += static_cast<double>(q[x]) * c.k[kv + x];
+            keys.push_back({p.softcap * std::tanh(p.scale * dot / p.softcap), &c.v[kv]});
+          }
+          double m_new = m;
+          for (const auto& [s, v] : keys) m_new = std::max(m_new, s);
+          double sum = 0;
+          std::vector<double> pv(d, 0.0);
+          for (const auto& [s, v] : keys) {
+            const double w = std::exp(s - m_new);
+            sum += w;
+            for (int x = 0; x < d; ++x) pv[x] += w * v[x];
+          }
+          const double alpha = std::exp(m - m_new), l_new = alpha * l + sum;
+          for (int x = 0; x < d; ++x) o[x] = (alpha * o[x] + pv[x]) / l_new;  // the fault: alpha * l * o meant
+          m = m_new, l = l_new;
+        }
+        for (int x = 0; x < d; ++x) out[static_cast<std::size_t>((p.seq_offsets[b] + t) * p.heads_q + h) * d + x] = static_cast<float>(o[x]);
+      }
+  const ReadingSearch s = search(c, out);
+  BOOST_TEST_REQUIRE(!s.reproducing.empty(), "closest " << (s.closest ? s.closest->name() + ": " + s.closest->words() : "-"));
+  BOOST_TEST(s.reproducing.front().name() == "normalized_update_drops_the_old_row_sum", s.reproducing.front().words());
+  BOOST_TEST(s.reproducing.front().words().find("16") != std::string::npos, s.reproducing.front().words());
 }

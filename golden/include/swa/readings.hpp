@@ -52,6 +52,14 @@ enum class DenominatorScope : std::uint8_t {
 // max seeded by the sink where there is one).
 enum class TileRescale : std::uint8_t { exact, output_not_rescaled, row_sum_not_rescaled, neither_rescaled, inverted };
 
+// An online softmax that keeps its output normalised after every key tile (none: not this form).
+enum class NormalizedUpdate : std::uint8_t {
+  none,
+  exact,             // o = (e^(m_old - m_new) l_old o + P.V) / l_new
+  row_sum_dropped,   // o = (e^(m_old - m_new) o + P.V) / l_new: the old row sum not multiplied back
+  rescale_dropped,   // o = (l_old o + P.V) / l_new: the max's growth not applied to the output
+};
+
 // What the max subtracted before the exponent is taken over. Mathematically the same softmax; with
 // the weights in fp32, a max far above the scores the exponent sees underflows them (the row gives 0).
 enum class MaxScope : std::uint8_t {
@@ -161,6 +169,10 @@ struct Reading {
   double sink_factor = 1;  // the sink logit times this (a sink left in base e where the softmax runs in base 2: ln 2)
   // Ring caches: slots allocated (window + this). Any cache: the slot a read of the cache looks in (+ this).
   std::int64_t ring_capacity_delta = 0, ring_read_shift = 0;
+  // Ring reads only (the writes the spec's): RING_COMPACT's slot taken without its base (p mod W); or a
+  // prompt call's cached keys gathered from slots 0, 1, 2, ... in order (as if the ring never wrapped).
+  bool ring_read_without_base = false, ring_read_in_slot_order = false;
+  bool ring_read_own_key_kept = false;  // with those: a decode step's own K/V as it holds them (registers), not read back
   // Layouts: the packed [nTokens, heads, D] tensors read (Q, K/V) or written (the output) as
   // [heads, nTokens, D] over the whole batch.
   bool q_head_major = false, kv_head_major = false, out_head_major = false;
@@ -192,6 +204,10 @@ struct Reading {
   // before the call's first row (the cache's) and then the call's own, the state rounded between them.
   int state_tile = 0;
   bool state_newest_first = false, state_round_sum = false, state_round_acc = false;
+  // With state_tile > 0: the output kept normalised between tiles (FlashAttention-1's update,
+  // o = (e^(m_old - m_new) l_old o + P.V) / l_new) with one of its two factors left out; the sink
+  // seeds the state (m = sink, l = 1) before the first tile.
+  NormalizedUpdate normalized_update = NormalizedUpdate::none;
   DType round_type = DType::fp32;      // the type those round to: fp32 means the case's own dtype
   // FP8 KV (cases with an FP8 format only).
   KvFormat fp8_format = KvFormat::dtype;  // dtype: the case's own format
@@ -204,6 +220,11 @@ struct Reading {
   DType descale_type = DType::fp32;
   bool descale_rounded_on_encode = false;
   bool fp8_chunk_keys_unquantised = false;  // a prompt call's own K/V rows read before the cache's FP8
+  bool fp8_decode_key_unquantised = false;  // a decode step's own K/V (its new token) read before the cache's FP8
+  // fp32 (none): encodes x / descale. Else encodes x * (1 / descale) with the reciprocal held in this
+  // type (fp32 meaning the case's dtype): a multiply by a rounded reciprocal instead of a divide.
+  DType fp8_encode_reciprocal = DType::fp32;
+  bool fp8_encode_by_reciprocal = false;
   bool descale_cached_only = false;  // the descale rules on the keys read back from the cache alone (a call's own rows as the spec)
 };
 

@@ -136,8 +136,16 @@ void Bisection::diagnose_output() {
   if (const std::string nf = non_finite_summary(original_, first_); !nf.empty()) r_ << "   " << nf << "\n";
   const bool reproduced = diag_.explained && diag_.ranked.front().first <= first_.threshold;
   if (!reproduced && every_failing_row_zero(zero_rows_) && first_.cache_details.empty()) {
-    r_ << "\n4b. Not searched: every failing row holds exactly 0 (rows not computed, or computed over no key); no reading "
-          "of the spec can tell more than which rows.\n";
+    r_ << "\n4b. Not searched: every failing row holds exactly 0 (rows not computed, or computed over no key); the readings "
+          "cannot tell more than which rows. Which rows: a rule of the rows' positions that leaves exactly them no key\n";
+    progress("key runs: a rule of the rows' positions that gives the rows exactly 0 no key");
+    key_runs_ = fit_key_runs(first_.reference->problem, first_.out, first_.ref, first_.row_limit,
+                             {{first_.traits.query_tile, first_.traits.key_tile}});
+    if (key_runs_ && key_runs_->reproduced)
+      r_ << "   Keys measured: " << key_runs_->name << " (the DUT " << key_runs_->words << ") gives every row of the case: the "
+         << zero_rows_.zero << " rows exactly 0 no key, the others their window.\n";
+    else
+      r_ << "   Keys measured: no rule of the rows' positions gives exactly these rows no key.\n";
     return;
   }
   if (!reproduced && narrower_output_ && first_.cache_details.empty()) {
@@ -289,7 +297,7 @@ void Bisection::conclude() {
   if (cache_only_) {
     summary_.finding = cache_finding(minimal_eval_.cache_details, minimal_eval_.reference->problem.params);
   } else if (every_failing_row_zero(zero_rows_) && first_.cache_details.empty() && !variant_exact) {
-    summary_.finding = rows_not_computed_finding(zero_rows_, where_failing_, reading_ ? reading_->name() + " (the DUT " + reading_->words() + ")" : "");
+    summary_.finding = zero_rows_finding(zero_rows_, where_failing_, reading_ ? reading_->name() + " (the DUT " + reading_->words() + ")" : "", key_runs_);
   } else if (narrower_output_ && first_.cache_details.empty() && !variant_exact) {
     summary_.finding = *narrower_output_;
   } else if (reading_) {

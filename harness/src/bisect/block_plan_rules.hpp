@@ -6,7 +6,10 @@
 // block per query block. With the spec's tests every row attends the spec's keys. One test read
 // another way (the other edge of the key tile, the other row of the query tile, one off) skips a pair
 // that holds visible keys, or takes whole a pair that holds hidden ones: the rows of those pairs
-// attend another run. Each rule is one of the four tests read one other way, on one pair of tiles.
+// attend another run. Each rule is one of the four tests read one other way, on one pair of tiles;
+// or the spec's tests on a frame read another way: the call's query rows placed at another position
+// in its key buffer (an offset of the call computed another way), or the plan's key tiles walked as
+// tiles of another size (a plan counted in one block width, walked in another).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -31,11 +34,23 @@ struct PlanTestForm {
   bool operator==(const PlanTestForm&) const = default;
 };
 
+// Where the plan places a call's rows among its keys. Key tiles start at position 0 (positions) or at
+// the call's first key (its key buffer: the cache's keys it reads, then its own); the tests take a
+// row at its position (the spec), or at another: its absolute position read as its index in the
+// buffer, its index in the call read as its index in the buffer's last keys' place, or its index in
+// the buffer read as its position.
+enum class PlanFrame { positions, call_buffer };
+enum class RowShift { none, position_as_buffer_index, call_index_as_buffer_index, buffer_index_as_position };
+
 struct BlockPlan {
   int query_tile = 16, key_tile = 16;
   bool call_tiles = false;  // query tiles from the call's first row, its last tile cut at the call's end; else on positions
   PlanTest test = PlanTest::skip_left;
   PlanTestForm form;  // the test's reading; the other three are the spec's
+  PlanFrame frame = PlanFrame::positions;
+  RowShift shift = RowShift::none;
+  int walk_tile = 0;          // > 0: the plan's key tile i is walked as keys [i * walk_tile, (i + 1) * walk_tile)
+  bool always_masked = false;  // no pair taken whole: every walked tile masked key by key
 };
 
 PlanTestForm spec_form(PlanTest t);
@@ -44,7 +59,8 @@ PlanTestForm spec_form(PlanTest t);
 // hull of its pairs' keys when they are not one run: such a plan fits no measured row).
 std::pair<std::int64_t, std::int64_t> plan_run(const AttnParams& p, const BlockPlan& plan, const RowPlace& r);
 
-// Every plan with one test read otherwise, on each pair of `tiles`.
+// Every plan with one test read otherwise, on each pair of `tiles`, on either frame; then the spec's
+// tests with the rows shifted or the tiles walked in another width, masked or taken whole.
 std::vector<BlockPlan> block_plans(const AttnParams& p, const std::vector<int>& tiles);
 
 std::string plan_name(const BlockPlan& plan);

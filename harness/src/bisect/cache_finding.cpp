@@ -9,6 +9,7 @@
 #include "fp8_codes.hpp"
 #include "ring_slot_fit.hpp"
 #include "swa/dut/kv_cache.hpp"
+#include "swa/paging.hpp"
 
 namespace swa::harness {
 namespace {
@@ -112,6 +113,41 @@ std::optional<Finding> kv_heads_finding(const std::vector<const CacheMismatch*>&
   Finding f = say("kv_heads_misplaced_in_cache", {o.str()}, clear ? Confidence::high : Confidence::medium, share.str());
   f.reproduced = count == static_cast<int>(slots.size());  // every differing slot is that map of the right row, byte for byte
   return f;
+}
+
+// Paged: slots that hold rows the spec never stores (rows in pages already dead to the call's next
+// reader, whose page-table entry is -1): the DUT wrote a row whose page is not held, somewhere.
+std::optional<Finding> unheld_rows_written(const std::vector<const CacheMismatch*>& slots, const AttnParams& p) {
+  if (p.cache != CachePolicy::paged || p.page_size <= 0) return std::nullopt;
+  std::set<std::int64_t> pages;
+  std::set<std::pair<int, std::int64_t>> rows;
+  for (const CacheMismatch* m : slots) {
+    if (m->held_kind != Held::position || m->held_sequence < 0 || m->held_sequence >= p.batch) return std::nullopt;
+    bool unstored = false;
+    for_each_cache_write(p, m->held_sequence, [&](std::int64_t s, std::int64_t e, std::int64_t next) {
+      if (m->held >= s && m->held < e) unstored = m->held < first_stored_row(p.band, s, next, p.page_size);
+    });
+    if (!unstored) return std::nullopt;
+    pages.insert(m->page);
+    rows.insert({m->held_sequence, m->held});
+  }
+  if (slots.empty()) return std::nullopt;
+  std::ostringstream o;
+  o << "each of the " << slots.size() << " differing slots recorded holds a row the spec never stores (";
+  std::map<int, std::set<std::int64_t>> by_sequence;
+  for (const auto& [b, pos] : rows) by_sequence[b].insert(pos);
+  bool first = true;
+  for (const auto& [b, pos] : by_sequence) o << (first ? "" : "; ") << "sequence " << b << ": positions " << range_words(pos), first = false;
+  o << "): rows in pages dead to the call's next query, whose page-table entry is -1 (no page held), were written anyway";
+  const bool last_page = pages.size() == 1 && *pages.begin() == p.pool_pages - 1;
+  if (last_page)
+    o << ", into physical page " << p.pool_pages - 1 << ", the pool's last: the entry -1 used as a page index (counted from the "
+      << "pool's end, or wrapped), over whichever sequence holds that page";
+  else
+    o << ", into physical page(s) " << range_words(pages);
+  std::ostringstream share;
+  share << slots.size() << " of the " << slots.size() << " differing slots recorded hold rows of unheld pages";
+  return say("unheld_page_rows_written", {o.str()}, Confidence::high, share.str());
 }
 
 // The slots whose kv heads hold whole heads of other rows (head_rows): the values stored right, in
@@ -264,6 +300,10 @@ Finding cache_finding(const std::vector<CacheMismatch>& all, const AttnParams& p
         return say("wrong_slot", {first_words, o.str()}, c, why);
       }
       case SlotClass::written_outside: {
+        if (std::optional<Finding> unheld = unheld_rows_written(members, p)) {
+          unheld->evidence.push_back("the first: " + first_words);
+          return *unheld;
+        }
         std::set<std::int64_t> held;
         for (const CacheMismatch* x : members) held.insert(x->held);
         return say("rows_written_outside",
@@ -273,6 +313,10 @@ Finding cache_finding(const std::vector<CacheMismatch>& all, const AttnParams& p
                    c, why);
       }
       case SlotClass::other_sequence:
+        if (std::optional<Finding> unheld = unheld_rows_written(members, p)) {
+          unheld->evidence.push_back("the first: " + first_words);
+          return *unheld;
+        }
         return say("cross_sequence_write",
                    {first_words, "a sequence's slots hold another sequence's rows: the cache's sequence stride or the "
                                  "page table row is wrong"},

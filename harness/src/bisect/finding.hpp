@@ -38,6 +38,7 @@ struct ConfidenceEvidence {
   std::int64_t consistent_rows = -1;  // of them, consistent with the class's description (-1: not counted)
   int contradictions = 0;            // lines of the finding's own evidence against it
   bool weak = false;                 // its evidence comes from redrawn inputs or a single row
+  std::string untold;                // another cause that gives the same output, not told apart ("" when none)
 };
 struct ConfidenceRule {
   Confidence confidence;

@@ -23,10 +23,11 @@ const char* confidence_name(Confidence c) {
 ConfidenceRule confidence_from(const ConfidenceEvidence& e) {
   const std::string of = " of the " + std::to_string(e.failing_rows) + " failing rows";
   const std::string against = e.contradictions > 0 ? "; " + std::to_string(e.contradictions) + " line(s) of its own evidence against it" : "";
-  if (e.failing_rows > 0 && e.reproduced_rows == e.failing_rows && e.contradictions == 0 && !e.weak)
+  if (e.failing_rows > 0 && e.reproduced_rows == e.failing_rows && e.contradictions == 0 && !e.weak && e.untold.empty())
     return {Confidence::high, "every one" + of + " reproduced within its limit by computing the cause"};
   if (e.failing_rows > 0 && e.reproduced_rows == e.failing_rows)
-    return {Confidence::medium, "every one" + of + " reproduced" + against + (e.weak ? "; from redrawn inputs" : "")};
+    return {Confidence::medium, "every one" + of + " reproduced" + against + (e.weak ? "; from redrawn inputs" : "") +
+                                    (e.untold.empty() ? "" : "; " + e.untold + " gives the same output, not told apart")};
   if (e.consistent_rows >= 0) {
     const std::string counted = std::to_string(e.consistent_rows) + of + " show it, none reproduced by computing it" + against;
     if (2 * e.consistent_rows > e.failing_rows && e.contradictions == 0 && !e.weak) return {Confidence::medium, counted};

@@ -111,7 +111,25 @@ std::vector<Edge> first_key_rules(const AttnParams& p, const std::vector<int>& t
                  "the window's first key is rounded up to " + tile_words(p, T) + " (a partial first key tile dropped)", 2,
                  [&p, T](const RowPlace& r) { return std::min(r.t + 1, ceil_to(spec_first_at(p, r.t), T)); }});
   }
+  if (p.band.left < 0)  // -1 means no left edge; read as an edge of -1 keys, the row sees nothing at or before it
+    e.push_back({"first_key_after_its_own_window_left_minus_1_read_as_an_edge",
+                 "window_left -1 (no left edge) read as a left edge: its first key is the one after its own (no key left)", 2,
+                 [](const RowPlace& r) { return r.t + 1; }});
+  if (p.band.left < 0 && p.mode == RunMode::decode)  // a decode step that attends its new token apart from the cache's keys
+    e.push_back({"first_key_own_window_left_minus_1_read_as_an_edge",
+                 "window_left -1 (no left edge) read as a left edge: every key before its own dropped, its own kept (a step "
+                 "that attends its new token apart from the cached keys)", 2,
+                 [](const RowPlace& r) { return r.t; }});
   if (p.mode != RunMode::prefill) {
+    // A position taken as the row's index in its call (a mask row, a causal offset counted per call).
+    e.push_back({"first_key_from_its_index_in_its_call",
+                 "its first key is the window start of the position its index in its call gives (the call's first row "
+                 "taken as position 0)", 2,
+                 [&p](const RowPlace& r) { return spec_first_at(p, r.t - r.c0); }});
+    e.push_back({"first_key_from_its_index_in_its_call_within_own",
+                 "its first key is no earlier than the window start of the position its index in its call gives, its own "
+                 "window kept inside it (a mask row picked by the index, its keys gathered by position)", 2,
+                 [&p](const RowPlace& r) { return std::max(spec_first_at(p, r.t), spec_first_at(p, r.t - r.c0)); }});
     e.push_back({"first_key_at_most_call_start",
                  "the window's left edge holds for the keys before its call only: every earlier key of its own call is seen", 2,
                  [&p](const RowPlace& r) { return std::min(spec_first_at(p, r.t), r.c0); }});
@@ -140,6 +158,20 @@ std::vector<Edge> last_key_rules(const AttnParams& p, const std::vector<int>& ti
                p.mode == RunMode::prefill ? "it sees every later key of its sequence: no causal bound"
                                           : "it sees every key of its call, later rows included: no causal bound inside a call",
                1, [](const RowPlace& r) { return r.last_key; }});
+  if (p.band.right < 0)  // -1 means no right edge; read as an edge of -1 keys, the row's own key is hidden
+    e.push_back({"last_key_before_its_own_window_right_minus_1_read_as_an_edge",
+                 "window_right -1 (no right edge) read as a right edge: its last key is the one before its own", 2,
+                 [](const RowPlace& r) { return r.t - 1; }});
+  if (p.mode != RunMode::prefill) {
+    e.push_back({"last_key_from_its_index_in_its_call",
+                 "its last key is the window end of the position its index in its call gives (the call's first row taken "
+                 "as position 0)", 2,
+                 [&p](const RowPlace& r) { return spec_last_at(p, r, r.t - r.c0); }});
+    e.push_back({"last_key_from_its_index_in_its_call_within_own",
+                 "its last key is no later than the window end of the position its index in its call gives, its own window "
+                 "kept inside it (a mask row picked by the index, its keys gathered by position)", 2,
+                 [&p](const RowPlace& r) { return std::min(spec_last_at(p, r, r.t), spec_last_at(p, r, r.t - r.c0)); }});
+  }
   for (const Anchor& a : anchors(tiles))
     e.push_back({"last_key_from_" + a.name, "its last key is the window end of " + a.words + ", not its own", 2,
                  [&p, at = a.at](const RowPlace& r) { return spec_last_at(p, r, at(r)); }});
@@ -272,7 +304,14 @@ std::vector<int> tiles_for(const AttnParams& p, const KeyRunTiles& extra) {
   if (p.mask_format == MaskFormat::swa_compress && p.mask_block > 1) t.insert(p.mask_block);
   for (int x : extra.extra)
     if (x > 1 && x <= 4096) t.insert(x);
-  return {t.begin(), t.end()};
+  // A tile longer than every sequence cannot be told from the case: a rule on it is another rule's
+  // degenerate form (a last tile that never fills drops every key).
+  std::int64_t longest = 1;
+  for (int b = 0; b < p.batch; ++b) longest = std::max<std::int64_t>(longest, p.seq_lens[b]);
+  std::vector<int> kept;
+  for (int x : t)
+    if (x <= longest) kept.push_back(x);
+  return kept;
 }
 
 }  // namespace swa::harness::key_run_rules

@@ -53,6 +53,18 @@ std::vector<WeightRule> weight_rules(const std::vector<int>& tiles) {
                          k.push_back({j, +1});
                        return k;
                      }});
+    // Blocks of T keys before its own counted down (floor(keys / T), at least 1), not up: the keys past
+    // the last whole block are never walked; its own key is attended apart (a decode step's new token).
+    rules.push_back({"keys_past_the_last_whole_" + n + "_key_block_left_out",
+                     "the keys before its own past the last whole " + n + "-key block (counted from the window's first "
+                     "key, one block at least) are left out, its own key kept: the block count rounded down, not up",
+                     3, [T](const RowPlace& r) {
+                       std::vector<SignedKey> k;
+                       const std::int64_t before = r.spec_last - r.spec_first;  // keys before its own
+                       const std::int64_t walked = std::max<std::int64_t>(1, before / T) * T;
+                       for (std::int64_t j = r.spec_first + walked; j < r.spec_last; ++j) k.push_back({j, -1});
+                       return k;
+                     }});
     for (const Grid& g : grids)
       for (const bool tile_first : {true, false})
         for (const int delta : {+1, -1})

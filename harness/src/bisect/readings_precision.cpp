@@ -162,6 +162,18 @@ std::vector<ReadingSetting> fp8_settings(const AttnParams& p) {
   if (p.mode != RunMode::prefill)
     s.push_back(setting("fp8_chunk_keys_unquantised", "reads a prompt call's own K/V rows unquantised (before the cache's FP8)",
                         [](Reading& r) { r.fp8_chunk_keys_unquantised = true; }));
+  if (p.mode == RunMode::decode)
+    s.push_back(setting("fp8_decode_key_unquantised",
+                        "reads a decode step's own K/V (its new token, as it holds them before the store) unquantised, the "
+                        "cached keys through FP8",
+                        [](Reading& r) { r.fp8_decode_key_unquantised = true; }));
+  // Encoding by a multiply with the descale's reciprocal, held in the dtype or a half type.
+  for (const DType t : {DType::fp32, DType::fp16, DType::bf16}) {
+    const std::string type = t == DType::fp32 ? std::string(dtype_name(p.dtype)) : std::string(dtype_name(t));
+    s.push_back(setting("fp8_encodes_by_reciprocal_in_" + type,
+                        "encodes x * (1 / descale) with the reciprocal held in " + type + " instead of x / descale",
+                        [t](Reading& r) { r.fp8_encode_by_reciprocal = true, r.fp8_encode_reciprocal = t; }));
+  }
   return s;
 }
 

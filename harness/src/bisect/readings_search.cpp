@@ -16,14 +16,19 @@ using golden::Reading;
 using golden::RowRef;
 
 constexpr std::size_t kFailingRows = 96, kPassingRows = 48;  // compared while searching
+// Every discrete single is first compared on a few rows; those that could reproduce (within every
+// screened row's limit) and the closest kScreenKept go on to the rows above. A reading that
+// reproduces every row passes the screen: the screen only saves time (most readings miss the first rows).
+constexpr std::size_t kScreenFailing = 12, kScreenPassing = 4, kScreenKept = 64;
 constexpr std::size_t kPairsFrom = 10;                       // the best singles paired with each other
-constexpr int kGrid = 33, kRefine = 30;
+constexpr int kGrid = 33, kRefine = 30, kFineSteps = 8;  // fit(): the last kFineSteps on every compared row
 
 // The rows a search compares, and the comparison.
 class Comparison {
  public:
   Comparison(const AttnParams& p, const std::vector<double>& out, const std::vector<double>& ref,
-             const std::vector<double>& row_limit, bool all_rows)
+             const std::vector<double>& row_limit, bool all_rows, std::size_t failing_rows = kFailingRows,
+             std::size_t passing_rows = kPassingRows)
       : p_(p), out_(out), ref_(ref), limit_(row_limit), output_roundoff_(unit_roundoff(p.dtype)) {
     std::vector<RowRef> failing, passing;
     for (int b = 0; b < p.batch; ++b)
@@ -37,10 +42,10 @@ class Comparison {
       rows_ = failing;
       rows_.insert(rows_.end(), passing.begin(), passing.end());
     } else {
-      spread(failing, kFailingRows);
-      spread(passing, kPassingRows);
+      spread(failing, failing_rows);
+      spread(passing, passing_rows);
     }
-    failing_compared_ = std::min(failing.size(), all_rows ? failing.size() : kFailingRows);
+    failing_compared_ = std::min(failing.size(), all_rows ? failing.size() : failing_rows);
   }
 
   // The trial's statistics over the compared rows (the failing ones first).
@@ -125,17 +130,20 @@ ReadingTrial trial_of(std::vector<ReadingSetting> parts, const std::pair<golden:
 
 // The continuous knob fitted on top of `base` (settings already chosen): a log-spaced grid over the
 // bracket, then golden-section search around its best point. Returns the fitted setting.
-ReadingSetting fit(const Comparison& c, const ReadingKnob& knob, const ContinuousKnob& k, const std::vector<ReadingSetting>& base,
-                   const std::pair<golden::CallScope, std::string>& scope, double lo, double hi, int grid, std::int64_t& evaluated) {
+// The grid and most of the refinement on `coarse` (the screen's few rows), the last steps on `c`.
+ReadingSetting fit(const Comparison& coarse, const Comparison& c, const ReadingKnob& knob, const ContinuousKnob& k,
+                   const std::vector<ReadingSetting>& base, const std::pair<golden::CallScope, std::string>& scope, double lo,
+                   double hi, int grid, std::int64_t& evaluated) {
   auto part = [&](double x) {
     const auto set = k.set;
     return ReadingSetting{knob.fitted_name, knob.fitted_words(x, k.spec), {}, [set, x](Reading& r) { set(r, x); }, true};
   };
+  const Comparison* on = &coarse;
   auto sse = [&](double log_x) {
     std::vector<ReadingSetting> parts = base;
     parts.push_back(part(std::exp(log_x)));
     ReadingTrial t = trial_of(parts, scope);
-    c.evaluate(t);
+    on->evaluate(t);
     ++evaluated;
     return std::isfinite(t.sse) ? t.sse : std::numeric_limits<double>::max();
   };
@@ -148,6 +156,7 @@ ReadingSetting fit(const Comparison& c, const ReadingKnob& knob, const Continuou
   const double g = (std::sqrt(5.0) - 1) / 2;
   double m0 = x1 - g * (x1 - x0), m1 = x0 + g * (x1 - x0), f0 = sse(m0), f1 = sse(m1);
   for (int i = 0; i < kRefine; ++i) {
+    if (i == kRefine - kFineSteps) on = &c, f0 = sse(m0), f1 = sse(m1), best = sse(best_x);
     if (f0 < f1) x1 = m1, m1 = m0, f1 = f0, m0 = x1 - g * (x1 - x0), f0 = sse(m0);
     else x0 = m0, m0 = m1, f0 = f1, m1 = x0 + g * (x1 - x0), f1 = sse(m1);
   }
@@ -245,7 +254,8 @@ ReadingSearch search_readings(const AttnParams& p, const std::vector<double>& ou
     }
   }
   const auto scopes = scopes_of(p);
-  std::vector<ReadingTrial> singles;
+  const Comparison screen(p, out, ref, row_limit, false, kScreenFailing, kScreenPassing);
+  std::vector<ReadingTrial> singles, screened;
   auto consider = [&](ReadingTrial t, std::vector<ReadingTrial>& into) {
     c.evaluate(t);
     t.order = s.evaluated++;
@@ -254,11 +264,28 @@ ReadingSearch search_readings(const AttnParams& p, const std::vector<double>& ou
   for (const ReadingKnob& knob : reading_knobs()) {
     for (const auto& scope : scopes) {
       if (knob.settings)
-        for (ReadingSetting& setting : knob.settings(p)) consider(trial_of({setting}, scope), singles);
+        for (ReadingSetting& setting : knob.settings(p)) {
+          ReadingTrial t = trial_of({setting}, scope);
+          screen.evaluate(t);
+          t.order = s.evaluated++;
+          screened.push_back(std::move(t));
+        }
       if (knob.continuous)
         if (const auto k = knob.continuous(p))
-          consider(trial_of({fit(c, knob, *k, {}, scope, k->lo, k->hi, kGrid, s.evaluated)}, scope), singles);
+          consider(trial_of({fit(screen, c, knob, *k, {}, scope, k->lo, k->hi, kGrid, s.evaluated)}, scope), singles);
     }
+  }
+  {
+    std::vector<std::size_t> order(screened.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return screened[a].sse < screened[b].sse; });
+    for (std::size_t rank = 0; rank < order.size(); ++rank) {
+      ReadingTrial& t = screened[order[rank]];
+      if (rank >= kScreenKept && !(t.worst_share <= 1 && t.failing_within == t.failing)) continue;
+      c.evaluate(t);
+      singles.push_back(std::move(t));
+    }
+    s.screened = static_cast<std::int64_t>(screened.size());
   }
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   auto by_sse = [](const ReadingTrial& a, const ReadingTrial& b) { return a.sse < b.sse; };
@@ -281,7 +308,8 @@ ReadingSearch search_readings(const AttnParams& p, const std::vector<double>& ou
   std::sort(s.reproducing.begin(), s.reproducing.end(), simplest);
   {
     std::ostringstream line;
-    line << "readings: " << singles.size() << " single readings compared on the DUT's own inputs in " << seconds() << " s; "
+    line << "readings: " << s.screened << " single readings screened on " << kScreenFailing + kScreenPassing << " rows, "
+         << singles.size() << " compared on the DUT's own inputs in " << seconds() << " s; "
          << (s.reproducing.empty() ? "none reproduces" : s.reproducing.front().name() + " reproduces");
     progress(line.str());
   }
@@ -309,7 +337,7 @@ ReadingSearch search_readings(const AttnParams& p, const std::vector<double>& ou
       for (const ReadingKnob& knob : reading_knobs())
         if (knob.continuous)
           if (const auto k = knob.continuous(p))
-            consider(trial_of({t->parts[0], fit(c, knob, *k, {t->parts[0]}, scope, k->lo, k->hi, 17, s.evaluated)}, scope), pairs);
+            consider(trial_of({t->parts[0], fit(screen, c, knob, *k, {t->parts[0]}, scope, k->lo, k->hi, 17, s.evaluated)}, scope), pairs);
     }
     std::stable_sort(pairs.begin(), pairs.end(), by_sse);
     confirm(pairs);

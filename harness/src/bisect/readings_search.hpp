@@ -38,6 +38,7 @@ struct ReadingSearch {
   // the rows are then compared at that share of their limit, where the golden leaves some out.
   double limit_share = 1;
   std::int64_t evaluated = 0;
+  std::int64_t screened = 0;  // discrete singles first compared on a few rows
   double seconds = 0;
 };
 

@@ -307,13 +307,31 @@ const std::vector<ReadingKnob>& reading_knobs() {
                              [](Reading& r) { r.sink = SinkRule::doubled_mass; }));
          return s;
        }},
-      {"ring", "a ring cache's slots: one slot short or long", "ring_one_slot_short, ring_one_slot_long",
+      {"ring", "a ring cache's slots: one slot short or long; read without the compact ring's base, or gathered in slot order",
+       "ring_one_slot_short, ring_one_slot_long, ring_read_without_compact_base, ring_read_in_slot_order",
        [](const AttnParams& p) {
          if (!is_ring(p)) return Settings{};
-         return Settings{setting("ring_one_slot_short", "keeps a ring of W-1 slots (position p in slot p mod (W-1))",
-                                 [](Reading& r) { r.ring_capacity_delta = -1; }),
-                         setting("ring_one_slot_long", "keeps a ring of W+1 slots (position p in slot p mod (W+1))",
-                                 [](Reading& r) { r.ring_capacity_delta = 1; })};
+         Settings s{setting("ring_one_slot_short", "keeps a ring of W-1 slots (position p in slot p mod (W-1))",
+                            [](Reading& r) { r.ring_capacity_delta = -1; }),
+                    setting("ring_one_slot_long", "keeps a ring of W+1 slots (position p in slot p mod (W+1))",
+                            [](Reading& r) { r.ring_capacity_delta = 1; })};
+         if (p.cache == CachePolicy::ring_compact) {
+           s.push_back(setting("ring_read_without_compact_base",
+                               "reads cached position p from slot p mod W, without the compact ring's base (it writes p to "
+                               "(p - base) mod W)",
+                               [](Reading& r) { r.ring_read_without_base = true; }));
+           if (p.mode == RunMode::decode)
+             s.push_back(setting("ring_read_without_compact_base",
+                                 "reads cached position p from slot p mod W, without the compact ring's base (it writes p to "
+                                 "(p - base) mod W), a decode step's own K/V taken as it holds them",
+                                 [](Reading& r) { r.ring_read_without_base = r.ring_read_own_key_kept = true; }));
+         }
+         if (p.mode == RunMode::chunked_prefill || (p.mode == RunMode::decode && p.chunk > 0))
+           s.push_back(setting("ring_read_in_slot_order",
+                               "gathers a prompt call's cached keys from slots 0, 1, 2, ... in order, as if the ring had "
+                               "never wrapped (the i-th key of the call's window from slot i), not each from its own slot",
+                               [](Reading& r) { r.ring_read_in_slot_order = true; }));
+         return s;
        }},
       {"cache_read", "a read of the KV cache one slot off (ring, linear or paged)", "cache_read_slot_shifted",
        [](const AttnParams& p) {
@@ -399,8 +417,10 @@ const std::vector<ReadingKnob>& reading_knobs() {
                                [](Reading& r) { r.denominator = DenominatorScope::call, r.keys_from_call_window = true; }));
          return s;
        }},
-      {"online_softmax", "an online softmax over key tiles of 16..128 that does not rescale when the max grows",
-       "tile_rescale_missing, row_sum_not_rescaled, tile_rescale_inverted",
+      {"online_softmax", "an online softmax over key tiles of 16..128 that does not rescale when the max grows, or that "
+                         "keeps its output normalised per tile (FlashAttention-1) with a factor of the update left out",
+       "tile_rescale_missing, row_sum_not_rescaled, tile_rescale_inverted, normalized_update_drops_the_old_row_sum, "
+       "normalized_update_drops_the_max_rescale",
        [](const AttnParams&) {
          Settings s;
          for (int t : {16, 32, 64, 128}) {
@@ -420,6 +440,16 @@ const std::vector<ReadingKnob>& reading_knobs() {
                                "rescales by e^(m_new - m_old) instead of e^(m_old - m_new) when a later key tile of " +
                                    std::to_string(t) + " raises the row max (the factor's sign flipped)",
                                [t](Reading& r) { r.tile = t, r.tile_rescale = TileRescale::inverted; }));
+           s.push_back(setting("normalized_update_drops_the_old_row_sum",
+                               "keeps its output normalised after every key tile of " + std::to_string(t) +
+                                   " (FlashAttention-1's update) and computes o = (e^(m_old - m_new) o + P.V) / l_new: the "
+                                   "old row sum l_old not multiplied back",
+                               [t](Reading& r) { r.state_tile = t, r.normalized_update = NormalizedUpdate::row_sum_dropped; }));
+           s.push_back(setting("normalized_update_drops_the_max_rescale",
+                               "keeps its output normalised after every key tile of " + std::to_string(t) +
+                                   " (FlashAttention-1's update) and computes o = (l_old o + P.V) / l_new: the max's growth "
+                                   "e^(m_old - m_new) not applied to the output",
+                               [t](Reading& r) { r.state_tile = t, r.normalized_update = NormalizedUpdate::rescale_dropped; }));
          }
          return s;
        }},
@@ -487,7 +517,8 @@ const std::vector<ReadingKnob>& reading_knobs() {
        running_state_settings},
       {"fp8", "FP8 K/V: the format, the rounding, saturation, each descale's use, which rows go through FP8",
        "fp8_other_format, fp8_rounds_toward_zero, fp8_rounds_ties_away, fp8_no_saturation, fp8_clamped_at_N, fp8_descales_in_TYPE, fp8_v_read_with_k_descale, "
-       "fp8_k_read_with_v_descale, fp8_descale_twice, fp8_descale_not_applied, fp8_descale_inverted, fp8_chunk_keys_unquantised",
+       "fp8_k_read_with_v_descale, fp8_descale_twice, fp8_descale_not_applied, fp8_descale_inverted, fp8_chunk_keys_unquantised, "
+       "fp8_decode_key_unquantised, fp8_encodes_by_reciprocal_in_TYPE",
        fp8_settings},
   };
   return knobs;

@@ -34,6 +34,7 @@ struct Split {
 struct SplitGrid {
   std::string name, words;
   std::function<std::int64_t(const RowPlace&)> origin;
+  bool newest_joins_last = false;  // the newest key (a decode step's own) joins the last split of the keys before it
 };
 
 const std::vector<SplitGrid>& split_grids() {
@@ -42,19 +43,31 @@ const std::vector<SplitGrid>& split_grids() {
       {"window", "counted from the window's first key", [](const RowPlace& r) { return r.spec_first; }},
       {"newest", "counted back from the newest key", [](const RowPlace& r) { return r.spec_last + 1; }},
       {"call", "counted from its call's first row", [](const RowPlace& r) { return r.c0; }},
-      {"packed", "on multiples of T of the packed batch's rows", [](const RowPlace& r) { return -r.packed; }}};
+      {"packed", "on multiples of T of the packed batch's rows", [](const RowPlace& r) { return -r.packed; }},
+      {"window_newest_in_last", "counted from the window's first key over the keys before its own, its own key in the last split",
+       [](const RowPlace& r) { return r.spec_first; }, true}};
   return g;
 }
 
-std::vector<Split> splits_of(const RowRuns& runs, const RowPlace& r, std::int64_t T, std::int64_t origin) {
+std::vector<Split> splits_of(const RowRuns& runs, const RowPlace& r, std::int64_t T, const SplitGrid& grid) {
   std::vector<Split> s;
+  const std::int64_t origin = grid.origin(r);
   const std::int64_t f = std::max<std::int64_t>(0, r.spec_first), l = std::min(r.spec_last, runs.keys() - 1);
   if (f > l) return s;
+  // The splits' key ranges: T keys on the grid over the row's keys, or over the keys before its newest
+  // with the newest joining the last.
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+  const std::int64_t end = grid.newest_joins_last ? l - 1 : l;
+  for (std::int64_t a = floor_to(f - origin, T) + origin; a <= end; a += T)
+    if (std::max(a, f) <= std::min(a + T - 1, end)) ranges.push_back({std::max(a, f), std::min(a + T - 1, end)});
+  if (grid.newest_joins_last) {
+    if (ranges.empty()) ranges.push_back({l, l});
+    else ranges.back().second = l;
+  }
   const long double total = runs.run_weight(f, l) + runs.sink();
-  for (std::int64_t a = floor_to(f - origin, T) + origin; a <= l; a += T) {
+  for (const auto& [first, last] : ranges) {
     Split x;
-    x.first = std::max(a, f), x.last = std::min(a + T - 1, l);
-    if (x.first > x.last) continue;
+    x.first = first, x.last = last;
     const long double m = runs.run_weight(x.first, x.last);
     if (!(m > 0)) return {};
     long double most = 0;
@@ -258,6 +271,7 @@ std::string rule_words(const MergeRule& m, const AttnParams& p, std::int64_t T, 
   std::ostringstream o;
   o << "its keys are split into runs of " << T << " (" << grid_words(g, T) << ") and the splits' partial softmax outputs ";
   const std::vector<std::pair<double, std::string>> gammas = {
+      {0.0, "the splits' sums of exponentials left out: each weighed by e^(its max) alone"},
       {1.0, "the natural log-sum-exp"},
       {1 / ln2, "1/ln 2: a log-sum-exp in base 2 merged as natural logs"},
       {ln2, "ln 2: a natural log-sum-exp merged in base 2"}};
@@ -340,11 +354,11 @@ double snapped(double v, const std::vector<double>& named) {
 // per call: 48 keys in one call, 64 in the next) whose solved weights still give the row; nullopt
 // when even T does not.
 std::optional<std::pair<std::int64_t, std::vector<Split>>> coarsest_splits(const RowRuns& runs, const RowPlace& r, std::int64_t T,
-                                                                           std::int64_t origin,
+                                                                           const SplitGrid& grid,
                                                                            const std::function<bool(const std::vector<Split>&)>& gives) {
   const std::int64_t keys = r.spec_last - r.spec_first + 1;
   for (std::int64_t k = std::max<std::int64_t>(1, (keys + T - 1) / T + 1); k >= 1; --k) {
-    std::vector<Split> s = splits_of(runs, r, k * T, origin);
+    std::vector<Split> s = splits_of(runs, r, k * T, grid);
     if (!s.empty() && gives(s)) return std::pair(k * T, std::move(s));
   }
   return std::nullopt;
@@ -356,7 +370,7 @@ int unnamed(const MergeRule& m, const AttnParams& p) {
   auto at = [](double v, const std::vector<double>& named) {
     return std::any_of(named.begin(), named.end(), [v](double x) { return std::abs(v - x) <= 1e-9 * std::max(1.0, std::abs(x)); });
   };
-  int n = !at(m.gamma, {1.0, 1 / ln2, ln2}) + !at(m.beta, {0.0, -m.gamma, 1 / scale - 1, 1 / fp8_k_descale(p) - 1});
+  int n = !at(m.gamma, {0.0, 1.0, 1 / ln2, ln2}) + !at(m.beta, {0.0, -m.gamma, 1 / scale - 1, 1 / fp8_k_descale(p) - 1});
   if (!m.normalised) n += !at(m.c, {0.0});
   for (const auto& [h, s] : m.sigma) n += !at(s, {p.sinks[h], m.gamma * p.sinks[h]});
   return n;
@@ -372,7 +386,7 @@ std::vector<MergeRule> fit_merge_rules(const AttnParams& p, const std::vector<So
   for (const MergeRule& m : starts(p, rows)) {
     const MergeRule f = fit_rule(m, rows, d);
     MergeRule named = f;
-    named.gamma = snapped(f.gamma, {1.0, 1 / ln2, ln2});
+    named.gamma = snapped(f.gamma, {0.0, 1.0, 1 / ln2, ln2});
     named.beta = snapped(f.beta, {0.0, -named.gamma, 1 / scale - 1, 1 / fp8_k_descale(p) - 1});
     named.c = snapped(f.c, {0.0});
     for (auto& [h, s] : named.sigma) s = snapped(s, {p.sinks[h], named.gamma * p.sinks[h]});
@@ -424,14 +438,14 @@ Held hold_rule(const Problem& pr, const std::vector<double>& out, const std::vec
         if (r.spec_first > r.spec_last) continue;
         ++held.checked;
         const RowRuns rr(pr, r);
-        const std::vector<Split> s = splits_of(rr, r, T, grid.origin(r));
+        const std::vector<Split> s = splits_of(rr, r, T, grid);
         const double* y = row_of(out, pr, r);
         const double limit = limit_of(row_limit, pr, r);
         auto gives = [&](const std::vector<Split>& x) { return worst_over_limit(x, rule_weights(rule, x, h), y, d, limit) <= 1; };
         const bool finite = finite_row(y, d);
         const bool given = !s.empty() && finite && gives(s);
         const bool passes = row_passes(pr, out, ref, row_limit, r), one = s.size() == 1;
-        const auto coarser = finite ? coarsest_splits(rr, r, T, grid.origin(r), gives) : std::nullopt;
+        const auto coarser = finite ? coarsest_splits(rr, r, T, grid, gives) : std::nullopt;
         if (coarser && !passes) held.split_sizes.insert(coarser->first);
         held.over_all += !coarser;
         held.over_one += one ? !given : !passes;
@@ -477,7 +491,7 @@ std::optional<KeyRunFit> fit_split_merge(const Problem& pr, const std::vector<do
       bool all = true;
       for (std::size_t k = 0; k < sample.size() && all; ++k) {
         const RowPlace& r = sample[k];
-        const std::vector<Split> s = splits_of(runs[k], r, T, split_grids()[g].origin(r));
+        const std::vector<Split> s = splits_of(runs[k], r, T, split_grids()[g]);
         if (s.empty() || s.size() > most) all = false;
         else if (const auto a = solve_weights(s, row_of(out, pr, r), d);
                  !a || !(worst_over_limit(s, *a, row_of(out, pr, r), d, limit_of(row_limit, pr, r)) <= 1))
@@ -504,7 +518,7 @@ std::optional<KeyRunFit> fit_split_merge(const Problem& pr, const std::vector<do
     for (std::size_t k = 0; k < sample.size(); ++k) {
       const RowPlace& r = sample[k];
       SolvedRow s{r, {}, {}, row_of(out, pr, r), limit_of(row_limit, pr, r)};
-      s.splits = coarsest_splits(runs[k], r, T, grid.origin(r), [&](const std::vector<Split>& x) {
+      s.splits = coarsest_splits(runs[k], r, T, grid, [&](const std::vector<Split>& x) {
                    if (x.size() > most) return false;
                    const auto a = solve_weights(x, s.y, d);
                    return a && worst_over_limit(x, *a, s.y, d, s.limit) <= 1;

@@ -46,4 +46,23 @@ Finding rows_not_computed_finding(const ZeroRows& z, const std::string& where, c
   return f;
 }
 
+Finding zero_rows_finding(const ZeroRows& z, const std::string& where, const std::string& reading,
+                          const std::optional<KeyRunFit>& runs) {
+  if (!runs || !runs->reproduced || runs->kind != KeyRunKind::runs) return rows_not_computed_finding(z, where, reading);
+  Finding f = key_run_finding(*runs);
+  const std::string zero = "The " + std::to_string(z.failing) + " failing rows hold exactly 0 in every element (written as "
+                           "zeros over the harness's NaN fill): the rule leaves each of them no key, and gives every other "
+                           "row its window" + (where.empty() ? "" : " (the rows exactly 0, by position: " + where + ")") + ".";
+  f.evidence.insert(f.evidence.begin() + 1, zero);
+  if (runs->probes_held == 0) {
+    ConfidenceEvidence ce;
+    ce.failing_rows = ce.reproduced_rows = z.failing;
+    ce.untold = "a kernel that never computed those rows (over an output it zeroed)";
+    const ConfidenceRule rule = confidence_from(ce);
+    f.confidence = rule.confidence, f.why = rule.why;
+    f.evidence.push_back("Not held to another case the DUT fails: rows never computed give the same zeros here.");
+  }
+  return f;
+}
+
 }  // namespace swa::harness

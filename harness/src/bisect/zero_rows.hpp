@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "finding.hpp"
+#include "key_runs.hpp"
 #include "swa/harness/case/problem.hpp"
 
 namespace swa::harness {
@@ -25,5 +26,12 @@ bool every_failing_row_zero(const ZeroRows& z);
 // `where`: the failing rows by position; `reading`: a reading of the spec that also gives them (it
 // can only do so by emptying their windows), "" when none.
 Finding rows_not_computed_finding(const ZeroRows& z, const std::string& where, const std::string& reading);
+
+// Every failing row exactly 0: which rows, when a rule of the rows' positions (key_runs.hpp) gives
+// exactly them no key and every other row its window. Held to a probe the DUT fails too, the rule is
+// the finding (high); on this case alone it is the finding at medium, a kernel that never computed
+// those rows not told apart; without one, rows_not_computed.
+Finding zero_rows_finding(const ZeroRows& z, const std::string& where, const std::string& reading,
+                          const std::optional<KeyRunFit>& runs);
 
 }  // namespace swa::harness
