@@ -74,6 +74,7 @@ std::int64_t buffer_start(const AttnParams& p, const RowPlace& r) { return p.mod
 
 // How far the plan moves a row: the position its tests take the row at, minus its own.
 std::int64_t row_shift(const AttnParams& p, const BlockPlan& plan, const RowPlace& r) {
+  if (plan.shift == RowShift::none) return 0;
   const std::int64_t start = buffer_start(p, r);
   switch (plan.shift) {
     case RowShift::none: return 0;

@@ -118,7 +118,7 @@ std::optional<Finding> kv_heads_finding(const std::vector<const CacheMismatch*>&
 // Paged: slots that hold rows the spec never stores (rows in pages already dead to the call's next
 // reader, whose page-table entry is -1): the DUT wrote a row whose page is not held, somewhere.
 std::optional<Finding> unheld_rows_written(const std::vector<const CacheMismatch*>& slots, const AttnParams& p) {
-  if (p.cache != CachePolicy::paged || p.page_size <= 0) return std::nullopt;
+  if (p.cache != CachePolicy::paged || p.page_size <= 0 || slots.empty()) return std::nullopt;
   std::set<std::int64_t> pages;
   std::set<std::pair<int, std::int64_t>> rows;
   for (const CacheMismatch* m : slots) {
@@ -131,7 +131,6 @@ std::optional<Finding> unheld_rows_written(const std::vector<const CacheMismatch
     pages.insert(m->page);
     rows.insert({m->held_sequence, m->held});
   }
-  if (slots.empty()) return std::nullopt;
   std::ostringstream o;
   o << "each of the " << slots.size() << " differing slots recorded holds a row the spec never stores (";
   std::map<int, std::set<std::int64_t>> by_sequence;
@@ -268,6 +267,12 @@ Finding cache_finding(const std::vector<CacheMismatch>& all, const AttnParams& p
     share << members.size() << " of the " << slots.size() << " differing slots recorded are alike";
     const Confidence c = clear ? Confidence::high : Confidence::medium;
     const std::string why = clear ? share.str() : share.str() + "; the others differ in other ways";
+    // Another sequence's rows, or rows where none belong: rows of unheld pages written anyway, when they all are.
+    if (top == SlotClass::other_sequence || top == SlotClass::written_outside)
+      if (std::optional<Finding> unheld = unheld_rows_written(members, p)) {
+        unheld->evidence.push_back("the first: " + first_words);
+        return *unheld;
+      }
     switch (top) {
       case SlotClass::unwritten: {
         std::map<int, std::set<std::int64_t>> positions;
@@ -300,10 +305,6 @@ Finding cache_finding(const std::vector<CacheMismatch>& all, const AttnParams& p
         return say("wrong_slot", {first_words, o.str()}, c, why);
       }
       case SlotClass::written_outside: {
-        if (std::optional<Finding> unheld = unheld_rows_written(members, p)) {
-          unheld->evidence.push_back("the first: " + first_words);
-          return *unheld;
-        }
         std::set<std::int64_t> held;
         for (const CacheMismatch* x : members) held.insert(x->held);
         return say("rows_written_outside",
@@ -313,10 +314,6 @@ Finding cache_finding(const std::vector<CacheMismatch>& all, const AttnParams& p
                    c, why);
       }
       case SlotClass::other_sequence:
-        if (std::optional<Finding> unheld = unheld_rows_written(members, p)) {
-          unheld->evidence.push_back("the first: " + first_words);
-          return *unheld;
-        }
         return say("cross_sequence_write",
                    {first_words, "a sequence's slots hold another sequence's rows: the cache's sequence stride or the "
                                  "page table row is wrong"},
